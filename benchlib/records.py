@@ -63,6 +63,7 @@ class RequestRecord:
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    token_source: str = ""  # usage | server_log | client_deltas
     client_deltas: int = 0
     client_content_deltas: int = 0
     client_reasoning_deltas: int = 0
@@ -89,6 +90,7 @@ class RequestRecord:
     check_detail: str = ""
     looping: bool = False
     # client health
+    client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)
     client_cpu_s: float | None = None
 
     def to_row(self) -> dict[str, Any]:

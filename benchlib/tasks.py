@@ -46,6 +46,7 @@ class Task(BaseModel):
     max_tokens: int | None = Field(None, ge=1, description="Lower per-task budget; never above run.max_tokens")
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | None = None
+    all_variants: bool = Field(False, description="Send every variant once even when repeats is smaller")
     variants: list[Variant] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -1,0 +1,186 @@
+"""Command line: `frontier-bench run PARAMS` executes the suite notebooks through papermill.
+
+Exit codes: 0 = results written; 1 = a notebook failed or no request succeeded; 2 = bad input
+(params file, notebook name), reported in one line without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
+from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, outputs_root, run_dir
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _display(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True) -> None:
+    import papermill
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
+                               cwd=str(PROJECT_ROOT), progress_bar=progress, request_save_on_cell_execute=True)
+
+
+def attach_manifest(executed: Path, suite_dir: Path) -> None:
+    """Put the run's manifest into the executed notebook's metadata (provenance travels with it)."""
+    import nbformat
+
+    manifest_path = suite_dir / "manifest.json"
+    if not (executed.is_file() and manifest_path.is_file()):
+        return
+    notebook = nbformat.read(str(executed), as_version=4)
+    notebook.metadata["frontier_bench"] = json.loads(manifest_path.read_text(encoding="utf-8"))
+    nbformat.write(notebook, str(executed))
+
+
+def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
+                  progress: bool = True) -> tuple[list[str], list[Path]]:
+    """Execute each suite notebook; a failing notebook is reported and the next one still runs."""
+    from benchlib.runner import RunConflict, _prepare_out_dir
+
+    failed, suite_dirs = [], []
+    for suite in notebooks:
+        suite_dir = run_dir(params.host.name, params.server.model, suite)
+        if suite != "load":
+            try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
+                _prepare_out_dir(params, suite, fresh, None)
+            except RunConflict as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                failed.append(suite)
+                continue
+        executed = suite_dir / f"{suite}.ipynb"
+        started = time.monotonic()
+        print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {_display(str(executed))}", flush=True)
+        parameters = {**params.sections(), "params_file": params_path, "fresh": False}
+        try:
+            execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted during {suite}; finished requests are kept, rerun to resume", file=sys.stderr)
+            raise
+        except Exception as exc:  # noqa: BLE001 — papermill reports the failing cell; keep going
+            failed.append(suite)
+            reason = str(exc).strip().splitlines()
+            print(f"✗ {suite} failed after {time.monotonic() - started:.0f} s: "
+                  f"{reason[-1] if reason else type(exc).__name__}\n  see {_display(str(executed))}", flush=True)
+        else:
+            print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
+        attach_manifest(executed, suite_dir)
+        suite_dirs.append(suite_dir)
+    return failed, suite_dirs
+
+
+def print_summary(suite_dirs: list[Path]) -> bool:
+    """Per-task table on the terminal; returns whether any request succeeded."""
+    import pandas as pd
+
+    from benchlib.report import console_table
+
+    frames = []
+    for suite_dir in suite_dirs:
+        path = suite_dir / "summary.csv"
+        if path.is_file():
+            frames.append(pd.read_csv(path).assign(suite=suite_dir.name))
+    if not frames:
+        return False
+    summary = pd.concat(frames, ignore_index=True)
+    print("\n" + console_table(summary))
+    return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        params = load_params(args.params)
+    except ParamsError as exc:
+        return _fail(str(exc))
+    notebooks = args.only.split(",") if args.only else list(params.run.notebooks)
+    unknown = [n for n in notebooks if n not in NOTEBOOK_ORDER or not (NOTEBOOKS_DIR / f"{n}.ipynb").is_file()]
+    if unknown:
+        return _fail(f"--only: unknown notebook(s) {', '.join(unknown)} (known: {', '.join(NOTEBOOK_ORDER)})")
+    started = time.monotonic()
+    print(f"Frontier Bench · {params.server.model} on {params.host.name} · params {args.params} · "
+          f"run id {params.identity()}", flush=True)
+    try:
+        failed, suite_dirs = run_notebooks(params, args.params, notebooks, args.fresh, progress=not args.quiet)
+    except KeyboardInterrupt:
+        return 130
+    any_ok = print_summary(suite_dirs)
+    print(f"\nresults: {_display(str(run_dir(params.host.name, params.server.model, '')))}/"
+          f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
+    if not args.no_paper:
+        paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0
+        if paper_failed:
+            failed.append("paper")
+    print(f"wall time {time.monotonic() - started:.0f} s")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 0 if any_ok and not failed else 1
+
+
+def cmd_paper(args: argparse.Namespace) -> int:
+    notebook = PAPER_DIR / "assemble.ipynb"
+    if not notebook.is_file():
+        print("paper/assemble.ipynb not present yet; skipping the paper", file=sys.stderr)
+        return 0
+    output = PAPER_OUT_DIR / "assemble.ipynb"
+    print(f"▶ paper: executing paper/assemble.ipynb → {_display(str(PAPER_OUT_DIR))}/", flush=True)
+    try:
+        execute_notebook(notebook, output, {"outputs_dir": str(outputs_root())}, progress=not args.quiet)
+    except Exception as exc:  # noqa: BLE001
+        print(f"✗ paper failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}", file=sys.stderr)
+        return 1
+    print(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        params = load_params(args.params)
+    except ParamsError as exc:
+        return _fail(str(exc))
+    print(f"{args.params}: ok · run id {params.identity()} · notebooks {', '.join(params.run.notebooks)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="frontier-bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute the suite notebooks for a params file, then the paper")
+    run.add_argument("params", help="params/<host-model>.yaml")
+    run.add_argument("--only", help="comma-separated notebooks (default: run.notebooks of the params file)")
+    run.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
+    run.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.set_defaults(func=cmd_run)
+    paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ and the reference data")
+    paper.add_argument("--quiet", action="store_true")
+    paper.set_defaults(func=cmd_paper)
+    validate = sub.add_parser("validate", help="check a params file and exit")
+    validate.add_argument("params")
+    validate.set_defaults(func=cmd_validate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.getLogger("papermill").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

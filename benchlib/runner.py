@@ -1,0 +1,332 @@
+"""Run one suite (text, quality, vision, audio, video) of a params file and write its tidy results.
+
+outputs/<host>/<model>/<suite>/
+    run.json        run id (hash of the params) and prompt salt; a changed params file never resumes an old run
+    requests.csv    one row per request, appended and fsynced as each finishes (resume skips finished keys)
+    summary.csv     per-task statistics, rewritten atomically at the end
+    windows.csv     telemetry windows (idle, loaded, one per task) with energy and tokens per joule
+    telemetry.csv   the sampler's time series
+    manifest.json   provenance: params (no secrets), versions, server, git commit
+    server.log      the embedded server's log
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import secrets
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+from benchlib import aio
+from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
+from benchlib.params import BenchParams
+from benchlib.paths import run_dir
+from benchlib.records import (STATUS_OK, STATUS_UNSUPPORTED, RequestLog, RequestRecord, read_requests,
+                              request_key, write_atomic, write_csv_atomic)
+from benchlib.scoring import Response, score
+from benchlib.tasks import Task, Variant, tasks_for
+
+# HTTP statuses that, on a request carrying media, mean "this deployment does not take that input".
+UNSUPPORTED_MEDIA_STATUSES = {400, 415, 422, 501}
+
+
+class RunConflict(RuntimeError):
+    """The output folder holds a run made from different params; refuse to mix them silently."""
+
+
+@dataclass
+class Planned:
+    """A request to send: its record (identity filled) and what to send."""
+
+    record: RequestRecord
+    request: ChatRequest | None
+    task: Task | None = None
+    variant: Variant | None = None
+
+
+@dataclass
+class SuiteResult:
+    out_dir: Path
+    requests: pd.DataFrame
+    summary: pd.DataFrame
+    windows: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def ok(self) -> bool:
+        return bool((self.requests.get("status") == STATUS_OK).any()) if len(self.requests) else False
+
+
+class Session:
+    """A suite's live context: output folder, run id, backend, telemetry, and the embedded server if any."""
+
+    def __init__(self, params: BenchParams, suite: str, out_dir: Path, run_id: str, salt: str):
+        self.params = params
+        self.suite = suite
+        self.out_dir = out_dir
+        self.run_id = run_id
+        self.salt = salt
+        self.log = RequestLog(out_dir / "requests.csv")
+        self.server = None  # EmbeddedServer when we started one
+        self.backend: Backend | None = None
+        self.telemetry = None
+        self.started_unix = time.time()
+
+    # ---- prompts -------------------------------------------------------------------------------------
+    def unique_prompt(self, prompt: str, key: str) -> str:
+        """Prefix a short id derived from (salt, key): a prompt no cache has seen, yet stable on resume."""
+        if not self.params.run.unique_prompts:
+            return prompt
+        nonce = hashlib.sha256(f"{self.salt}/{key}".encode()).hexdigest()[:8]
+        return f"(ref {nonce})\n{prompt}"
+
+    def base_record(self, task: str, variant: str, repeat: int, concurrency: int = 1, warmup: bool = False,
+                    modality: str = "text", extra_key: str = "") -> RequestRecord:
+        p = self.params
+        return RequestRecord(
+            run_id=self.run_id, host=p.host.name, model=p.server.model, server_kind=p.server.kind,
+            server_software=p.server.software or p.server.kind, suite=self.suite, modality=modality, task=task,
+            variant=variant, repeat=repeat, concurrency=concurrency, is_warmup=warmup,
+            request_key=request_key(self.suite, task, variant, repeat, concurrency, warmup, extra_key),
+            thinking=p.run.thinking)
+
+    def build(self, task: Task, variant: Variant, record: RequestRecord) -> ChatRequest:
+        """Messages for one task variant; media go through benchlib.media's payload builders."""
+        run = self.params.run
+        text = self.unique_prompt(variant.prompt, record.request_key)
+        record.prompt = text
+        record.max_tokens = min(task.max_tokens or run.max_tokens, run.max_tokens)
+        media = task.media_paths(variant)
+        messages: list[dict[str, Any]] = []
+        if task.system:
+            messages.append({"role": "system", "content": task.system})
+        if media:
+            from benchlib import media as media_builders  # imported only when a task carries media
+
+            if self.params.server.kind == "ollama":
+                payload = media_builders.build_ollama_message(text, media, self.params.server)
+                messages.append(payload.message)
+            else:
+                payload = media_builders.build_openai_content(text, media, self.params.server)
+                messages.append({"role": "user", "content": payload.content})
+            record.media_count, record.payload_bytes = payload.media_count, payload.payload_bytes
+        else:
+            messages.append({"role": "user", "content": text})
+        return ChatRequest(messages=messages, max_tokens=record.max_tokens, temperature=run.temperature,
+                           seed=run.seed, thinking=run.thinking, tools=task.tools, tool_choice=task.tool_choice)
+
+    # ---- execution -----------------------------------------------------------------------------------
+    def execute(self, planned: list[Planned], concurrency: int = 1, progress: Any = None) -> list[RequestRecord]:
+        """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes."""
+        return aio.run(self._execute(planned, concurrency, progress))
+
+    async def _execute(self, planned: list[Planned], concurrency: int, progress: Any) -> list[RequestRecord]:
+        gate = asyncio.Semaphore(max(concurrency, 1))
+        done: list[RequestRecord] = []
+
+        async def one(item: Planned) -> None:
+            async with gate:
+                record = item.record
+                if item.request is not None:
+                    await self.backend.execute(item.request, record)
+                self.after_request(item, concurrency)
+                self.log.append(record)
+                done.append(record)
+                if progress is not None:
+                    progress.update(1)
+
+        await asyncio.gather(*(one(item) for item in planned))
+        return done
+
+    def after_request(self, item: Planned, concurrency: int) -> None:
+        """Server-side figures, cross-checks, unsupported-media classification and scoring."""
+        record = item.record
+        if self.server is not None and concurrency == 1 and item.request is not None:
+            self._attach_embedded_timings(record)
+        if record.server_decode_tps and record.decode_tps:
+            record.decode_ratio = record.decode_tps / record.server_decode_tps
+            record.rate_mismatch = abs(record.decode_ratio - 1.0) > 0.10
+        record.cache_suspect = bool(record.cached_tokens and record.cached_tokens > 0 and not record.is_warmup)
+        record.cold = bool(record.server_load_s is not None and record.server_load_s > self.params.run.cold_load_s)
+        if record.status != STATUS_OK and record.media_count and record.http_status in UNSUPPORTED_MEDIA_STATUSES:
+            record.status = STATUS_UNSUPPORTED  # the server's own reason stays in error_message
+        if record.status == STATUS_OK and item.task is not None and not record.is_warmup:
+            self._score(record, item.task, item.variant)
+
+    def _attach_embedded_timings(self, record: RequestRecord) -> None:
+        timings = self.server.read_new_timings(expected=1)
+        if not timings:
+            return
+        t = timings[-1]
+        record.server_prefill_tps, record.server_decode_tps = t.prefill_tps, t.decode_tps
+        record.server_prompt_tokens = t.prompt_eval_tokens
+        if record.prompt_tokens is None and t.prompt_tokens is not None:
+            record.prompt_tokens, record.cached_tokens = t.prompt_tokens, t.cached_tokens
+        if record.token_source in ("", "client_deltas") and t.eval_runs:
+            # llama.cpp runs one eval per sampled token after the first (which comes from the prompt pass).
+            record.completion_tokens, record.token_source = t.eval_runs + 1, "server_log"
+        compute_rates(record)
+
+    def _score(self, record: RequestRecord, task: Task, variant: Variant) -> None:
+        from benchlib import scoring
+
+        response = Response(text=record.response_text, reasoning=record.reasoning_text,
+                            tool_calls=record.tool_calls, finish_reason=record.finish_reason)
+        verdict = score(task.checker, response, variant.expected, task.checker_args)
+        record.checker, record.passed, record.score, record.check_detail = (
+            task.checker, verdict.passed, verdict.score, verdict.detail)
+        detect = getattr(scoring, "detect_looping", None)
+        record.looping = bool(detect(record.response_text)) if detect else False
+
+    # ---- planning ------------------------------------------------------------------------------------
+    def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
+        """Warm-ups, then `repeats` requests per task cycling through its variants; unsupported tasks
+        become one row each with the reason, without a request."""
+        run, server = self.params.run, self.params.server
+        warmups: list[Planned] = []
+        by_task: dict[str, list[Planned]] = {}
+        supported = [t for t in tasks if t.requires in server.modalities]
+        if supported:
+            first = supported[0]
+            for index in range(run.warmups):
+                record = self.base_record("warmup", first.variants[0].id, index, warmup=True,
+                                          modality=first.requires)
+                warmups.append(self._planned(first, first.variants[0], record))
+        for task in tasks:
+            if task.requires not in server.modalities:
+                record = self.base_record(task.name, "*", 0, modality=task.requires, extra_key="unsupported")
+                record.status = STATUS_UNSUPPORTED
+                record.error_kind = "modality_not_supported"
+                record.error_message = (f"{server.model} on {server.software or server.kind} is declared without "
+                                        f"'{task.requires}' input (server.modalities={server.modalities} in "
+                                        f"{self.params.source or 'params'}); no request sent")
+                by_task[task.name] = [Planned(record, None, task, None)]
+                continue
+            items = []
+            count = max(run.repeats, len(task.variants)) if task.all_variants else run.repeats
+            for repeat in range(count):
+                variant = task.variants[repeat % len(task.variants)]
+                record = self.base_record(task.name, variant.id, repeat, modality=task.requires)
+                items.append(self._planned(task, variant, record))
+            by_task[task.name] = items
+        return warmups, by_task
+
+    def _planned(self, task: Task, variant: Variant, record: RequestRecord) -> Planned:
+        try:
+            request = self.build(task, variant, record)
+        except Exception as exc:  # noqa: BLE001 — e.g. Ollama cannot carry audio: a row, not a crash
+            if type(exc).__name__ == "UnsupportedMedia":
+                record.status, record.error_kind = STATUS_UNSUPPORTED, "modality_not_supported"
+            else:
+                record.status, record.error_kind = "failed", "payload_error"
+            record.error_message = str(exc)
+            return Planned(record, None, task, variant)
+        return Planned(record, request, task, variant)
+
+
+def _prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
+    out_dir = run_dir(params.host.name, params.server.model, suite, root)
+    run_id = params.identity()
+    marker = out_dir / "run.json"
+    if marker.is_file():
+        existing = json.loads(marker.read_text(encoding="utf-8"))
+        if existing.get("run_id") == run_id and not fresh:
+            return out_dir, run_id, existing.get("salt", run_id)
+        if not fresh:
+            raise RunConflict(f"{out_dir} holds run {existing.get('run_id')} made from different params "
+                              f"({existing.get('params_file') or 'unknown file'}); rerun with --fresh to archive it "
+                              f"and start over, or give host.name another value")
+        archived = out_dir.with_name(f"{out_dir.name}.archived-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.move(str(out_dir), str(archived))
+    elif fresh and out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    salt = secrets.token_hex(4)  # a fresh run never reuses the prompts a server may still have cached
+    write_atomic(marker, json.dumps({"run_id": run_id, "salt": salt, "params_file": params.source,
+                                     "created_unix": time.time()}, indent=2))
+    return out_dir, run_id, salt
+
+
+@contextlib.contextmanager
+def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,
+                 concurrency: int = 1) -> Iterator[Session]:
+    """Output folder + telemetry (idle baseline, then model-loaded baseline) + server + backend."""
+    out_dir, run_id, salt = _prepare_out_dir(params, suite, fresh, root)
+    session = Session(params, suite, out_dir, run_id, salt)
+    from benchlib import telemetry as telemetry_module
+
+    session.telemetry = telemetry_module.Telemetry(params.telemetry, out_dir)
+    try:
+        session.telemetry.start()
+        if params.telemetry.idle_baseline_s:
+            session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
+        if params.server.kind == "embedded" and not params.server.base_url:
+            from benchlib.embedded import EmbeddedServer
+
+            session.server = EmbeddedServer(params.server.embedded, params.server.model, out_dir / "server.log")
+            base_url = session.server.start()
+            session.telemetry.set_server_pid(session.server.pid)
+            params = params.model_copy(deep=True)
+            params.server.base_url = base_url
+            session.params = params
+        if params.telemetry.loaded_baseline_s:
+            session.telemetry.baseline("loaded", params.telemetry.loaded_baseline_s, kind="loaded")
+        session.backend = make_backend(params.server, params.run, concurrency)
+        yield session
+    finally:
+        if session.backend is not None:
+            with contextlib.suppress(Exception):
+                aio.run(session.backend.aclose())
+        if session.server is not None:
+            session.server.stop()
+        session.telemetry.close()
+
+
+def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,
+              progress: bool = True) -> SuiteResult:
+    """Run every task of a suite (resuming finished keys), then write summary, windows and manifest."""
+    from tqdm.auto import tqdm
+
+    tasks = tasks_for(suite, params.tasks)
+    with open_session(params, suite, fresh=fresh, root=root) as session:
+        done = session.log.done_keys(session.run_id)
+        warmups, by_task = session.plan_suite(tasks)
+        todo = [p for p in warmups if p.record.request_key not in done]
+        total = len(todo) + sum(1 for items in by_task.values() for p in items if p.record.request_key not in done)
+        bar = tqdm(total=total, desc=f"{suite} · {params.server.model}", unit="req", disable=not progress)
+        with bar:
+            if todo:
+                session.execute(todo, progress=bar)
+            for name, items in by_task.items():
+                pending = [p for p in items if p.record.request_key not in done]
+                if not pending:
+                    continue
+                bar.set_postfix_str(name)
+                with session.telemetry.window(name, kind="task"):
+                    session.execute(pending, progress=bar)
+        result = finish_suite(session)
+    return result
+
+
+def finish_suite(session: Session) -> SuiteResult:
+    """Summary (with validity), telemetry windows with tokens per joule, manifest — each written atomically."""
+    from benchlib import analysis, manifest, telemetry as telemetry_module
+
+    requests = read_requests(session.log.path)
+    requests = requests[requests["run_id"] == session.run_id].reset_index(drop=True)
+    summary = analysis.summarize_requests(requests, max_error_rate=session.params.run.max_error_rate)
+    windows = session.telemetry.windows_frame()
+    if len(windows):
+        windows = telemetry_module.add_token_efficiency(windows, requests)
+        write_csv_atomic(session.out_dir / "windows.csv", windows)
+        summary = analysis.join_windows(summary, windows)
+    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    manifest.write_manifest(session)
+    return SuiteResult(session.out_dir, requests, summary, windows)

@@ -1,0 +1,272 @@
+"""A local streaming server with exactly known timing, for tests and bench/.
+
+Speaks OpenAI-compatible SSE (`/v1/chat/completions`) and Ollama's native NDJSON (`/api/chat`), one token
+per chunk. Timing is scheduled against absolute deadlines on the monotonic clock (no drift): the first
+token leaves `ttft` seconds after the request is read, then one every `itl` seconds. The instants at which
+each chunk was written are logged on time.perf_counter_ns() — the same system-wide CLOCK_MONOTONIC the
+client stamps with — and served at GET /log, so a test can compare client stamps with server sends.
+
+Behaviour per request comes from the body's "fake" object (sent via params `server.extra_body`):
+  {"ttft": 0.15, "itl": 0.02, "tokens": 64, "reasoning_tokens": 0, "prompt_tokens": 10,
+   "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "stall",
+   "retry_after": 1, "timings": true, "cached_tokens": 0, "tool_call": null | {"name":..., "arguments": {...}},
+   "load_ms": 0}
+A fault "http_429_once" answers 429 the first time a given prompt is seen, then streams normally.
+Run standalone: python tests/servers.py [--port N]  (prints "PORT <n>" when listening).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "prompt_tokens": 12, "fault": None,
+            "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0}
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+
+
+class FakeServer:
+    """asyncio HTTP/1.1 server; run in a thread (tests) or as a process (bench, standalone)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.host, self.port = host, port
+        self.log: list[dict[str, Any]] = []
+        self.seen_prompts: set[str] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+    async def serve(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with self._server:
+            await self._server.serve_forever()
+
+    def start_thread(self) -> "FakeServer":
+        def target() -> None:
+            self.loop = asyncio.new_event_loop()
+            try:
+                self.loop.run_until_complete(self.serve())
+            except asyncio.CancelledError:
+                pass
+
+        self._thread = threading.Thread(target=target, daemon=True, name="fake-server")
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def stop(self) -> None:
+        if self.loop and self._server:
+            self.loop.call_soon_threadsafe(self._server.close)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # ---- HTTP plumbing -----------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                received = time.perf_counter_ns()
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+                length = int(headers.get("content-length", 0))
+                body = json.loads(await reader.readexactly(length)) if length else {}
+                keep_open = await self._route(method, path.split("?")[0], body, writer, received)
+                if not keep_open:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    @staticmethod
+    def _head(writer: asyncio.StreamWriter, status: int, content_type: str, length: int | None = None,
+              extra: dict[str, str] | None = None) -> None:
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+                  429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "X")
+        lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}"]
+        lines.append(f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked")
+        lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+
+    async def _json(self, writer: asyncio.StreamWriter, status: int, data: Any,
+                    extra: dict[str, str] | None = None) -> bool:
+        payload = json.dumps(data).encode()
+        self._head(writer, status, "application/json", len(payload), extra)
+        writer.write(payload)
+        await writer.drain()
+        return True
+
+    @staticmethod
+    def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    async def _route(self, method: str, path: str, body: dict, writer: asyncio.StreamWriter, received: int) -> bool:
+        if method == "GET" and path == "/v1/models":
+            return await self._json(writer, 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        if method == "GET" and path == "/log":
+            return await self._json(writer, 200, self.log)
+        if method == "GET" and path in ("/version", "/api/version"):
+            return await self._json(writer, 200, {"version": "fake-1.0"})
+        if method == "POST" and path == "/v1/chat/completions":
+            return await self._chat(body, writer, received, ollama=False)
+        if method == "POST" and path == "/api/chat":
+            return await self._chat(body, writer, received, ollama=True)
+        return await self._json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+
+    # ---- chat --------------------------------------------------------------------------------------
+    async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
+        spec = {**DEFAULTS, **(body.get("fake") or {})}
+        fault = spec["fault"]
+        prompt = json.dumps(body.get("messages", []))
+        if fault == "http_429_once":
+            first_time = prompt not in self.seen_prompts
+            self.seen_prompts.add(prompt)
+            if first_time:
+                return await self._json(writer, 429, {"error": {"message": "rate limited, slow down"}},
+                                        {"Retry-After": str(spec["retry_after"])})
+            fault = None
+        if fault and fault.startswith("http_"):
+            status = int(fault.split("_")[1])
+            return await self._json(writer, status, {"error": {"message": f"fake {status} for testing"}},
+                                    {"Retry-After": str(spec["retry_after"])} if status == 429 else None)
+        if fault == "stall":  # accept, then never answer: a read timeout
+            await asyncio.sleep(3600)
+            return False
+        entry = {"received_ns": received, "sends_ns": [], "tokens": spec["tokens"], "prompt": prompt[:200]}
+        self.log.append(entry)
+        self._head(writer, 200, "application/x-ndjson" if ollama else "text/event-stream")
+        await writer.drain()
+        total = spec["reasoning_tokens"] + spec["tokens"]
+        first_at = received + int(spec["ttft"] * 1e9)
+        for index in range(total):
+            deadline = first_at + int(index * spec["itl"] * 1e9)
+            delay = (deadline - time.perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if fault == "cut" and index == total // 2:
+                writer.transport.abort()  # drop the connection mid-stream, no terminating chunk
+                return False
+            reasoning = index < spec["reasoning_tokens"]
+            word = WORDS[index % len(WORDS)] + " "
+            if fault == "empty":
+                word = ""
+            if fault == "bad_chunk" and index == 1:
+                self._chunk(writer, b"data: {this is not json\n\n")
+            else:
+                self._chunk(writer, self._token_chunk(word, reasoning, ollama))
+            await writer.drain()
+            entry["sends_ns"].append(time.perf_counter_ns())
+        if spec["tool_call"]:
+            self._chunk(writer, self._tool_chunk(spec["tool_call"], ollama))
+        if fault == "no_done":
+            writer.write(b"0\r\n\r\n")  # well-formed end of body, but no finish_reason and no [DONE]
+            await writer.drain()
+            return True
+        self._chunk(writer, self._final_chunks(body, spec, ollama))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    @staticmethod
+    def _token_chunk(word: str, reasoning: bool, ollama: bool) -> bytes:
+        if ollama:
+            message = {"role": "assistant", "content": "" if reasoning else word}
+            if reasoning:
+                message["thinking"] = word
+            return json.dumps({"model": "fake-model", "message": message, "done": False}).encode() + b"\n"
+        delta = {"reasoning_content": word} if reasoning else {"content": word}
+        chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    @staticmethod
+    def _tool_chunk(call: dict, ollama: bool) -> bytes:
+        if ollama:
+            message = {"role": "assistant", "content": "",
+                       "tool_calls": [{"function": {"name": call["name"], "arguments": call.get("arguments", {})}}]}
+            return json.dumps({"model": "fake-model", "message": message, "done": False}).encode() + b"\n"
+        delta = {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+                                 "function": {"name": call["name"],
+                                              "arguments": json.dumps(call.get("arguments", {}))}}]}
+        chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    @staticmethod
+    def _final_chunks(body: dict, spec: dict, ollama: bool) -> bytes:
+        completion = spec["reasoning_tokens"] + spec["tokens"]
+        budget = body.get("max_tokens") or (body.get("options") or {}).get("num_predict")
+        finish = "length" if budget is not None and completion >= budget else "stop"
+        if spec["tool_call"]:
+            finish = "tool_calls"
+        if ollama:
+            itl_ns = int(spec["itl"] * 1e9)
+            final = {"model": "fake-model", "message": {"role": "assistant", "content": ""}, "done": True,
+                     "done_reason": finish if finish != "tool_calls" else "stop",
+                     "total_duration": int((spec["ttft"] + completion * spec["itl"]) * 1e9),
+                     "load_duration": int(spec["load_ms"] * 1e6),
+                     "prompt_eval_count": spec["prompt_tokens"],
+                     "prompt_eval_duration": int(spec["ttft"] * 1e9), "eval_count": completion,
+                     "eval_duration": completion * itl_ns}
+            return json.dumps(final).encode() + b"\n"
+        parts = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+        usage_chunk: dict[str, Any] = {"object": "chat.completion.chunk", "choices": []}
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": spec["prompt_tokens"], "completion_tokens": completion,
+                     "total_tokens": spec["prompt_tokens"] + completion}
+            if spec["reasoning_tokens"]:
+                usage["completion_tokens_details"] = {"reasoning_tokens": spec["reasoning_tokens"]}
+            if spec["cached_tokens"] is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": spec["cached_tokens"]}
+            usage_chunk["usage"] = usage
+        if spec["timings"]:  # llama.cpp server's per-request timings object
+            usage_chunk["timings"] = {"prompt_n": spec["prompt_tokens"], "prompt_ms": spec["ttft"] * 1000,
+                                      "predicted_n": completion, "predicted_ms": completion * spec["itl"] * 1000,
+                                      "cache_n": spec["cached_tokens"] or 0}
+        if len(usage_chunk) > 2:
+            parts.append(usage_chunk)
+        text = "".join(f"data: {json.dumps(p)}\n\n" for p in parts) + "data: [DONE]\n\n"
+        return text.encode()
+
+
+def closed_port() -> int:
+    """A port nothing listens on (for connection-refused tests)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = FakeServer(port=args.port)
+
+    async def run() -> None:
+        task = asyncio.create_task(server.serve())
+        await asyncio.get_running_loop().run_in_executor(None, server._ready.wait)
+        print(f"PORT {server.port}", flush=True)
+        await task
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Params validation: bad input gives one line naming the file and the key."""
+
+from __future__ import annotations
+
+import papermill
+import pytest
+import yaml
+
+from benchlib.params import ParamsError, SECTIONS, load_params
+from benchlib.paths import NOTEBOOKS_DIR, PARAMS_DIR
+
+
+def write(tmp_path, data, name="run.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return path
+
+
+BASE = {"host": {"name": "h"}, "server": {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}}
+
+
+def test_every_params_file_validates():
+    files = sorted(PARAMS_DIR.glob("*.yaml"))
+    assert files, "params/ has no files"
+    for path in files:
+        params = load_params(path)
+        assert params.host.name and params.server.model
+
+
+def test_unknown_key_names_file_key_and_suggestion(tmp_path):
+    path = write(tmp_path, {**BASE, "run": {"repeat": 3}})
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    message = str(err.value)
+    assert str(path) in message and "run.repeat" in message and "did you mean 'repeats'" in message
+    assert "\n" not in message
+
+
+def test_wrong_type_names_key(tmp_path):
+    path = write(tmp_path, {**BASE, "run": {"max_tokens": "many"}})
+    with pytest.raises(ParamsError, match=r"run\.max_tokens: .*integer.*'many'"):
+        load_params(path)
+
+
+def test_missing_file_and_invalid_yaml(tmp_path):
+    with pytest.raises(ParamsError, match="nope.yaml: params file not found"):
+        load_params(tmp_path / "nope.yaml")
+    path = write(tmp_path, "host: {name: h\nserver: [", "bad.yaml")
+    with pytest.raises(ParamsError, match=r"bad.yaml: invalid YAML at line \d+"):
+        load_params(path)
+
+
+def test_bad_url_missing_url_and_secret_in_env_name(tmp_path):
+    bad_url = {**BASE, "server": {**BASE["server"], "base_url": "localhost:8000"}}
+    with pytest.raises(ParamsError, match=r"server.base_url: not an http\(s\) URL"):
+        load_params(write(tmp_path, bad_url))
+    no_url = {**BASE, "server": {"kind": "ollama", "model": "m"}}
+    with pytest.raises(ParamsError, match="base_url is required for kind 'ollama'"):
+        load_params(write(tmp_path, no_url))
+    leaked = {**BASE, "server": {**BASE["server"], "api_key_env": "sk-abc123-def"}}
+    with pytest.raises(ParamsError, match="server.api_key_env: must be the NAME of an environment variable"):
+        load_params(write(tmp_path, leaked))
+
+
+def test_unknown_task_named(tmp_path):
+    with pytest.raises(ParamsError, match="unknown task 'reasonin' \\(did you mean 'reasoning'\\?\\)"):
+        load_params(write(tmp_path, {**BASE, "tasks": ["basic_qa", "reasonin"]}))
+
+
+def test_identity_changes_with_params_but_not_with_embedded_port():
+    params = load_params(PARAMS_DIR / "embedded.yaml")
+    other = params.model_copy(deep=True)
+    other.run.repeats += 1
+    assert params.identity() != other.identity()
+    moved = params.model_copy(deep=True)
+    moved.server.base_url = "http://127.0.0.1:5555/v1"
+    assert params.identity() == moved.identity()
+
+
+def test_params_keys_are_notebook_parameters():
+    """Every section a params file may carry is a parameter each suite notebook declares."""
+    notebooks = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    assert notebooks
+    declared_sets = {}
+    for notebook in notebooks:
+        declared = set(papermill.inspect_notebook(str(notebook)))
+        declared_sets[notebook.name] = declared
+        assert set(SECTIONS) <= declared, f"{notebook.name} lacks {set(SECTIONS) - declared}"
+        for path in PARAMS_DIR.glob("*.yaml"):
+            keys = set(yaml.safe_load(path.read_text()))
+            assert keys <= declared, f"{path.name} keys {keys - declared} not parameters of {notebook.name}"
+    assert len({frozenset(v) for v in declared_sets.values()}) == 1, "suite notebooks declare different parameters"
