@@ -57,13 +57,12 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
     failed, suite_dirs = [], []
     for suite in notebooks:
         suite_dir = run_dir(params.host.name, params.server.model, suite)
-        if suite != "load":
-            try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
-                _prepare_out_dir(params, suite, fresh, None)
-            except RunConflict as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                failed.append(suite)
-                continue
+        try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
+            _prepare_out_dir(params, suite, fresh, None)
+        except RunConflict as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed.append(suite)
+            continue
         executed = suite_dir / f"{suite}.ipynb"
         started = time.monotonic()
         print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {_display(str(executed))}", flush=True)
