@@ -1,0 +1,396 @@
+"""Aggregation over tidy results: requests.csv rows -> per-task summaries -> telemetry join -> long format.
+
+Measured rows are the non-warm-up ones. Timing and throughput statistics use status=="ok" rows only;
+accuracy is the share passed among ok rows that were scored (passed not empty). error_rate is
+failed ÷ (ok + failed): 'unsupported' rows mark a missing capability, not an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from benchlib.records import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
+from benchlib.reference import REFERENCE_COLUMNS
+
+GROUP_KEYS = ("host", "model", "suite", "modality", "task")
+STAT_METRICS = ("decode_tps", "ttft_s", "e2e_s")
+STATS = ("count", "mean", "sd", "p50", "p90", "p99")
+COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup"]
+SUMMARY_COLUMNS = (COUNT_COLUMNS + [f"{m}_{s}" for m in STAT_METRICS for s in STATS]
+                   + ["prefill_tps_mean", "completion_tokens_sum", "accuracy", "score_mean", "error_rate", "valid",
+                      "failures", "note"])
+# Telemetry window columns carried into the summary (all optional).
+WINDOW_COLUMNS = ("duration_s", "energy_j", "net_energy_j", "avg_power_w", "peak_power_w", "idle_power_w",
+                  "temp_avg_c", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes", "throttle_seen",
+                  "tokens_per_joule", "joules_per_token", "tps_per_w", "efficiency_reason")
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _passed(value: Any) -> float:
+    """passed as 1.0 / 0.0, NaN when the request was not scored."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return np.nan
+    text = str(value).strip().lower()
+    if text in ("true", "1", "1.0", "yes"):
+        return 1.0
+    if text in ("false", "0", "0.0", "no"):
+        return 0.0
+    return np.nan
+
+
+def measured(requests: pd.DataFrame) -> pd.DataFrame:
+    """The non-warm-up rows (any status)."""
+    if "is_warmup" not in requests or requests.empty:
+        return requests
+    return requests[~requests["is_warmup"].map(_truthy)]
+
+
+def ok_rows(requests: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows that succeeded: the ones every timing statistic uses."""
+    rows = measured(requests)
+    return rows[rows["status"] == STATUS_OK] if "status" in rows else rows
+
+
+def describe(values: Iterable[float]) -> dict[str, float]:
+    """count, mean, sd (sample, ddof=1), p50, p90, p99 of the non-missing values; NaN where undefined."""
+    series = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").dropna().astype(float)
+    n = len(series)
+    return {
+        "count": float(n),
+        "mean": float(series.mean()) if n else np.nan,
+        "sd": float(series.std(ddof=1)) if n > 1 else np.nan,
+        "p50": float(series.quantile(0.5)) if n else np.nan,
+        "p90": float(series.quantile(0.9)) if n else np.nan,
+        "p99": float(series.quantile(0.99)) if n else np.nan,
+    }
+
+
+def failures_by_kind(requests: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
+    """Count of failed measured requests per group and error_kind."""
+    keys = _keys(requests, by)
+    rows = measured(requests)
+    rows = rows[rows["status"] == STATUS_FAILED] if "status" in rows else rows.iloc[0:0]
+    if rows.empty:
+        return pd.DataFrame(columns=keys + ["error_kind", "n"])
+    kinds = rows.get("error_kind", pd.Series("", index=rows.index)).fillna("").replace("", "unknown")
+    return (rows.assign(error_kind=kinds).groupby(keys + ["error_kind"], dropna=False).size()
+            .rename("n").reset_index())
+
+
+def _keys(frame: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
+    return [k for k in (GROUP_KEYS if by is None else by) if k in frame.columns]
+
+
+def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[str, Any]:
+    status = group["status"] if "status" in group else pd.Series(STATUS_OK, index=group.index)
+    warm = group["is_warmup"].map(_truthy) if "is_warmup" in group else pd.Series(False, index=group.index)
+    meas, status = group[~warm], status[~warm]
+    ok = meas[status == STATUS_OK]
+    n_ok, n_failed = int((status == STATUS_OK).sum()), int((status == STATUS_FAILED).sum())
+    n_unsupported = int((status == STATUS_UNSUPPORTED).sum())
+    passed = ok["passed"].map(_passed) if "passed" in ok else pd.Series(dtype=float)
+    truncated = ok["truncated"].map(_truthy) if "truncated" in ok else pd.Series(dtype=bool)
+    row: dict[str, Any] = {
+        "n_requests": len(meas), "n_ok": n_ok, "n_failed": n_failed, "n_unsupported": n_unsupported,
+        "n_truncated": int(truncated.sum()), "n_scored": int(passed.notna().sum()),
+        "n_passed": int((passed == 1.0).sum()), "n_warmup": int(warm.sum()),
+    }
+    for metric in STAT_METRICS:
+        stats = describe(ok[metric] if metric in ok else [])
+        row.update({f"{metric}_{name}": val for name, val in stats.items()})
+    prefill = pd.to_numeric(ok["prefill_tps"], errors="coerce").dropna() if "prefill_tps" in ok else pd.Series(dtype=float)
+    row["prefill_tps_mean"] = float(prefill.mean()) if len(prefill) else np.nan
+    tokens = pd.to_numeric(ok["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in ok else pd.Series(dtype=float)
+    row["completion_tokens_sum"] = float(tokens.sum()) if len(tokens) else np.nan
+    row["accuracy"] = row["n_passed"] / row["n_scored"] if row["n_scored"] else np.nan
+    scores = pd.to_numeric(ok["score"], errors="coerce").dropna() if "score" in ok else pd.Series(dtype=float)
+    row["score_mean"] = float(scores.mean()) if len(scores) else np.nan
+    attempted = n_ok + n_failed
+    row["error_rate"] = n_failed / attempted if attempted else np.nan
+    failed = meas[status == STATUS_FAILED]
+    kinds = failed["error_kind"].fillna("").replace("", "unknown") if "error_kind" in failed else \
+        pd.Series("unknown", index=failed.index)
+    row["failures"] = "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().sort_index().items())
+    row["valid"], row["note"] = _validity(row, max_error_rate)
+    return row
+
+
+def _validity(row: Mapping[str, Any], max_error_rate: float | None) -> tuple[bool, str]:
+    if row["n_requests"] == 0:
+        return False, "no measured requests"
+    if row["n_ok"] == 0 and row["n_unsupported"] and not row["n_failed"]:
+        return False, "not supported by this deployment"
+    if row["n_ok"] == 0:
+        return False, "every request failed"
+    if max_error_rate is not None and row["error_rate"] > max_error_rate:
+        return False, f"error rate {row['error_rate']:.0%} above {max_error_rate:.0%}"
+    return True, ""
+
+
+def summarize_requests(requests: pd.DataFrame, by: Sequence[str] | None = None,
+                       max_error_rate: float | None = None) -> pd.DataFrame:
+    """Per-group summary (default keys: host, model, suite, modality, task — those present).
+
+    Counts (n_ok, n_failed, n_unsupported, n_truncated, n_scored, n_passed, n_warmup), count/mean/sd/p50/
+    p90/p99 of decode_tps, ttft_s and e2e_s over ok rows, prefill_tps_mean, accuracy, score_mean (checker
+    score, e.g. entity recall), error_rate,
+    failures ('kind: n; ...'), valid (False when nothing succeeded or error_rate > max_error_rate) and note.
+    Empty input gives an empty frame with these columns.
+    """
+    keys = _keys(requests, by)
+    if requests is None or requests.empty:
+        return pd.DataFrame(columns=keys + SUMMARY_COLUMNS)
+    rows = []
+    for values, group in requests.groupby(keys, dropna=False, sort=False) if keys else [((), requests)]:
+        values = values if isinstance(values, tuple) else (values,)
+        rows.append({**dict(zip(keys, values)), **_summarize_group(group, max_error_rate)})
+    return pd.DataFrame(rows, columns=keys + SUMMARY_COLUMNS)
+
+
+def join_windows(summary: pd.DataFrame, windows: pd.DataFrame | None, on: Sequence[str] = ()) -> pd.DataFrame:
+    """Add task-window telemetry (kind == 'task', window == task) to a summary; columns are optional.
+
+    Several windows of one task (a resumed run) are combined: energy and duration add up, avg_power_w is
+    energy ÷ duration, peaks take the maximum. tokens_per_joule and tps_per_w are recomputed from the
+    summary when the window lacks them. `on` adds identity columns (e.g. host, model) to match on.
+    """
+    out = summary.copy()
+    if windows is None or windows.empty or "window" not in windows or "task" not in out:
+        return out
+    win = windows[windows["kind"] == "task"] if "kind" in windows else windows
+    keys = [k for k in on if k in win and k in out]
+    rows = []
+    for values, group in win.groupby(keys + ["window"], dropna=False, sort=False):
+        values = values if isinstance(values, tuple) else (values,)
+        rows.append({**dict(zip(keys + ["task"], values)), **_combine_windows(group)})
+    combined = pd.DataFrame(rows)
+    if combined.empty:
+        return out
+    out = out.drop(columns=[c for c in combined.columns if c in out and c not in keys + ["task"]])
+    out = out.merge(combined, on=keys + ["task"], how="left")
+    return _efficiency(out)
+
+
+def _combine_windows(group: pd.DataFrame) -> dict[str, Any]:
+    def num(column: str) -> pd.Series:
+        return pd.to_numeric(group[column], errors="coerce") if column in group else pd.Series(dtype=float)
+
+    def total(column: str) -> float:
+        values = num(column).dropna()
+        return float(values.sum()) if len(values) else np.nan
+
+    def peak(column: str) -> float:
+        values = num(column).dropna()
+        return float(values.max()) if len(values) else np.nan
+
+    row: dict[str, Any] = {"duration_s": total("duration_s"), "energy_j": total("energy_j"),
+                           "net_energy_j": total("net_energy_j")}
+    if len(group) == 1:
+        row["avg_power_w"] = peak("avg_power_w")
+    else:
+        row["avg_power_w"] = (row["energy_j"] / row["duration_s"]
+                              if row["duration_s"] and not np.isnan(row["energy_j"]) else peak("avg_power_w"))
+    for column in ("peak_power_w", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes"):
+        row[column] = peak(column)
+    for column in ("idle_power_w", "temp_avg_c"):
+        values = num(column).dropna()
+        row[column] = float(values.mean()) if len(values) else np.nan
+    if "throttle_seen" in group:
+        row["throttle_seen"] = "; ".join(sorted({str(v) for v in group["throttle_seen"].dropna() if str(v)}))
+    if len(group) == 1:
+        for column in ("tokens_per_joule", "joules_per_token", "tps_per_w"):
+            row[column] = peak(column)
+    if "efficiency_reason" in group:
+        row["efficiency_reason"] = "; ".join(sorted({str(v) for v in group["efficiency_reason"].dropna() if str(v)}))
+    return row
+
+
+def _efficiency(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for column in ("tokens_per_joule", "joules_per_token", "tps_per_w"):
+        if column not in out:
+            out[column] = np.nan
+    energy = pd.to_numeric(out.get("energy_j"), errors="coerce")
+    power = pd.to_numeric(out.get("avg_power_w"), errors="coerce")
+    tokens = pd.to_numeric(out.get("completion_tokens_sum"), errors="coerce") if "completion_tokens_sum" in out \
+        else pd.Series(np.nan, index=out.index)
+    tps = pd.to_numeric(out.get("decode_tps_mean"), errors="coerce") if "decode_tps_mean" in out \
+        else pd.Series(np.nan, index=out.index)
+    good_energy = energy > 0
+    out["tokens_per_joule"] = out["tokens_per_joule"].fillna((tokens / energy).where(good_energy & (tokens > 0)))
+    out["joules_per_token"] = out["joules_per_token"].fillna((energy / tokens).where(good_energy & (tokens > 0)))
+    out["tps_per_w"] = out["tps_per_w"].fillna((tps / power).where(power > 0))
+    if "mem_peak_bytes" in out:
+        out["mem_peak_gb"] = pd.to_numeric(out["mem_peak_bytes"], errors="coerce") / 1e9
+    return out
+
+
+join_telemetry = join_windows
+
+
+def aggregate_runs(requests: pd.DataFrame, windows: pd.DataFrame | None = None, by: Sequence[str] | None = None,
+                   max_error_rate: float | None = None) -> pd.DataFrame:
+    """summarize_requests, then join_windows matched on the identity columns both frames carry."""
+    summary = summarize_requests(requests, by=by, max_error_rate=max_error_rate)
+    return join_windows(summary, windows, on=("host", "model", "suite", "modality"))
+
+
+# Summary column -> (reference metric, unit). Shared vocabulary with paper/reference/*.csv.
+LONG_METRICS: dict[str, tuple[str, str]] = {
+    "decode_tps_mean": ("decode_tps", "tok/s"),
+    "decode_tps_sd": ("decode_tps_sd", "tok/s"),
+    "prefill_tps_mean": ("prefill_tps", "tok/s"),
+    "ttft_s_mean": ("ttft", "s"),
+    "ttft_s_sd": ("ttft_sd", "s"),
+    "e2e_s_mean": ("e2e_latency", "s"),
+    "accuracy": ("accuracy", "share correct"),
+    "n_truncated": ("truncated", "requests"),
+    "avg_power_w": ("avg_power", "W"),
+    "peak_power_w": ("peak_power", "W"),
+    "temp_avg_c": ("avg_temp", "C"),
+    "temp_peak_c": ("peak_temp", "C"),
+    "mem_peak_gb": ("gpu_memory_peak", "GB"),
+    "tps_per_w": ("tps_per_w", "tok/s/W"),
+    "tokens_per_joule": ("tokens_per_joule", "tok/J"),
+}
+
+
+def to_long(summary: pd.DataFrame, source: str = "this run", section: str = "per-task summary",
+            meta: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Summary rows in the reference data's long format (one row per metric), to plot beside the paper.
+
+    host/model/modality/task come from the rows; `meta` fills columns the summary lacks (hardware,
+    quantization, server). n_ok goes into note; invalid tasks are flagged there too.
+    """
+    meta = dict(meta or {})
+    rows = []
+    for _, row in summary.iterrows():
+        for column, (metric, unit) in LONG_METRICS.items():
+            if column not in row or pd.isna(row[column]):
+                continue
+            val = float(row[column])
+            entry = {c: "" for c in REFERENCE_COLUMNS}
+            entry.update({c: str(meta.get(c, "")) for c in REFERENCE_COLUMNS if c in meta})
+            entry.update({c: str(row[c]) for c in ("host", "model", "modality", "task") if c in row and pd.notna(row[c])})
+            if "server" not in meta and "server_software" in row:
+                entry["server"] = str(row["server_software"])
+            valid = row.get("valid", True)
+            entry.update(source=source, section=section, metric=metric, value=val, value_low=np.nan,
+                         value_high=np.nan, unit=unit, value_text=f"{val:.4g}",
+                         note=f"n_ok={int(row.get('n_ok', 0) or 0)}" + ("" if _truthy(valid) else "; invalid"))
+            rows.append(entry)
+    out = pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
+    for column in ("value", "value_low", "value_high"):
+        out[column] = pd.to_numeric(out[column], errors="coerce")
+    return out
+
+
+def _task_value(group: pd.DataFrame, tasks: Sequence[str], column: str) -> float:
+    rows = group[group["task"].isin(tasks)] if "task" in group else group.iloc[0:0]
+    values = pd.to_numeric(rows[column], errors="coerce").dropna() if column in rows else pd.Series(dtype=float)
+    return float(values.mean()) if len(values) else np.nan
+
+
+def _modality_mean(group: pd.DataFrame, modality: str, column: str) -> float:
+    if "modality" not in group or column not in group:
+        return np.nan
+    values = pd.to_numeric(group.loc[group["modality"] == modality, column], errors="coerce").dropna()
+    return float(values.mean()) if len(values) else np.nan
+
+
+def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, float] | None = None,
+                         asr_tasks: Sequence[str] = ("transcription",),
+                         short_qa_tasks: Sequence[str] = ("basic_qa",),
+                         exclude_suites: Sequence[str] = ("quality",)) -> pd.DataFrame:
+    """One row per host × model with the columns frontier.REGIMES use (as reference.paper_systems()).
+
+    avg_decode_tps is the mean of per-task means over tasks with ok rows (the quality suite left out,
+    as the paper averages its speed tasks); modality_count counts modalities with at least one ok
+    request; tps_per_w = avg_decode_tps ÷ mean task-window power; context_window_k comes from the
+    mapping keyed by model (params server.context_window ÷ 1000).
+    """
+    keys = [k for k in ("host", "model") if k in summary]
+    rows = []
+    if summary.empty:
+        return pd.DataFrame(columns=keys + ["system"])
+    if "suite" in summary:
+        summary = summary[~summary["suite"].isin(exclude_suites)]
+    for values, group in summary.groupby(keys, dropna=False, sort=False) if keys else [((), summary)]:
+        values = values if isinstance(values, tuple) else (values,)
+        ident = dict(zip(keys, values))
+        worked = group[pd.to_numeric(group["n_ok"], errors="coerce") > 0]
+        tps = pd.to_numeric(worked["decode_tps_mean"], errors="coerce")
+        modalities = set(worked["modality"]) if "modality" in worked else set()
+        power = pd.to_numeric(worked.get("avg_power_w", pd.Series(dtype=float)), errors="coerce").dropna()
+        temps = pd.to_numeric(worked.get("temp_peak_c", pd.Series(dtype=float)), errors="coerce").dropna()
+        avg_tps = float(tps.mean()) if tps.notna().any() else np.nan
+        rows.append({
+            **ident,
+            "system": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
+            "avg_decode_tps": avg_tps,
+            "avg_power_w": float(power.mean()) if len(power) else np.nan,
+            "tps_per_w": avg_tps / float(power.mean()) if len(power) and power.mean() > 0 else np.nan,
+            "peak_temp_c": float(temps.max()) if len(temps) else np.nan,
+            "context_window_k": (context_window_k or {}).get(ident.get("model"), np.nan),
+            "modality_count": len(modalities),
+            "video_support": float("video" in modalities),
+            "vision_decode_tps": _modality_mean(worked, "vision", "decode_tps_mean"),
+            "asr_decode_tps": _task_value(worked, asr_tasks, "decode_tps_mean"),
+            "short_qa_decode_tps": _task_value(worked, short_qa_tasks, "decode_tps_mean"),
+            "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,
+                    speed_suite: str = "text", tools_task: str = "tool_calling", tool_tests: int = 8,
+                    entity_task: str = "entity_extraction", vision_modality: str = "vision") -> pd.DataFrame:
+    """One candidate row per host × model with the columns frontier.decide() judges.
+
+    decode_tps / ttft_ms: mean over the speed suite's tasks (suite column, else modality 'text') of the task
+    means; model_memory_gb from the mapping (keyed by model; e.g. the server's reported weights) else the
+    peak telemetry memory (an upper bound); tools_passed: the tool task's pass share × tool_tests (her-os
+    counts 8 prompts); entity_recall: the entity task's mean checker score; vision_works: a passed request
+    in any vision task (False when vision was unsupported). Missing inputs stay NaN (decide(): NO DATA).
+    """
+    keys = [k for k in ("host", "model") if k in summary]
+    rows = []
+    for values, group in summary.groupby(keys, dropna=False, sort=False) if keys else [((), summary)]:
+        values = values if isinstance(values, tuple) else (values,)
+        ident = dict(zip(keys, values))
+        column = "suite" if "suite" in group else "modality"
+        speed = group[(group[column] == speed_suite) & (pd.to_numeric(group["n_ok"], errors="coerce") > 0)]
+        memory = (model_memory_gb or {}).get(ident.get("model"), np.nan)
+        if np.isnan(memory) and "mem_peak_gb" in group:
+            peaks = pd.to_numeric(group["mem_peak_gb"], errors="coerce").dropna()
+            memory = float(peaks.max()) if len(peaks) else np.nan
+        tools = group[group["task"] == tools_task]
+        entities = group[group["task"] == entity_task]
+        vision = group[group["modality"] == vision_modality] if "modality" in group else group.iloc[0:0]
+        tool_share = pd.to_numeric(tools["accuracy"], errors="coerce").dropna()
+        recall = pd.to_numeric(entities["score_mean"], errors="coerce").dropna()
+        if len(vision) and vision["n_scored"].sum():
+            vision_works: Any = bool((vision["n_passed"] > 0).any())
+        elif len(vision) and (vision["n_unsupported"] > 0).all():
+            vision_works = False
+        else:
+            vision_works = np.nan
+        rows.append({
+            **ident,
+            "candidate": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
+            "decode_tps": float(pd.to_numeric(speed["decode_tps_mean"], errors="coerce").mean()) if len(speed) else np.nan,
+            "ttft_ms": float(pd.to_numeric(speed["ttft_s_mean"], errors="coerce").mean()) * 1e3 if len(speed) else np.nan,
+            "model_memory_gb": memory,
+            "tools_passed": float(tool_share.iloc[0]) * tool_tests if len(tool_share) else np.nan,
+            "entity_recall": float(recall.iloc[0]) if len(recall) else np.nan,
+            "vision_works": vision_works,
+        })
+    return pd.DataFrame(rows)

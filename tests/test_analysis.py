@@ -1,0 +1,183 @@
+"""Aggregation over a small synthetic requests frame with warm-up, failed and unsupported rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib import analysis, frontier, reference
+from benchlib.records import COLUMNS, RequestLog, RequestRecord
+
+
+def _rec(task: str, modality: str = "text", status: str = "ok", tps: float | None = None, ttft: float | None = None,
+         e2e: float | None = None, passed: bool | None = None, warmup: bool = False, truncated: bool = False,
+         error_kind: str = "", tokens: int | None = None, model: str = "m1", repeat: int = 0,
+         suite: str = "", score: float | None = None) -> RequestRecord:
+    return RequestRecord(run_id="r", host="h", model=model, suite=suite or modality, modality=modality, task=task,
+                         repeat=repeat, is_warmup=warmup, request_key=f"{model}/{task}/{repeat}/{warmup}/{status}",
+                         status=status, error_kind=error_kind, decode_tps=tps, ttft_s=ttft, e2e_s=e2e,
+                         prefill_tps=None if tps is None else tps * 10, passed=passed, truncated=truncated,
+                         completion_tokens=tokens, score=score)
+
+
+def _records(model: str = "m1", scale: float = 1.0) -> list[RequestRecord]:
+    return [
+        # basic_qa: a warm-up that must not count, three ok (one unscored, one truncated), one timeout
+        _rec("basic_qa", tps=999.0, ttft=9.0, e2e=9.0, passed=True, warmup=True, tokens=5, model=model),
+        _rec("basic_qa", tps=10.0 * scale, ttft=0.1, e2e=1.0, passed=True, tokens=10, model=model, repeat=1),
+        _rec("basic_qa", tps=20.0 * scale, ttft=0.2, e2e=2.0, passed=False, truncated=True, tokens=20, model=model,
+             repeat=2),
+        _rec("basic_qa", tps=30.0 * scale, ttft=0.3, e2e=3.0, passed=None, tokens=30, model=model, repeat=3),
+        _rec("basic_qa", status="failed", error_kind="timeout", model=model, repeat=4),
+        # transcription: the deployment has no audio input
+        _rec("transcription", modality="audio", status="unsupported", model=model, repeat=1),
+        _rec("transcription", modality="audio", status="unsupported", model=model, repeat=2),
+        # reasoning: every request failed
+        _rec("reasoning", status="failed", error_kind="http_500", model=model, repeat=1),
+        _rec("reasoning", status="failed", error_kind="http_500", model=model, repeat=2),
+    ]
+
+
+@pytest.fixture
+def requests_frame() -> pd.DataFrame:
+    return pd.DataFrame([r.to_row() for r in _records()])
+
+
+def test_summary_excludes_warmup_and_failed_rows(requests_frame):
+    summary = analysis.summarize_requests(requests_frame).set_index("task")
+    qa = summary.loc["basic_qa"]
+    assert (qa["n_requests"], qa["n_ok"], qa["n_failed"], qa["n_warmup"]) == (4, 3, 1, 1)
+    assert qa["decode_tps_count"] == 3
+    assert qa["decode_tps_mean"] == pytest.approx(20.0)
+    assert qa["decode_tps_sd"] == pytest.approx(10.0)
+    assert qa["decode_tps_p50"] == pytest.approx(20.0)
+    assert qa["decode_tps_p90"] == pytest.approx(28.0)
+    assert qa["decode_tps_p99"] == pytest.approx(29.8)
+    assert qa["ttft_s_mean"] == pytest.approx(0.2) and qa["e2e_s_p50"] == pytest.approx(2.0)
+    assert qa["prefill_tps_mean"] == pytest.approx(200.0)
+    assert (qa["n_scored"], qa["n_passed"], qa["accuracy"]) == (2, 1, 0.5)
+    assert qa["n_truncated"] == 1
+    assert qa["error_rate"] == pytest.approx(0.25)
+    assert qa["failures"] == "timeout: 1"
+    assert qa["completion_tokens_sum"] == 60
+    assert bool(qa["valid"]) is True
+
+
+def test_unsupported_and_all_failed_tasks(requests_frame):
+    summary = analysis.summarize_requests(requests_frame, max_error_rate=0.2).set_index("task")
+    audio = summary.loc["transcription"]
+    assert (audio["n_ok"], audio["n_unsupported"], audio["n_failed"]) == (0, 2, 0)
+    assert math.isnan(audio["error_rate"]) and math.isnan(audio["decode_tps_mean"])
+    assert not audio["valid"] and audio["note"] == "not supported by this deployment"
+    failed = summary.loc["reasoning"]
+    assert (failed["n_failed"], failed["error_rate"], failed["failures"]) == (2, 1.0, "http_500: 2")
+    assert math.isnan(failed["decode_tps_mean"]) and math.isnan(failed["accuracy"])
+    assert not failed["valid"] and failed["note"] == "every request failed"
+    qa = summary.loc["basic_qa"]
+    assert not qa["valid"] and qa["note"] == "error rate 25% above 20%"
+
+
+def test_empty_frames():
+    for frame in (pd.DataFrame(), pd.DataFrame(columns=COLUMNS)):
+        summary = analysis.summarize_requests(frame)
+        assert summary.empty and {"n_ok", "decode_tps_p99", "error_rate", "valid"} <= set(summary.columns)
+    assert analysis.join_windows(analysis.summarize_requests(pd.DataFrame()), pd.DataFrame()).empty
+    assert analysis.failures_by_kind(pd.DataFrame(columns=COLUMNS)).empty
+
+
+def test_csv_roundtrip_gives_the_same_summary(requests_frame, tmp_path):
+    log = RequestLog(tmp_path / "requests.csv")
+    log.append_many(_records())
+    from_disk = analysis.summarize_requests(log.read())
+    in_memory = analysis.summarize_requests(requests_frame)
+    pd.testing.assert_frame_equal(from_disk, in_memory, check_dtype=False)
+
+
+def test_failures_by_kind(requests_frame):
+    table = analysis.failures_by_kind(requests_frame, by=["task"])
+    assert sorted(zip(table["task"], table["error_kind"], table["n"])) == [("basic_qa", "timeout", 1),
+                                                                          ("reasoning", "http_500", 2)]
+
+
+def test_join_windows_combines_task_windows(requests_frame):
+    summary = analysis.summarize_requests(requests_frame)
+    windows = pd.DataFrame([
+        {"window": "idle", "kind": "idle", "duration_s": 2.0, "energy_j": 20.0, "avg_power_w": 10.0},
+        {"window": "basic_qa", "kind": "task", "duration_s": 4.0, "energy_j": 400.0, "avg_power_w": 100.0,
+         "peak_power_w": 150.0, "temp_peak_c": 60.0, "mem_peak_bytes": 8e9},
+        {"window": "basic_qa", "kind": "task", "duration_s": 1.0, "energy_j": 200.0, "avg_power_w": 200.0,
+         "peak_power_w": 250.0, "temp_peak_c": 65.0, "mem_peak_bytes": 9e9},
+    ])
+    joined = analysis.join_windows(summary, windows).set_index("task")
+    qa = joined.loc["basic_qa"]
+    assert qa["energy_j"] == 600.0 and qa["duration_s"] == 5.0
+    assert qa["avg_power_w"] == pytest.approx(120.0)  # energy ÷ duration, not a mean of window means
+    assert (qa["peak_power_w"], qa["temp_peak_c"], qa["mem_peak_gb"]) == (250.0, 65.0, 9.0)
+    assert qa["tokens_per_joule"] == pytest.approx(60 / 600)
+    assert qa["tps_per_w"] == pytest.approx(20.0 / 120.0)
+    assert math.isnan(joined.loc["reasoning", "energy_j"])  # no window: telemetry columns stay empty
+    assert len(joined) == len(summary)
+
+
+def test_join_windows_keeps_window_efficiency_when_single(requests_frame):
+    summary = analysis.summarize_requests(requests_frame)
+    windows = pd.DataFrame([{"window": "basic_qa", "kind": "task", "energy_j": 100.0, "avg_power_w": 50.0,
+                             "tokens_per_joule": 0.55, "tps_per_w": 0.4, "decode_tps_mean": 1.0}])
+    qa = analysis.join_windows(summary, windows).set_index("task").loc["basic_qa"]
+    assert (qa["tokens_per_joule"], qa["tps_per_w"]) == (0.55, 0.4)
+    assert qa["decode_tps_mean"] == pytest.approx(20.0)  # the summary's own statistic is not overwritten
+
+
+def test_to_long_matches_reference_schema(requests_frame):
+    summary = analysis.summarize_requests(requests_frame)
+    long = analysis.to_long(summary, meta={"hardware": "test GPU", "quantization": "bf16"})
+    assert list(long.columns) == reference.REFERENCE_COLUMNS
+    assert set(long["source"]) == {"this run"}
+    qa = long[(long["task"] == "basic_qa")].set_index("metric")
+    assert qa.loc["decode_tps", "value"] == pytest.approx(20.0) and qa.loc["decode_tps", "unit"] == "tok/s"
+    assert qa.loc["ttft", "unit"] == "s" and qa.loc["accuracy", "value"] == 0.5
+    assert (qa["host"] == "h").all() and (qa["hardware"] == "test GPU").all()
+    assert "decode_tps" not in set(long.loc[long["task"] == "reasoning", "metric"])  # nothing measured
+    both = pd.concat([reference.harmonize_units(reference.load_reference(["000"])), long], ignore_index=True)
+    assert set(both.loc[both["metric"] == "decode_tps", "source"]) == {"000_341285de21da4f3a.txt", "this run"}
+
+
+def _quality_records(model: str, vision: bool) -> list[RequestRecord]:
+    tools = [_rec("tool_calling", suite="quality", tps=1000.0, passed=i < 7, model=model, repeat=i) for i in range(8)]
+    entity = [_rec("entity_extraction", suite="quality", tps=1000.0, passed=True, score=0.9, model=model)]
+    image = [_rec("image_description", modality="vision", tps=30.0, passed=True, model=model)] if vision else \
+        [_rec("image_description", modality="vision", status="unsupported", model=model)]
+    return tools + entity + image
+
+
+def test_systems_and_decision_inputs_feed_frontier():
+    frame = pd.DataFrame([r.to_row() for r in _records("fast", 2.0) + _quality_records("fast", True)
+                          + _records("slow", 1.0) + _quality_records("slow", False)])
+    summary = analysis.summarize_requests(frame)
+    assert summary.set_index(["model", "task"]).loc[("fast", "entity_extraction"), "score_mean"] == 0.9
+    windows = pd.DataFrame([{"window": "basic_qa", "kind": "task", "energy_j": 100.0, "duration_s": 1.0,
+                             "avg_power_w": 100.0, "temp_peak_c": 70.0, "model": m} for m in ("fast", "slow")])
+    windows.loc[1, ["avg_power_w", "temp_peak_c"]] = [20.0, 50.0]
+    joined = analysis.join_windows(summary, windows, on=["model"])
+    systems = analysis.systems_from_summary(joined, context_window_k={"fast": 128, "slow": 256})
+    # quality-suite tasks (1000 tok/s here) stay out of the speed average
+    assert systems.set_index("model")["avg_decode_tps"].to_dict() == pytest.approx({"fast": 35.0, "slow": 20.0})
+    assert systems.set_index("model")["modality_count"].to_dict() == {"fast": 2, "slow": 1}
+    assert frontier.frontier_members(systems, frontier.REGIMES["workstation"].axes) == ["fast @ h"]
+    assert frontier.frontier_members(systems, frontier.REGIMES["edge"].axes) == ["slow @ h"]
+    cands = analysis.decision_inputs(joined, model_memory_gb={"fast": 10.0})
+    decided = frontier.decide(cands, {"min_decode_tps": 30, "max_ttft_ms": 500, "max_model_memory_gb": 25})
+    assert decided.set_index("candidate")["verdict"].to_dict() == {"fast @ h": frontier.SWAP,
+                                                                 "slow @ h": frontier.WAIT}
+    by_model = cands.set_index("model")
+    assert np.isnan(by_model.loc["slow", "model_memory_gb"])
+    assert by_model.loc["fast", "decode_tps"] == pytest.approx(40.0)  # text suite only
+    assert (by_model.loc["fast", "tools_passed"], by_model.loc["fast", "entity_recall"]) == (7.0, 0.9)
+    assert bool(by_model.loc["fast", "vision_works"]) and not bool(by_model.loc["slow", "vision_works"])
+    heros = frontier.decide(cands, frontier.HEROS_SWAP_THRESHOLDS).set_index("candidate")
+    assert heros.loc["fast @ h", ["status_decode_tps", "status_model_memory_gb", "status_tools_passed",
+                                  "status_vision_works"]].tolist() == ["PASS"] * 4
+    assert heros.loc["slow @ h", ["status_model_memory_gb", "status_vision_works"]].tolist() == ["NO DATA", "FAIL"]

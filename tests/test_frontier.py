@@ -1,0 +1,178 @@
+"""Deployment frontier on the paper's numbers, and the her-os decision framework's verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib import frontier, reference
+from benchlib.params import ThresholdParams
+
+
+@pytest.fixture(scope="module")
+def ref() -> pd.DataFrame:
+    return reference.load_reference()
+
+
+@pytest.fixture(scope="module")
+def systems(ref) -> pd.DataFrame:
+    return reference.paper_systems(ref)
+
+
+def _model(system: str) -> str:
+    return system.split(" @ ")[0]
+
+
+def test_tps_per_watt_recomputed_from_the_table(systems):
+    by_model = systems.set_index("model")
+    assert by_model["tps_per_w"].to_dict() == pytest.approx(
+        {"Gemma 4 E2B": 41.1 / 204.8, "Phi-4 Multimodal": 33.9 / 156.5, "Qwen3.5-4B": 15.2 / 25.8})
+    assert list(by_model["tps_per_w"].round(2)) == [0.20, 0.22, 0.59]
+    assert list(by_model["tps_per_w"].round(2)) == list(by_model["tps_per_w_reported"])
+    # "roughly three times more power-efficient than Gemma 4 on the RTX 3090"
+    assert by_model.loc["Qwen3.5-4B", "tps_per_w"] / by_model.loc["Gemma 4 E2B", "tps_per_w"] == \
+        pytest.approx(2.94, abs=0.01)
+
+
+@pytest.mark.parametrize("key,expected", [("workstation", "Gemma 4 E2B"), ("edge", "Qwen3.5-4B"),
+                                          ("audio", "Phi-4 Multimodal")])
+def test_each_regime_reproduces_the_papers_frontier(systems, ref, key, expected):
+    regime = frontier.REGIMES[key]
+    members = [_model(s) for s in frontier.frontier_members(systems, regime.axes)]
+    assert members == [expected] == [regime.paper_model]
+    printed = reference.select(ref[ref["source"].str.startswith("000")], "§7", metric="frontier_model", task=regime.title)
+    assert printed["model"].tolist() == [expected]
+
+
+def test_audio_frontier_depends_on_counting_token_rate_not_latency(systems):
+    axes = {**frontier.REGIMES["audio"].axes, "asr_e2e_s": "min"}
+    assert [_model(s) for s in frontier.frontier_members(systems, axes)] == ["Gemma 4 E2B", "Phi-4 Multimodal"]
+
+
+def test_all_axes_together_give_the_split_frontier(systems):
+    marked = frontier.pareto_frontier(systems, frontier.ALL_AXES)
+    assert marked["on_frontier"].all()  # no global winner
+    assert (marked["dominated_by"] == "").all()
+
+
+def test_dominators_and_axes_are_named(systems):
+    pairs = frontier.dominance_pairs(systems, frontier.REGIMES["workstation"].axes)
+    got = {(_model(r.dominated), _model(r.dominated_by)): r.better_on for r in pairs.itertuples()}
+    assert got == {
+        ("Phi-4 Multimodal", "Gemma 4 E2B"): ["avg_decode_tps", "modality_count", "video_support"],
+        ("Qwen3.5-4B", "Gemma 4 E2B"): ["avg_decode_tps", "modality_count", "video_support"],
+        ("Qwen3.5-4B", "Phi-4 Multimodal"): ["avg_decode_tps", "modality_count"],
+    }
+    edge = frontier.pareto_frontier(systems, frontier.REGIMES["edge"].axes).set_index("model")
+    assert edge.loc["Gemma 4 E2B", "dominated_by"].count("better on") == 2  # by Phi-4 and by Qwen
+    assert "Qwen3.5-4B @ GB10 DGX Spark (better on tps_per_w, peak_temp_c, context_window_k)" in \
+        edge.loc["Phi-4 Multimodal", "dominated_by"]
+
+
+def test_missing_value_is_worst_and_ties_do_not_dominate():
+    frame = pd.DataFrame({"system": ["a", "b", "c", "d"], "x": [1.0, 1.0, np.nan, 2.0], "y": [5.0, 5.0, 9.0, 6.0]})
+    marked = frontier.pareto_frontier(frame, {"x": "max", "y": "min"}).set_index("system")
+    assert marked["on_frontier"].to_dict() == {"a": True, "b": True, "c": False, "d": True}
+    assert marked.loc["c", "dominated_by"].startswith("a (better on x, y)")
+
+
+def test_regime_table_and_bad_axes(systems):
+    table = frontier.regime_frontiers(systems)
+    assert len(table) == 9 and table["on_frontier"].sum() == 3
+    assert "asr_decode_tps ↑ n/a" in table.loc[(table["regime"] == "Audio-centric concise pipeline")
+                                              & table["system"].str.startswith("Qwen"), "axes"].iloc[0]
+    with pytest.raises(ValueError):
+        frontier.pareto_frontier(systems, {"avg_decode_tps": "up"})
+    with pytest.raises(KeyError):
+        frontier.pareto_frontier(systems, {"no_such_axis": "max"})
+
+
+# ----------------------------------------------------------------------------------------------- decisions
+
+def _by_section(frame: pd.DataFrame, cands: pd.DataFrame) -> pd.DataFrame:
+    return frame.merge(cands[["candidate", "section"]], on="candidate").set_index("section")
+
+
+def test_swap_framework_reproduces_the_reports_decisions(ref):
+    cands = reference.heros_decision_candidates(ref)
+    decided = _by_section(frontier.decide(cands, frontier.HEROS_SWAP_THRESHOLDS), cands)
+    expected = {
+        "§6 Decision Against Plan Criteria (table)": frontier.WAIT,
+        "§9 Gemma 4 31B: Decision (table)": frontier.WAIT,
+        "§9 Gemma 4 26B-A4B FP8: Decision (table)": frontier.WAIT,
+        "§10 Decision framework re-evaluation (table)": frontier.VERIFY,
+        "§12 Phase 3: Decision (table)": frontier.SWAP,
+    }
+    assert decided["verdict"].to_dict() == expected
+    for section, reported in cands.set_index("section")["reported_decision"].items():
+        assert frontier.reported_verdict(reported) == expected[section], reported
+    ollama = decided.loc["§6 Decision Against Plan Criteria (table)"]
+    assert ollama["decision"] == "WAIT: fails memory (35.3 vs ≤25 GB), TTFT (836 vs ≤200 ms)"
+    assert ollama["status_decode_tps"] == ollama["status_tools_passed"] == ollama["status_vision_works"] == "PASS"
+    nvfp4 = decided.loc["§12 Phase 3: Decision (table)"]
+    assert nvfp4["decision"] == "SWAP candidate: all 5 thresholds pass"
+    fp8 = decided.loc["§9 Gemma 4 26B-A4B FP8: Decision (table)"]
+    assert fp8["status_ttft_ms"] == "PASS" and fp8["status_tools_passed"] == "FAIL"
+
+
+def _reported_statuses(ref: pd.DataFrame, section: str) -> dict[str, str]:
+    rows = reference.select(ref, section)
+    rows = rows[rows["metric"].str.startswith("status_")]
+    return {r.metric.removeprefix("status_"): r.value_text.split()[0] for r in rows.itertuples()}
+
+
+@pytest.mark.parametrize("section,thresholds,columns", [
+    ("§6 Decision Against Plan Criteria", frontier.HEROS_PHASE1_THRESHOLDS,
+     {"decode_tps": "decode_tps", "ttft": "ttft_ms", "vram": "model_memory_gb", "tools_share": "tools_passed",
+      "entity_persons": "entity_recall", "vision": "vision_works"}),
+    ("§12 Phase 3: Decision", frontier.HEROS_SWAP_THRESHOLDS,
+     {"decode_tps": "decode_tps", "ttft": "ttft_ms", "model_memory": "model_memory_gb",
+      "tools_passed": "tools_passed", "vision": "vision_works"}),
+])
+def test_per_criterion_status_matches_the_printed_status(ref, section, thresholds, columns):
+    cands = reference.heros_decision_candidates(ref)
+    cand = cands[cands["section"].str.startswith(section)]
+    long = frontier.evaluate_thresholds(cand, thresholds).set_index("column")["status"]
+    printed = _reported_statuses(ref[ref["source"].str.startswith("001")], section)
+    assert {k: long[v] for k, v in columns.items()} == {k: printed[k] for k in columns}
+
+
+def test_presets_match_the_printed_thresholds(ref):
+    heros = ref[ref["source"].str.startswith("001")]
+    phase3 = {r.metric: r.value for r in reference.select(heros, "§12 Phase 3: Decision").itertuples()
+              if r.metric.startswith("threshold_") and not np.isnan(r.value)}
+    swap = frontier.HEROS_SWAP_THRESHOLDS
+    assert phase3 == {"threshold_decode_tps": swap.min_decode_tps, "threshold_model_memory": swap.max_model_memory_gb,
+                      "threshold_ttft": swap.max_ttft_ms, "threshold_tools_passed": swap.min_tools_passed}
+    phase1 = {r.metric: r.value for r in reference.select(heros, "§6 Decision").itertuples()
+              if r.metric.startswith("threshold_") and not np.isnan(r.value)}
+    p1 = frontier.HEROS_PHASE1_THRESHOLDS
+    assert (p1.min_decode_tps, p1.max_ttft_ms, p1.max_model_memory_gb) == \
+        (phase1["threshold_decode_tps"], phase1["threshold_ttft"], phase1["threshold_vram"])
+    assert p1.min_entity_recall == pytest.approx(phase1["threshold_entity_persons"] / 7)
+    assert p1.min_tools_passed == phase1["threshold_tools_share"] / 100 * reference.HEROS_TOOL_TESTS
+
+
+def test_31b_fails_the_complementary_memory_budget(ref):
+    cands = reference.heros_decision_candidates(ref)
+    cand = cands[cands["model"] == "Gemma 4 31B"]
+    out = frontier.evaluate_thresholds(cand, {"max_model_memory_gb": 30})
+    assert out["status"].tolist() == ["FAIL"]  # printed "(≤30 GB: NO)"
+
+
+def test_thresholds_as_dict_inclusive_and_unset():
+    cands = pd.DataFrame({"candidate": ["edge", "under"], "decode_tps": [40.0, 39.9], "ttft_ms": [200.0, 10.0],
+                          "vision_works": [False, True]})
+    out = frontier.decide(cands, {"min_decode_tps": 40, "max_ttft_ms": 200}).set_index("candidate")
+    assert out.loc["edge", "verdict"] == frontier.SWAP  # limits are inclusive
+    assert out.loc["under", "verdict"] == frontier.WAIT
+    noisy = cands.assign(ttft_ms=[(0.1 + 0.2 + 0.3) / 3 * 1e3, 10.0])  # 200.00000000000003
+    assert frontier.decide(noisy, {"max_ttft_ms": 200})["verdict"].tolist() == [frontier.SWAP, frontier.SWAP]
+    assert "status_vision_works" not in out  # vision_required False: not judged
+    vision = frontier.decide(cands, ThresholdParams(vision_required=True)).set_index("candidate")
+    assert vision["verdict"].to_dict() == {"edge": frontier.WAIT, "under": frontier.SWAP}
+
+
+def test_every_threshold_field_is_a_criterion():
+    assert {c.field for c in frontier.CRITERIA} == set(ThresholdParams.model_fields)
