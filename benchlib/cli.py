@@ -119,7 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     any_ok = print_summary(suite_dirs)
-    print(f"\nresults: {_display(str(run_dir(params.host.name, params.server.model, '')))}/"
+    model_dir = run_dir(params.host.name, params.server.model, "x").parent
+    print(f"\nresults: {_display(str(model_dir))}/"
           f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
     if not args.no_paper:
         paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0

@@ -215,9 +215,12 @@ def validate(data: Any, source: str = "") -> BenchParams:
 
 
 def _check_task_names(params: BenchParams) -> None:
-    from benchlib.tasks import load_tasks  # local: tasks imports params' Modality
+    from benchlib.tasks import TaskError, load_tasks  # local import: tasks is a sibling module
 
-    known = load_tasks()
+    try:
+        known = load_tasks()
+    except TaskError as exc:  # a task file or its media is broken: same one-line, exit-2 treatment
+        raise ParamsError(str(exc)) from None
     for name in params.tasks:
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)

@@ -22,6 +22,12 @@ def outputs_root() -> Path:
     return Path(override).resolve() if override else PROJECT_ROOT / "outputs"
 
 
+def tasks_dir() -> Path:
+    """Task files; FRONTIER_BENCH_TASKS points elsewhere (tests use a temp copy)."""
+    override = os.environ.get("FRONTIER_BENCH_TASKS")
+    return Path(override).resolve() if override else TASKS_DIR
+
+
 def slug(text: str) -> str:
     """A file-system-safe name from a host or model label ('Qwen/Qwen3.5-4B' -> 'Qwen_Qwen3.5-4B')."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("._")

@@ -7,6 +7,7 @@ as JSON text so requests.csv stays a flat, tidy table.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -134,17 +135,23 @@ class RequestLog:
         self.append_many([record])
 
     def append_many(self, records: Iterable[RequestRecord]) -> None:
+        """Serialize first, then one O_APPEND write + fsync: a SIGKILL leaves whole rows or none."""
         rows = [r.to_row() for r in records]
         if not rows:
             return
-        fresh = not self.path.exists() or self.path.stat().st_size == 0
-        with self.path.open("a", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
-            if fresh:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size == 0:
                 writer.writeheader()
             writer.writerows(rows)
-            handle.flush()
-            os.fsync(handle.fileno())
+            data = buffer.getvalue().encode("utf-8")
+            while data:  # a regular-file write completes whole; the loop only guards a short write
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def read(self) -> pd.DataFrame:
         return read_requests(self.path)

@@ -78,6 +78,8 @@ class Session:
         self.backend: Backend | None = None
         self.telemetry = None
         self.started_unix = time.time()
+        key = params.server.api_key()
+        self._secret = key if params.server.api_key_env and len(key) >= 4 and key != "not-needed" else ""
 
     # ---- prompts -------------------------------------------------------------------------------------
     def unique_prompt(self, prompt: str, key: str) -> str:
@@ -148,6 +150,9 @@ class Session:
     def after_request(self, item: Planned, concurrency: int) -> None:
         """Server-side figures, cross-checks, unsupported-media classification and scoring."""
         record = item.record
+        if self._secret:  # a server may echo the key back in an error; it must not reach any file
+            record.error_message = record.error_message.replace(self._secret, "***")
+            record.response_text = record.response_text.replace(self._secret, "***")
         if self.server is not None and concurrency == 1 and item.request is not None:
             self._attach_embedded_timings(record)
         if record.server_decode_tps and record.decode_tps:
@@ -182,8 +187,7 @@ class Session:
         verdict = score(task.checker, response, variant.expected, task.checker_args)
         record.checker, record.passed, record.score, record.check_detail = (
             task.checker, verdict.passed, verdict.score, verdict.detail)
-        detect = getattr(scoring, "detect_looping", None)
-        record.looping = bool(detect(record.response_text)) if detect else False
+        record.looping = scoring.detect_looping(record.response_text)
 
     # ---- planning ------------------------------------------------------------------------------------
     def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
@@ -196,7 +200,7 @@ class Session:
         if supported:
             first = supported[0]
             for index in range(run.warmups):
-                record = self.base_record("warmup", first.variants[0].id, index, warmup=True,
+                record = self.base_record(first.name, first.variants[0].id, index, warmup=True,
                                           modality=first.requires)
                 warmups.append(self._planned(first, first.variants[0], record))
         for task in tasks:
@@ -256,8 +260,11 @@ def _prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | 
 
 @contextlib.contextmanager
 def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,
-                 concurrency: int = 1) -> Iterator[Session]:
-    """Output folder + telemetry (idle baseline, then model-loaded baseline) + server + backend."""
+                 concurrency: int = 1, needs_server: bool = True) -> Iterator[Session]:
+    """Output folder + telemetry (idle baseline, then model-loaded baseline) + server + backend.
+
+    needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
+    """
     out_dir, run_id, salt = _prepare_out_dir(params, suite, fresh, root)
     session = Session(params, suite, out_dir, run_id, salt)
     from benchlib import telemetry as telemetry_module
@@ -265,9 +272,9 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
     session.telemetry = telemetry_module.Telemetry(params.telemetry, out_dir)
     try:
         session.telemetry.start()
-        if params.telemetry.idle_baseline_s:
+        if needs_server and params.telemetry.idle_baseline_s:
             session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
-        if params.server.kind == "embedded" and not params.server.base_url:
+        if needs_server and params.server.kind == "embedded" and not params.server.base_url:
             from benchlib.embedded import EmbeddedServer
 
             session.server = EmbeddedServer(params.server.embedded, params.server.model, out_dir / "server.log")
@@ -276,9 +283,10 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
             params = params.model_copy(deep=True)
             params.server.base_url = base_url
             session.params = params
-        if params.telemetry.loaded_baseline_s:
+        if needs_server and params.telemetry.loaded_baseline_s:
             session.telemetry.baseline("loaded", params.telemetry.loaded_baseline_s, kind="loaded")
-        session.backend = make_backend(params.server, params.run, concurrency)
+        if params.server.base_url:
+            session.backend = make_backend(params.server, params.run, concurrency)
         yield session
     finally:
         if session.backend is not None:
@@ -295,7 +303,8 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
     from tqdm.auto import tqdm
 
     tasks = tasks_for(suite, params.tasks)
-    with open_session(params, suite, fresh=fresh, root=root) as session:
+    needs_server = any(t.requires in params.server.modalities for t in tasks)
+    with open_session(params, suite, fresh=fresh, root=root, needs_server=needs_server) as session:
         done = session.log.done_keys(session.run_id)
         warmups, by_task = session.plan_suite(tasks)
         todo = [p for p in warmups if p.record.request_key not in done]

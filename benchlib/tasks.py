@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from benchlib.paths import TASKS_DIR, resolve_data_path
+from benchlib.paths import resolve_data_path, tasks_dir
 
 Suite = Literal["text", "quality", "vision", "audio", "video"]
 
@@ -98,7 +98,7 @@ def _load_dir(directory: str) -> dict[str, Task]:
 
 def load_tasks(directory: Path | None = None) -> dict[str, Task]:
     """Every task by name, from all suite files."""
-    return dict(_load_dir(str(directory or TASKS_DIR)))
+    return dict(_load_dir(str(directory or tasks_dir())))
 
 
 def tasks_for(suite: str, names: list[str] | None = None, directory: Path | None = None) -> list[Task]:

@@ -8,9 +8,21 @@ client stamps with — and served at GET /log, so a test can compare client stam
 
 Behaviour per request comes from the body's "fake" object (sent via params `server.extra_body`):
   {"ttft": 0.15, "itl": 0.02, "tokens": 64, "reasoning_tokens": 0, "prompt_tokens": 10,
-   "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "stall",
+   "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "stall" | "stall_mid",
    "retry_after": 1, "timings": true, "cached_tokens": 0, "tool_call": null | {"name":..., "arguments": {...}},
-   "load_ms": 0}
+   "load_ms": 0, "fault_when": null, "server_itl": null, "prompt_n": null, "reasoning_field": "reasoning_content"}
+"server_itl" is the per-token time the server *reports* (Ollama eval_duration, llama.cpp predicted_ms; default:
+the real "itl"), so a test can make the server's own decode rate disagree with what the client measures.
+"cached_tokens" appears as usage.prompt_tokens_details.cached_tokens (vLLM/OpenAI), timings.cache_n (llama.cpp)
+and prompt_eval_cached_count (Ollama 0.3x). "prompt_n" overrides llama.cpp's timings.prompt_n (documented as the
+prompt tokens processed, cache_n excluded; default: prompt_tokens). "reasoning_field" names the delta field for
+thinking text: "reasoning_content" (llama.cpp, older vLLM) or "reasoning" (vLLM since the rename).
+Model-info routes follow the documented shapes: Ollama GET /api/version, /api/ps, /api/tags, POST /api/show
+(ollama docs/api.md, docs.ollama.com/api); llama.cpp GET /props, /health (tools/server/README.md); vLLM GET
+/version. /api/ps lists the models a chat request loaded (keep_alive 0 unloads), as Ollama does.
+"fault_when" limits the fault to requests whose messages contain that text (so one run mixes failures
+and successes). A fault "http_401_echo" answers 401 quoting the Authorization header it received, as a
+careless server might, so tests can prove the key is scrubbed from every output.
 A fault "http_429_once" answers 429 the first time a given prompt is seen, then streams normally.
 Run standalone: python tests/servers.py [--port N]  (prints "PORT <n>" when listening).
 """
@@ -27,7 +39,12 @@ import time
 from typing import Any
 
 DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "prompt_tokens": 12, "fault": None,
-            "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0}
+            "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0,
+            "fault_when": None, "server_itl": None, "prompt_n": None, "reasoning_field": "reasoning_content"}
+FAKE_DIGEST = "5c8f8b1d6e3a2f4b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
+FAKE_DETAILS = {"parent_model": "", "format": "gguf", "family": "gemma3", "families": ["gemma3"],
+                "parameter_size": "268.10M", "quantization_level": "Q4_K_M"}
+FAKE_SIZE = 291_000_000
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
 
 
@@ -42,9 +59,12 @@ class FakeServer:
         self._server: asyncio.AbstractServer | None = None
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        self._serve_task: asyncio.Task | None = None
+        self.loaded: dict[str, dict[str, Any]] = {}  # what /api/ps reports: models a chat request loaded
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def serve(self) -> None:
+        self._serve_task = asyncio.current_task()
         self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -65,8 +85,22 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
-        if self.loop and self._server:
-            self.loop.call_soon_threadsafe(self._server.close)
+        """Close the listener and cancel in-flight handlers (e.g. stalled streams) before the loop ends."""
+        if not (self.loop and self._server):
+            return
+
+        async def shutdown() -> None:
+            current = asyncio.current_task()
+            handlers = [t for t in asyncio.all_tasks() if t is not current and t is not self._serve_task
+                        and not t.done()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+            self._server.close()  # last: it ends serve_forever, and with it the loop
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=5)
+        if self._thread:
+            self._thread.join(timeout=5)
 
     @property
     def url(self) -> str:
@@ -83,6 +117,7 @@ class FakeServer:
                 headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
                 length = int(headers.get("content-length", 0))
                 body = json.loads(await reader.readexactly(length)) if length else {}
+                body["_auth"] = headers.get("authorization", "") if isinstance(body, dict) else ""
                 keep_open = await self._route(method, path.split("?")[0], body, writer, received)
                 if not keep_open:
                     break
@@ -123,6 +158,28 @@ class FakeServer:
             return await self._json(writer, 200, self.log)
         if method == "GET" and path in ("/version", "/api/version"):
             return await self._json(writer, 200, {"version": "fake-1.0"})
+        if method == "GET" and path == "/api/ps":
+            return await self._json(writer, 200, {"models": list(self.loaded.values())})
+        if method == "GET" and path == "/api/tags":
+            return await self._json(writer, 200, {"models": [
+                {"name": "fake-model", "model": "fake-model", "modified_at": "2026-04-07T10:00:00Z",
+                 "size": FAKE_SIZE, "digest": FAKE_DIGEST, "details": FAKE_DETAILS}]})
+        if method == "POST" and path == "/api/show":
+            if body.get("model") != "fake-model":
+                return await self._json(writer, 404, {"error": f"model '{body.get('model')}' not found"})
+            return await self._json(writer, 200, {
+                "modelfile": "# Modelfile generated by \"ollama show\"\nFROM fake", "parameters": "num_ctx 8192",
+                "template": "{{ .Prompt }}", "license": "fake license text", "details": FAKE_DETAILS,
+                "model_info": {"general.architecture": "gemma3", "general.parameter_count": 268098176,
+                               "gemma3.context_length": 32768, "tokenizer.ggml.tokens": []},
+                "capabilities": ["completion"], "modified_at": "2026-04-07T10:00:00Z"})
+        if method == "GET" and path == "/props":
+            return await self._json(writer, 200, {
+                "default_generation_settings": {"id": 0, "n_ctx": 4096, "params": {"n_predict": -1}},
+                "total_slots": 1, "model_path": "/models/fake-model-Q4_K_M.gguf", "chat_template": "{{ messages }}",
+                "modalities": {"vision": False, "audio": False}, "build_info": "b6000-fake0000", "is_sleeping": False})
+        if method == "GET" and path in ("/health", "/v1/health"):
+            return await self._json(writer, 200, {"status": "ok"})
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(body, writer, received, ollama=False)
         if method == "POST" and path == "/api/chat":
@@ -133,7 +190,11 @@ class FakeServer:
     async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
         spec = {**DEFAULTS, **(body.get("fake") or {})}
         fault = spec["fault"]
-        prompt = json.dumps(body.get("messages", []))
+        prompt = json.dumps(body.get("messages", []), ensure_ascii=False)
+        if spec["fault_when"] and spec["fault_when"] not in prompt:
+            fault = None
+        if fault == "http_401_echo":
+            return await self._json(writer, 401, {"error": {"message": f"invalid API key: {body.get('_auth')}"}})
         if fault == "http_429_once":
             first_time = prompt not in self.seen_prompts
             self.seen_prompts.add(prompt)
@@ -148,7 +209,17 @@ class FakeServer:
         if fault == "stall":  # accept, then never answer: a read timeout
             await asyncio.sleep(3600)
             return False
-        entry = {"received_ns": received, "sends_ns": [], "tokens": spec["tokens"], "prompt": prompt[:200]}
+        entry = {"received_ns": received, "sends_ns": [], "tokens": spec["tokens"], "prompt": prompt[:200],
+                 "request": {k: body.get(k) for k in ("model", "think", "keep_alive", "options", "chat_template_kwargs",
+                                                      "stream_options", "max_tokens") if k in body}}
+        if ollama:
+            if body.get("keep_alive") in (0, "0", "0s"):
+                self.loaded.pop(body.get("model", ""), None)
+            else:
+                self.loaded[body.get("model", "")] = {
+                    "name": body.get("model", ""), "model": body.get("model", ""), "size": FAKE_SIZE,
+                    "digest": FAKE_DIGEST, "details": FAKE_DETAILS, "expires_at": "2026-04-07T10:30:00Z",
+                    "size_vram": FAKE_SIZE, "context_length": 8192}
         self.log.append(entry)
         self._head(writer, 200, "application/x-ndjson" if ollama else "text/event-stream")
         await writer.drain()
@@ -159,6 +230,8 @@ class FakeServer:
             delay = (deadline - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
+            if fault == "stall_mid" and index == total // 2:  # tokens flowed, then silence: read timeout
+                await asyncio.sleep(3600)
             if fault == "cut" and index == total // 2:
                 writer.transport.abort()  # drop the connection mid-stream, no terminating chunk
                 return False
@@ -169,7 +242,7 @@ class FakeServer:
             if fault == "bad_chunk" and index == 1:
                 self._chunk(writer, b"data: {this is not json\n\n")
             else:
-                self._chunk(writer, self._token_chunk(word, reasoning, ollama))
+                self._chunk(writer, self._token_chunk(word, reasoning, ollama, spec["reasoning_field"]))
             await writer.drain()
             entry["sends_ns"].append(time.perf_counter_ns())
         if spec["tool_call"]:
@@ -184,13 +257,13 @@ class FakeServer:
         return True
 
     @staticmethod
-    def _token_chunk(word: str, reasoning: bool, ollama: bool) -> bytes:
+    def _token_chunk(word: str, reasoning: bool, ollama: bool, reasoning_field: str = "reasoning_content") -> bytes:
         if ollama:
             message = {"role": "assistant", "content": "" if reasoning else word}
             if reasoning:
                 message["thinking"] = word
             return json.dumps({"model": "fake-model", "message": message, "done": False}).encode() + b"\n"
-        delta = {"reasoning_content": word} if reasoning else {"content": word}
+        delta = {reasoning_field: word} if reasoning else {"content": word}
         chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
@@ -213,8 +286,9 @@ class FakeServer:
         finish = "length" if budget is not None and completion >= budget else "stop"
         if spec["tool_call"]:
             finish = "tool_calls"
+        server_itl = spec["server_itl"] if spec["server_itl"] is not None else spec["itl"]
         if ollama:
-            itl_ns = int(spec["itl"] * 1e9)
+            itl_ns = int(round(server_itl * 1e9))
             final = {"model": "fake-model", "message": {"role": "assistant", "content": ""}, "done": True,
                      "done_reason": finish if finish != "tool_calls" else "stop",
                      "total_duration": int((spec["ttft"] + completion * spec["itl"]) * 1e9),
@@ -222,6 +296,8 @@ class FakeServer:
                      "prompt_eval_count": spec["prompt_tokens"],
                      "prompt_eval_duration": int(spec["ttft"] * 1e9), "eval_count": completion,
                      "eval_duration": completion * itl_ns}
+            if spec["cached_tokens"] is not None:
+                final["prompt_eval_cached_count"] = spec["cached_tokens"]
             return json.dumps(final).encode() + b"\n"
         parts = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
         usage_chunk: dict[str, Any] = {"object": "chat.completion.chunk", "choices": []}
@@ -234,9 +310,14 @@ class FakeServer:
                 usage["prompt_tokens_details"] = {"cached_tokens": spec["cached_tokens"]}
             usage_chunk["usage"] = usage
         if spec["timings"]:  # llama.cpp server's per-request timings object
-            usage_chunk["timings"] = {"prompt_n": spec["prompt_tokens"], "prompt_ms": spec["ttft"] * 1000,
-                                      "predicted_n": completion, "predicted_ms": completion * spec["itl"] * 1000,
-                                      "cache_n": spec["cached_tokens"] or 0}
+            prompt_n = spec["prompt_n"] if spec["prompt_n"] is not None else spec["prompt_tokens"]
+            prompt_ms, predicted_ms = spec["ttft"] * 1000, completion * server_itl * 1000
+            usage_chunk["timings"] = {"cache_n": spec["cached_tokens"] or 0, "prompt_n": prompt_n,
+                                      "prompt_ms": prompt_ms, "prompt_per_token_ms": prompt_ms / max(prompt_n, 1),
+                                      "prompt_per_second": 1e3 / prompt_ms * prompt_n if prompt_ms else None,
+                                      "predicted_n": completion, "predicted_ms": predicted_ms,
+                                      "predicted_per_token_ms": predicted_ms / max(completion, 1),
+                                      "predicted_per_second": 1e3 / predicted_ms * completion if predicted_ms else None}
         if len(usage_chunk) > 2:
             parts.append(usage_chunk)
         text = "".join(f"data: {json.dumps(p)}\n\n" for p in parts) + "data: [DONE]\n\n"

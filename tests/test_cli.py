@@ -1,0 +1,110 @@
+"""The command line as a user meets it: bad input, secrets, exit codes (through papermill)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchlib.paths import PROJECT_ROOT, TASKS_DIR
+
+SECRET = "sk-fbtest-DISTINCTIVE-9f8e7d6c5b4a3210"
+
+
+def cli(*args: str, env: dict | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchlib.cli", *args], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def params_file(tmp_path: Path, data: dict | str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+GOOD = {"host": {"name": "cli-host"},
+        "server": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "fake-model"}}
+
+
+@pytest.mark.parametrize("data, expected", [
+    (None, "params file not found"),
+    ("host: {name: x\n", "invalid YAML at line"),
+    ({**GOOD, "run": {"repeat": 2}}, "unknown key 'run.repeat' (did you mean 'repeats'?)"),
+    ({**GOOD, "run": {"max_tokens": "lots"}}, "run.max_tokens: Input should be a valid integer"),
+    ({**GOOD, "server": {**GOOD["server"], "base_url": "ftp://x"}}, "server.base_url: not an http(s) URL"),
+    ({**GOOD, "tasks": ["basic_qa", "no_such_task"]}, "tasks: unknown task 'no_such_task'"),
+])
+def test_bad_input_is_one_clear_line_exit_2_nothing_written(tmp_path, data, expected):
+    path = tmp_path / "missing.yaml" if data is None else params_file(tmp_path, data)
+    outputs = tmp_path / "outputs"
+    result = cli("run", str(path), "--no-paper", env={"FRONTIER_BENCH_OUTPUTS": str(outputs)}, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(path) in lines[0], result.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not outputs.exists(), "bad input must write nothing"
+
+
+def test_missing_media_file_is_named(tmp_path):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TASKS_DIR, tasks)
+    (tasks / "extra.yaml").write_text(yaml.safe_dump([{
+        "name": "broken_image", "suite": "vision", "requires": "vision", "checker": "contains_any",
+        "variants": [{"id": "v1", "prompt": "What is this?", "image": "image/nope.png", "expected": ["x"]}]}]))
+    result = cli("run", str(params_file(tmp_path, GOOD)), "--no-paper",
+                 env={"FRONTIER_BENCH_TASKS": str(tasks), "FRONTIER_BENCH_OUTPUTS": str(tmp_path / "o")}, timeout=60)
+    assert result.returncode == 2
+    assert "extra.yaml: task 'broken_image' variant 'v1': image file not found" in result.stderr
+    assert "nope.png" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unknown_notebook_is_rejected(tmp_path):
+    result = cli("run", str(params_file(tmp_path, GOOD)), "--only", "text,sound", timeout=60)
+    assert result.returncode == 2 and "unknown notebook(s) sound" in result.stderr
+
+
+def fake_params(tmp_path, url, fake, **extra):
+    data = {"host": {"name": "cli-host"},
+            "server": {"kind": "openai", "base_url": url, "model": "fake-model", "api_key_env": "FB_TEST_API_KEY",
+                       "extra_body": {"fake": fake}},
+            "run": {"warmups": 1, "repeats": 3, "max_tokens": 16, "timeout_s": 5},
+            "tasks": ["basic_qa"],
+            "telemetry": {"idle_baseline_s": 0.2, "loaded_baseline_s": 0.2}, **extra}
+    return params_file(tmp_path, data)
+
+
+def test_api_key_never_reaches_outputs_or_the_terminal(fake_server, tmp_path):
+    """The key lives only in the environment; even a server echoing it back in an error is scrubbed."""
+    outputs = tmp_path / "outputs"
+    path = fake_params(tmp_path, fake_server.url, {"fault": "http_401_echo", "fault_when": "Japan", "tokens": 4})
+    result = cli("run", str(path), "--only", "text", "--no-paper", "--quiet",
+                 env={"FB_TEST_API_KEY": SECRET, "FRONTIER_BENCH_OUTPUTS": str(outputs)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = [p for p in outputs.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"requests.csv", "summary.csv", "manifest.json", "text.ipynb"} <= names
+    for file in files:
+        assert SECRET not in file.read_bytes().decode("utf-8", "replace"), f"key leaked into {file}"
+    assert SECRET not in result.stdout + result.stderr
+    requests = (outputs / "cli-host" / "fake-model" / "text" / "requests.csv").read_text()
+    assert "invalid API key: Bearer ***" in requests  # the echo happened, and was scrubbed
+    assert "FB_TEST_API_KEY" in (outputs / "cli-host" / "fake-model" / "text" / "text.ipynb").read_text()
+
+
+def test_exit_code_is_nonzero_only_when_nothing_succeeded(fake_server, tmp_path):
+    outputs = tmp_path / "outputs"
+    env = {"FRONTIER_BENCH_OUTPUTS": str(outputs)}
+    failing = fake_params(tmp_path, fake_server.url, {"fault": "http_500"})
+    result = cli("run", str(failing), "--only", "text", "--no-paper", "--quiet", env=env)
+    assert result.returncode == 1
+    assert "basic_qa" in result.stdout and "INVALID" in result.stdout
+    mixed = fake_params(tmp_path, fake_server.url, {"fault": "http_500", "fault_when": "Japan", "tokens": 4},
+                        host={"name": "cli-host-2"})
+    result = cli("run", str(mixed), "--only", "text", "--no-paper", "--quiet", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
