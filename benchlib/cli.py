@@ -29,12 +29,30 @@ def _display(path: str) -> str:
         return str(path)
 
 
+def _kernel_manager_class():
+    """Kernel manager that encrypts kernel traffic (CurveZMQ) where pyzmq supports it: the kernel then has
+    nothing to warn about, and the terminal shows only the run's own output."""
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+
+    if not zmq.has("curve") or "transport_encryption" not in AsyncKernelManager.class_trait_names():
+        return AsyncKernelManager
+
+    class EncryptedKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.transport_encryption = "required"
+
+    return EncryptedKernelManager
+
+
 def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True) -> None:
     import papermill
 
     output.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
-                               cwd=str(PROJECT_ROOT), progress_bar=progress, request_save_on_cell_execute=True)
+                               cwd=str(PROJECT_ROOT), progress_bar=progress, request_save_on_cell_execute=True,
+                               kernel_manager_class=_kernel_manager_class())
 
 
 def attach_manifest(executed: Path, suite_dir: Path) -> None:
