@@ -63,6 +63,7 @@ class ServerTimings:
     prompt_eval_ms: float | None = None
     eval_runs: int | None = None
     eval_ms: float | None = None
+    total_ms: float | None = None  # the whole completion call: prompt eval + generation incl. sampling/streaming
 
     @property
     def prefill_tps(self) -> float | None:
@@ -72,9 +73,34 @@ class ServerTimings:
 
     @property
     def decode_tps(self) -> float | None:
+        """llama.cpp's own 'eval time' rate: decode compute only (no sampling, detokenizing or streaming)."""
         if self.eval_runs and self.eval_ms:
             return self.eval_runs / (self.eval_ms / 1000.0)
         return None
+
+    @property
+    def decode_wall_ms(self) -> float | None:
+        """Wall time of the generation phase: total time - prompt eval time (sampling and streaming included),
+        the same span llama-server's timings.predicted_ms and the client's t_last - t_first cover."""
+        if self.total_ms is not None and self.prompt_eval_ms is not None and self.total_ms > self.prompt_eval_ms:
+            return self.total_ms - self.prompt_eval_ms
+        return None
+
+    @property
+    def decode_wall_tps(self) -> float | None:
+        """eval runs / decode_wall_ms: the server-side decode rate comparable with the client's (measured on
+        Gemma 3 270M: client/server 1.000-1.005, where decode_tps gives 0.86-0.98 depending on CPU load)."""
+        wall = self.decode_wall_ms
+        return self.eval_runs / (wall / 1000.0) if self.eval_runs and wall else None
+
+    def completion_tokens(self, finish_reason: str) -> int | None:
+        """Generated tokens from the eval count. The first token is sampled from the prompt pass and every
+        later one needs one eval of its predecessor; a run cut by max_tokens ('length') never evaluates its
+        last token (tokens = runs + 1), while an end-of-generation token is sampled after the last content
+        token's eval and not counted (tokens = runs). Checked against the streamed deltas on the real server."""
+        if self.eval_runs is None:
+            return None
+        return self.eval_runs + (0 if finish_reason == "stop" else 1)
 
 
 _PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
@@ -95,7 +121,10 @@ def parse_timings(text: str) -> list[ServerTimings]:
             current.prompt_eval_ms, current.prompt_eval_tokens = float(m.group(1)), int(m.group(2))
         elif m := _EVAL.search(line):
             current.eval_ms, current.eval_runs = float(m.group(1)), int(m.group(2))
-        elif _TOTAL.search(line):
+            if current.eval_ms == 0.0 and current.eval_runs == 1:
+                current.eval_runs = 0  # llama_perf_context_print prints max(1, n_eval): "0.00 ms / 1 runs" is none
+        elif m := _TOTAL.search(line):
+            current.total_ms = float(m.group(1))
             if current.prompt_tokens is None and current.prompt_eval_tokens is not None:
                 current.prompt_tokens, current.cached_tokens = current.prompt_eval_tokens, 0
             found.append(current)
@@ -127,7 +156,10 @@ class EmbeddedServer:
         return [sys.executable, "-m", "llama_cpp.server", "--model", model_path,
                 "--model_alias", self.model_alias, "--chat_format", self.settings.chat_format,
                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.settings.n_ctx),
-                "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "true"]
+                "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "true",
+                # Queue concurrent requests instead of cutting the one in flight short (llama-cpp-python's default
+                # interrupt_requests=true ends it with [DONE] and no finish_reason): the load sweep measures queueing.
+                "--interrupt_requests", "false"]
 
     def start(self) -> str:
         try:

@@ -109,6 +109,8 @@ class RunSettings(_Section):
     retries_429: int = Field(3, ge=0, le=10, description="Bounded retries on 429, honouring Retry-After")
     max_error_rate: float = Field(0.2, ge=0, le=1, description="Above this failed share a task is marked invalid")
     cold_load_s: float = Field(1.0, gt=0, description="Server load time above this flags a request 'cold'")
+    cache_suspect_share: float = Field(0.5, ge=0, le=1, description="Cached share of the prompt that flags "
+                                       "'cache_suspect' (0 = any cached token)")
     notebooks: list[Literal["text", "quality", "vision", "audio", "video", "load"]] = Field(
         default_factory=lambda: list(NOTEBOOK_ORDER), description="Notebooks the main job executes"
     )

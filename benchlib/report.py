@@ -49,10 +49,11 @@ def failures(requests: pd.DataFrame) -> pd.DataFrame:
     """Failed, unsupported or flagged requests with their reason."""
     if requests.empty:
         return requests
-    flagged = (requests["status"] != STATUS_OK) | requests[["truncated", "cache_suspect", "cold",
-                                                            "rate_mismatch", "looping"]].any(axis=1)
-    columns = ["task", "variant", "repeat", "status", "error_kind", "error_message", "truncated", "cache_suspect",
-               "cold", "rate_mismatch", "looping", "finish_reason"]
+    flag_columns = [c for c in ("truncated", "cache_suspect", "prefill_outlier", "cold", "rate_mismatch", "looping")
+                    if c in requests.columns]
+    flagged = (requests["status"] != STATUS_OK) | requests[flag_columns].fillna(False).astype(bool).any(axis=1)
+    columns = ["task", "variant", "repeat", "is_warmup", "status", "error_kind", "error_message", "finish_reason",
+               *flag_columns, "decode_ratio", "flags"]
     return requests.loc[flagged, [c for c in columns if c in requests.columns]]
 
 

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from benchlib import aio
+from benchlib import aio, crosscheck
 from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
 from benchlib.params import BenchParams
 from benchlib.paths import run_dir
@@ -77,6 +77,7 @@ class Session:
         self.server = None  # EmbeddedServer when we started one
         self.backend: Backend | None = None
         self.telemetry = None
+        self.server_before: dict[str, Any] | None = None
         self.started_unix = time.time()
         key = params.server.api_key()
         self._secret = key if params.server.api_key_env and len(key) >= 4 and key != "not-needed" else ""
@@ -155,11 +156,8 @@ class Session:
             record.response_text = record.response_text.replace(self._secret, "***")
         if self.server is not None and concurrency == 1 and item.request is not None:
             self._attach_embedded_timings(record)
-        if record.server_decode_tps and record.decode_tps:
-            record.decode_ratio = record.decode_tps / record.server_decode_tps
-            record.rate_mismatch = abs(record.decode_ratio - 1.0) > 0.10
-        record.cache_suspect = bool(record.cached_tokens and record.cached_tokens > 0 and not record.is_warmup)
-        record.cold = bool(record.server_load_s is not None and record.server_load_s > self.params.run.cold_load_s)
+        crosscheck.flag_record(record, cold_load_s=self.params.run.cold_load_s,
+                               cache_share=self.params.run.cache_suspect_share)
         if record.status != STATUS_OK and record.media_count and record.http_status in UNSUPPORTED_MEDIA_STATUSES:
             record.status = STATUS_UNSUPPORTED  # the server's own reason stays in error_message
         if record.status == STATUS_OK and item.task is not None and not record.is_warmup:
@@ -170,13 +168,16 @@ class Session:
         if not timings:
             return
         t = timings[-1]
-        record.server_prefill_tps, record.server_decode_tps = t.prefill_tps, t.decode_tps
+        # The log's "eval time" leaves out sampling, detokenizing and streaming (2–3 ms a token here): the
+        # decode wall time (total − prompt eval) is the server's figure comparable with the client's.
+        record.server_prefill_tps = t.prefill_tps
+        record.server_decode_tps = t.decode_wall_tps or t.decode_tps
         record.server_prompt_tokens = t.prompt_eval_tokens
         if record.prompt_tokens is None and t.prompt_tokens is not None:
             record.prompt_tokens, record.cached_tokens = t.prompt_tokens, t.cached_tokens
-        if record.token_source in ("", "client_deltas") and t.eval_runs:
-            # llama.cpp runs one eval per sampled token after the first (which comes from the prompt pass).
-            record.completion_tokens, record.token_source = t.eval_runs + 1, "server_log"
+        tokens = t.completion_tokens(record.finish_reason)  # runs + 1 when cut by max_tokens, runs at EOS
+        if record.token_source in ("", "client_deltas") and tokens:
+            record.completion_tokens, record.token_source = tokens, "server_log"
         compute_rates(record)
 
     def _score(self, record: RequestRecord, task: Task, variant: Variant) -> None:
@@ -287,6 +288,9 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
             session.telemetry.baseline("loaded", params.telemetry.loaded_baseline_s, kind="loaded")
         if params.server.base_url:
             session.backend = make_backend(params.server, params.run, concurrency)
+            from benchlib import manifest
+
+            session.server_before = manifest.server_state(params)  # e.g. Ollama /api/ps before any request
         yield session
     finally:
         if session.backend is not None:
@@ -328,9 +332,15 @@ def finish_suite(session: Session) -> SuiteResult:
     """Summary (with validity), telemetry windows with tokens per joule, manifest — each written atomically."""
     from benchlib import analysis, manifest, telemetry as telemetry_module
 
+    run = session.params.run
     requests = read_requests(session.log.path)
     requests = requests[requests["run_id"] == session.run_id].reset_index(drop=True)
-    summary = analysis.summarize_requests(requests, max_error_rate=session.params.run.max_error_rate)
+    # whole-run rules (prefill far above its group's median) on top of the per-request flags
+    requests = crosscheck.flag_requests(requests, cold_load_s=run.cold_load_s, cache_share=run.cache_suspect_share)
+    summary = analysis.summarize_requests(requests, max_error_rate=run.max_error_rate)
+    keys = [k for k in crosscheck.SUMMARY_KEYS if k in summary.columns]
+    if len(summary):
+        summary = summary.merge(crosscheck.flag_counts(requests), how="left", on=keys)
     windows = session.telemetry.windows_frame()
     if len(windows):
         windows = telemetry_module.add_token_efficiency(windows, requests)

@@ -24,6 +24,10 @@ Model-info routes follow the documented shapes: Ollama GET /api/version, /api/ps
 and successes). A fault "http_401_echo" answers 401 quoting the Authorization header it received, as a
 careless server might, so tests can prove the key is scrubbed from every output.
 A fault "http_429_once" answers 429 the first time a given prompt is seen, then streams normally.
+Prompt length (load sweeps): POST /extras/tokenize {"input": text} -> {"tokens": [...]} is llama-cpp-python's
+route, with a fake tokenizer of one token per whitespace-separated word; "prompt_tokens": "words" makes the
+server report that count over every message's text plus FAKE_TEMPLATE_TOKENS per message (the fake chat
+template), and "prefill_per_token" (s) adds prompt_tokens x that to the TTFT, as a real prefill would.
 Run standalone: python tests/servers.py [--port N]  (prints "PORT <n>" when listening).
 """
 
@@ -36,6 +40,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 from typing import Any
 
 DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "prompt_tokens": 12, "fault": None,
@@ -46,6 +51,24 @@ FAKE_DETAILS = {"parent_model": "", "format": "gguf", "family": "gemma3", "famil
                 "parameter_size": "268.10M", "quantization_level": "Q4_K_M"}
 FAKE_SIZE = 291_000_000
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+FAKE_TEMPLATE_TOKENS = 3  # per message: the fake chat template's role marker and turn delimiters
+
+
+def fake_tokenize(text: str) -> list[int]:
+    """The fake tokenizer: one token per whitespace-separated word (ids: a stable hash of the word)."""
+    return [zlib.crc32(word.encode("utf-8")) & 0xFFFF for word in text.split()]
+
+
+def fake_prompt_tokens(messages: Any) -> int:
+    """prompt_tokens the fake server reports for "prompt_tokens": "words": words of every text part plus the
+    fake template's framing per message."""
+    total = 0
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else ""
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+        total += len(fake_tokenize(text)) + FAKE_TEMPLATE_TOKENS
+    return total
 
 
 class FakeServer:
@@ -180,6 +203,8 @@ class FakeServer:
                 "modalities": {"vision": False, "audio": False}, "build_info": "b6000-fake0000", "is_sleeping": False})
         if method == "GET" and path in ("/health", "/v1/health"):
             return await self._json(writer, 200, {"status": "ok"})
+        if method == "POST" and path == "/extras/tokenize":  # llama-cpp-python's tokenizer route, fake tokenizer
+            return await self._json(writer, 200, {"tokens": fake_tokenize(str(body.get("input", "")))})
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(body, writer, received, ollama=False)
         if method == "POST" and path == "/api/chat":
@@ -189,6 +214,9 @@ class FakeServer:
     # ---- chat --------------------------------------------------------------------------------------
     async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
         spec = {**DEFAULTS, **(body.get("fake") or {})}
+        if spec["prompt_tokens"] == "words":
+            spec["prompt_tokens"] = fake_prompt_tokens(body.get("messages", []))
+        spec["ttft"] += float(spec.get("prefill_per_token") or 0) * spec["prompt_tokens"]
         fault = spec["fault"]
         prompt = json.dumps(body.get("messages", []), ensure_ascii=False)
         if spec["fault_when"] and spec["fault_when"] not in prompt:

