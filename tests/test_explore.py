@@ -1,0 +1,153 @@
+"""Request explorer: runs and requests listed from outputs/, media resolved through the task files, metrics,
+verdicts, the telemetry timeline, the cascading dropdowns, and notebooks/explore.ipynb through papermill."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import pytest
+
+from benchlib import explore
+from benchlib.paths import NOTEBOOKS_DIR, PROJECT_ROOT
+from test_paper import SYN_HOST, SYN_MODEL, write_synthetic_run
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return write_synthetic_run(tmp_path_factory.mktemp("outputs"))
+
+
+def test_list_runs_skips_archived_and_orders_suites(root):
+    runs = explore.list_runs(root)
+    assert runs["suite"].tolist() == ["text", "vision", "audio", "video"]
+    assert set(runs["host"]) == {SYN_HOST} and set(runs["model"]) == {SYN_MODEL}
+    assert runs.set_index("suite").loc["text", "n_requests"] == 7  # 1 warm-up + 2 tasks × 3
+    assert not any("archived" in p for p in runs["path"])
+    assert explore.list_runs(root / "nothing-here").empty
+    opts = explore.choices(runs)
+    assert opts == {"hosts": [SYN_HOST], "models": [SYN_MODEL], "suites": ["text", "vision", "audio", "video"]}
+
+
+def test_requests_and_load_request(root):
+    frame = explore.read_suite(root / SYN_HOST / SYN_MODEL / "text")
+    listed = explore.list_requests(frame)
+    assert listed["tasks"] == ["basic_qa", "reasoning"]
+    assert listed["requests"][0].startswith("warm-up 0 · ")
+    assert [r.split(" · ")[0] for r in listed["requests"]] == ["warm-up 0", "repeat 0", "repeat 1", "repeat 2"]
+    first = explore.load_request(root, SYN_HOST, SYN_MODEL, "text")
+    assert first["is_warmup"] is True and first["decode_tps"] == 99.0  # the file's first request
+    measured = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 1)
+    assert measured["decode_tps"] == 22.0 and measured["is_warmup"] is False
+    assert measured["path"].endswith("/text")
+    by_label = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", listed["requests"][2])
+    assert by_label["repeat"] == 1
+    with pytest.raises(LookupError, match="no run folder"):
+        explore.load_request(root, SYN_HOST, SYN_MODEL, "load")
+    with pytest.raises(LookupError, match="no repeat 9"):
+        explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 9)
+
+
+def test_request_media_resolves_testdata(root):
+    vision = explore.load_request(root, SYN_HOST, SYN_MODEL, "vision")
+    media = explore.request_media(vision["task"], vision["variant"])
+    assert [m.kind for m in media["items"]] == ["image"] and media["items"][0].exists
+    assert media["items"][0].path.suffix == ".png"
+    audio = explore.load_request(root, SYN_HOST, SYN_MODEL, "audio")
+    assert [m.kind for m in explore.request_media(audio["task"], audio["variant"])["items"]] == ["audio"]
+    assert explore.request_media("basic_qa", vision["variant"])["note"].startswith("variant")
+    assert explore.request_media("basic_qa", explore.load_request(root, SYN_HOST, SYN_MODEL, "text")["variant"])[
+        "note"].startswith("text only")
+    assert "no request was sent" in explore.request_media("video_analysis", "*")["note"]
+    assert "not in testdata" in explore.request_media("no_such_task", "x")["note"]
+    frames = explore.video_frames(PROJECT_ROOT / "testdata" / "video" / "digits_8s_720p.mp4", count=3)
+    assert len(frames) == 3 and all(f[:2] == b"\xff\xd8" for f in frames)  # JPEG
+
+
+def test_metrics_and_verdict(root):
+    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 1)
+    metrics = explore.request_metrics(row).set_index("metric")
+    assert metrics.loc["TTFT (first token, incl. reasoning)", "value"] == "0.05"
+    assert metrics.loc["decode rate (client)", "value"] == "40"
+    assert metrics.loc["finish reason", "value"] == "stop"
+    assert metrics.loc["flags", "value"] == "none"
+    verdict = explore.request_verdict(row)
+    assert verdict["passed"] is False and verdict["summary"].startswith("contains: FAIL")
+    assert verdict["detail"] == "expected answer missing"
+    warm = explore.load_request(root, SYN_HOST, SYN_MODEL, "text")
+    assert explore.request_verdict(warm)["summary"] == "not scored: warm-up request"
+    assert explore.request_metrics(warm).set_index("metric").loc["flags", "value"] == "is_warmup"
+    refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
+    assert explore.request_verdict(refused)["summary"] == "not scored: request unsupported"
+
+
+def test_timeline_shades_the_request(root):
+    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
+    start, end = explore.request_span(row)
+    assert end - start == pytest.approx(1e9)
+    fig = explore.timeline_figure(row["path"], row)
+    try:
+        axes = fig.axes
+        assert len(axes) == 4  # cpu_percent and server RSS, full + zoom
+        t0 = 0  # the synthetic telemetry starts at t_ns = 0
+        zoom = axes[1].get_xlim()
+        assert zoom[0] < (start - t0) / 1e9 < (end - t0) / 1e9 < zoom[1]
+        assert zoom[1] - zoom[0] == pytest.approx(1.0 + 2 * 3.0)
+    finally:
+        plt.close(fig)
+    refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
+    assert explore.request_span(refused) is None
+    plt.close(explore.timeline_figure(refused["path"], refused))
+
+
+def test_render_shows_prompt_media_response_and_timeline(root):
+    from IPython.display import Audio, HTML, Image
+
+    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "vision")
+    shown = explore.render(row)
+    assert any(isinstance(o, Image) for o in shown)
+    html = " ".join(o.data for o in shown if isinstance(o, HTML))
+    assert "prompt for image_description" in html and "answer to image_description" in html
+    assert any(isinstance(o, plt.Figure) for o in shown)
+    audio = explore.render(explore.load_request(root, SYN_HOST, SYN_MODEL, "audio"), show_timeline=False)
+    assert any(isinstance(o, Audio) for o in audio)
+    assert not any(isinstance(o, plt.Figure) for o in audio)
+
+
+def test_dropdowns_cascade(root):
+    pytest.importorskip("ipywidgets")
+    explorer = explore.Explorer(root, show_timeline=False)
+    assert explorer.suite.options == ("text", "vision", "audio", "video")
+    assert explorer.task.options == ("basic_qa", "reasoning")
+    assert explorer.request.value.startswith("warm-up 0")
+    explorer.suite.value = "vision"
+    assert explorer.task.options == ("image_description",)
+    assert explorer.selection()["task"] == "image_description"
+    explorer.select(suite="text", task="reasoning")
+    assert len(explorer.request.options) == 3 and explorer.request.value.startswith("repeat 0")
+    explorer.select(request=explorer.request.options[2])
+    chosen = explorer.selection()
+    assert (chosen["task"], chosen["repeat"], chosen["decode_tps"]) == ("reasoning", 2, 24.0)
+    with pytest.raises(ValueError, match="not found"):
+        explorer.select(suite="load")
+    empty = explore.Explorer(root / "nothing-here")
+    assert empty.selection() is None and "no run folders" in empty.describe()
+
+
+def test_explore_notebook_runs_through_papermill(root, tmp_path):
+    papermill = pytest.importorskip("papermill")
+    notebook = NOTEBOOKS_DIR / "explore.ipynb"
+    assert "outputs_dir" in papermill.inspect_notebook(str(notebook))
+    executed = tmp_path / "explore.ipynb"
+    papermill.execute_notebook(str(notebook), str(executed), parameters={"outputs_dir": str(root)},
+                               kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False)
+    cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
+    outputs = [o for c in cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    markdown = " ".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
+    assert f"{SYN_HOST} · {SYN_MODEL} · text · basic_qa · warm-up 0" in markdown  # the first request by default
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the timeline
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    source = json.loads(notebook.read_text(encoding="utf-8"))
+    dirty = [c for c in source["cells"] if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    assert not dirty  # committed without outputs

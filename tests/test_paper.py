@@ -1,0 +1,314 @@
+"""Paper assembly: every table and figure from the reference data alone, the paper's frontier conclusions in
+the written table, a synthetic run beside the published systems, and paper/assemble.ipynb through papermill."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchlib import analysis, paper
+from benchlib.paths import PAPER_DIR, PROJECT_ROOT
+from benchlib.records import RequestLog, RequestRecord
+from benchlib.tasks import load_tasks
+
+SYN_HOST, SYN_MODEL = "synthetic-host", "tiny-model"
+SYN_SYSTEM = f"{SYN_MODEL} @ {SYN_HOST}"
+PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}
+
+# Per-task decode tok/s of the synthetic run (three measured requests each) -> exact means to check.
+TEXT_TPS = {"basic_qa": [30.0, 40.0, 50.0], "reasoning": [20.0, 22.0, 24.0]}
+
+
+def _record(suite: str, modality: str, task: str, variant: str, repeat: int, tps: float | None, start_ns: int,
+            warmup: bool = False, status: str = "ok", passed: bool | None = True) -> RequestRecord:
+    ok = status == "ok"
+    return RequestRecord(
+        run_id="synthetic01", host=SYN_HOST, model=SYN_MODEL, server_kind="openai", server_software="fake-server",
+        suite=suite, modality=modality, task=task, variant=variant, repeat=repeat, is_warmup=warmup,
+        request_key=f"{suite}/{task}/{variant}/r{repeat}/c1" + ("/warmup" if warmup else ""),
+        prompt=f"(ref {repeat:08d})\nprompt for {task}", max_tokens=64, status=status,
+        error_kind="" if ok else "modality_not_supported",
+        started_at_unix=1_700_000_000.0 + start_ns / 1e9, start_ns=start_ns if ok else 0,
+        ttft_s=0.05 if ok else None, ttfo_s=0.05 if ok else None, e2e_s=1.0 if ok else None,
+        decode_tps=tps, prompt_tokens=20 if ok else None, completion_tokens=int(tps or 0) if ok else None,
+        token_source="usage" if ok else "", finish_reason="stop" if ok else "",
+        response_text=f"answer to {task}" if ok else "", checker="contains" if ok and not warmup else "",
+        passed=(passed if ok and not warmup else None), score=(1.0 if passed else 0.0) if ok and not warmup else None,
+        check_detail="found the expected answer" if passed else "expected answer missing")
+
+
+def _variant(task: str) -> str:
+    return load_tasks()[task].variants[0].id
+
+
+def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: bool = True) -> Path:
+    """outputs/<host>/<model>/<suite>/ with requests.csv (RequestRecord rows), summary.csv, windows.csv,
+    telemetry.csv, manifest.json and run.json, as a run writes them; plus an archived folder to be skipped."""
+    params = {
+        "host": {"name": SYN_HOST, "hardware": "synthetic test box", "accelerator": "",
+                 "memory_bandwidth_gbs": bandwidth, "power_envelope_w": None},
+        "server": {"kind": "openai", "software": "fake-server", "model": SYN_MODEL,
+                   "modalities": ["text", "vision", "audio", "video"] if with_media else ["text"],
+                   "context_window": 4096, "quantization": "q4_k_m", "active_params_b": 0.5, "total_params_b": 0.5,
+                   "bytes_per_param": 0.5},
+        "run": {"max_error_rate": 0.2, "thinking": False},
+    }
+    suites: dict[str, list[RequestRecord]] = {"text": []}
+    t = 10_000_000_000
+    suites["text"].append(_record("text", "text", "basic_qa", _variant("basic_qa"), 0, 99.0, t, warmup=True))
+    for task, speeds in TEXT_TPS.items():
+        for repeat, tps in enumerate(speeds):
+            t += 1_500_000_000
+            suites["text"].append(_record("text", "text", task, _variant(task), repeat, tps, t, passed=repeat != 1))
+    if with_media:
+        t += 2_000_000_000
+        suites["vision"] = [_record("vision", "vision", "image_description", _variant("image_description"), 0,
+                                    25.0, t)]
+        t += 2_000_000_000
+        suites["audio"] = [_record("audio", "audio", "transcription", _variant("transcription"), 0, 15.0, t)]
+        t += 2_000_000_000
+        suites["video"] = [_record("video", "video", "video_analysis", _variant("video_analysis"), 0, 0.0, t,
+                                   status="unsupported")]
+        suites["video"][0].decode_tps = None
+    base = root / SYN_HOST / SYN_MODEL
+    for suite, records in suites.items():
+        folder = base / suite
+        folder.mkdir(parents=True, exist_ok=True)
+        RequestLog(folder / "requests.csv").append_many(records)
+        frame = RequestLog(folder / "requests.csv").read()
+        analysis.summarize_requests(frame, max_error_rate=0.2).to_csv(folder / "summary.csv", index=False)
+        starts = [r.start_ns for r in records if r.start_ns] or [t]
+        windows = pd.DataFrame([
+            {"window": "idle", "kind": "idle", "t_start_ns": 0, "t_end_ns": 1_000_000_000, "duration_s": 1.0,
+             "energy_reason": "synthetic: no energy sensor"},
+            *({"window": task, "kind": "task", "t_start_ns": min(r.start_ns for r in records if r.task == task) - 10,
+               "t_end_ns": max(r.start_ns for r in records if r.task == task) + 1_100_000_000,
+               "duration_s": 1.0, "mem_peak_bytes": 1.5e9, "mem_source": "server_rss",
+               "energy_reason": "synthetic: no energy sensor"}
+              for task in dict.fromkeys(r.task for r in records if r.start_ns)),
+        ])
+        windows.to_csv(folder / "windows.csv", index=False)
+        ticks = range(0, max(starts) + 3_000_000_000, 250_000_000)
+        pd.DataFrame({"t_ns": list(ticks), "t_unix": [1.7e9 + x / 1e9 for x in ticks],
+                      "cpu_percent": [50.0 + (i % 7) for i, _ in enumerate(ticks)],
+                      "server_rss_bytes": [1.0e9 + i * 1e6 for i, _ in enumerate(ticks)]}).to_csv(
+            folder / "telemetry.csv", index=False)
+        (folder / "manifest.json").write_text(json.dumps({"run_id": "synthetic01", "suite": suite, "params": params,
+                                                          "cpu": "Synthetic CPU", "packages": {}}))
+        (folder / "run.json").write_text(json.dumps({"run_id": "synthetic01", "salt": "abcd"}))
+    archived = base / "text.archived-20260101-000000"  # an old run: must never be read
+    archived.mkdir(parents=True, exist_ok=True)
+    old = _record("text", "text", "basic_qa", _variant("basic_qa"), 0, 5000.0, 1)
+    RequestLog(archived / "requests.csv").append(old)
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference_only(tmp_path_factory) -> paper.Paper:
+    empty = tmp_path_factory.mktemp("no-outputs")
+    return paper.assemble(outputs_dir=empty, out_dir=tmp_path_factory.mktemp("paper-out"))
+
+
+@pytest.fixture(scope="module")
+def with_run(tmp_path_factory) -> paper.Paper:
+    root = write_synthetic_run(tmp_path_factory.mktemp("outputs"))
+    return paper.assemble(outputs_dir=root, out_dir=tmp_path_factory.mktemp("paper-out-run"))
+
+
+# --------------------------------------------------------------------------------------- reference alone
+
+def test_reference_alone_writes_every_table_and_figure(reference_only):
+    out = reference_only.settings.out_dir
+    expected = paper.expected_files(out)
+    assert len(expected) == 3 + 2 * len(paper.TABLES) + 2 * len(paper.FIGURES)
+    missing = [str(p.relative_to(out)) for p in expected if not p.is_file() or p.stat().st_size == 0]
+    assert not missing, f"missing or empty: {missing}"
+    for name in paper.FIGURES:
+        assert (out / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in (out / "figures" / f"{name}.svg").read_text(encoding="utf-8")[:2000]
+    for name in paper.TABLES:
+        assert pd.read_csv(out / "tables" / f"{name}.csv").shape[0] >= 1, name
+        assert (out / "tables" / f"{name}.md").read_text(encoding="utf-8").count("|") > 4, name
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for name in paper.FIGURES:
+        assert f"figures/{name}.png" in report
+    assert "no runs yet" in report
+    assert paper.NO_RUNS in pd.read_csv(out / "tables" / "runs.csv")["system"].tolist()
+
+
+def test_reference_alone_has_no_run_columns_and_the_papers_numbers(reference_only):
+    out = reference_only.settings.out_dir
+    throughput = pd.read_csv(out / "tables" / "throughput.csv").set_index("task_id")
+    assert not any("this run" in c for c in throughput.columns)
+    gemma = "Gemma 4 E2B @ RTX 3090 host [seed 000]"
+    assert throughput.loc["reasoning", gemma] == 49.4
+    assert throughput.loc["video_analysis", gemma] == 42.9  # §9 video benchmark
+    assert math.isnan(throughput.loc["transcription", "Qwen3.5-4B @ GB10 DGX Spark [seed 000]"])
+    assert "| Transcription (ASR) | audio | 13.9 | 33.4 | n/a |" in (out / "tables" / "throughput.md").read_text()
+    latency = pd.read_csv(out / "tables" / "latency_accuracy.csv").set_index("task_id")
+    assert latency.loc["average", "e2e s · Phi-4 Multimodal @ RTX 3090 host [seed 000]"] == 3.76
+    memory = pd.read_csv(out / "tables" / "memory_power_thermal.csv").set_index("system")
+    assert memory.loc["Qwen3.5-4B @ GB10 DGX Spark", "avg_power_w"] == 25.8
+    platform = pd.read_csv(out / "tables" / "platform.csv")
+    assert set(platform["host"]) >= {"RTX 3090 host", "GB10 DGX Spark", "MBP", "GX10", "openclaw", "DGX Spark"}
+    roof = pd.read_csv(out / "tables" / "roofline.csv").set_index("label")
+    assert roof.loc["Gemma 4 E4B bf16 · DGX Spark", "ceiling_tps"] == pytest.approx(34.125)
+    assert roof.loc["Gemma 4 E2B · MBP", "note"].startswith("Ollama default quantization")
+    decisions = pd.read_csv(out / "tables" / "decisions.csv")
+    assert decisions.loc[decisions["section"].str.startswith("§12"), "verdict"].tolist() == ["SWAP"]
+
+
+def test_frontier_conclusions_in_the_written_table(reference_only):
+    out = reference_only.settings.out_dir
+    table = pd.read_csv(out / "tables" / "frontier.csv")
+    members = {k: sorted(g.loc[g["on_frontier"], "system"]) for k, g in table.groupby("regime_key")}
+    assert members["workstation"] == ["Gemma 4 E2B @ RTX 3090 host"]
+    assert members["edge"] == ["Qwen3.5-4B @ GB10 DGX Spark"]
+    assert members["audio"] == ["Phi-4 Multimodal @ RTX 3090 host"]
+    assert sorted(members["all"]) == sorted(PUBLISHED)  # the split frontier: no global winner
+    assert table.loc[table["regime_key"] != "all", "matches_paper"].astype(bool).all()
+    edge = table[table["regime_key"] == "edge"].set_index("system")
+    assert edge["tps_per_w"].round(2).to_dict() == {"Gemma 4 E2B @ RTX 3090 host": 0.20,
+                                                    "Phi-4 Multimodal @ RTX 3090 host": 0.22,
+                                                    "Qwen3.5-4B @ GB10 DGX Spark": 0.59}
+    assert edge.loc["Qwen3.5-4B @ GB10 DGX Spark", "tps_per_w"] == pytest.approx(15.2 / 25.8)
+    assert "Qwen3.5-4B @ GB10 DGX Spark (better on tps_per_w, peak_temp_c, context_window_k)" in \
+        edge.loc["Phi-4 Multimodal @ RTX 3090 host", "dominated_by"]
+    md = (out / "tables" / "frontier.md").read_text(encoding="utf-8")
+    for printed in ("tps_per_w ↑ 0.20", "tps_per_w ↑ 0.22", "tps_per_w ↑ 0.59"):
+        assert printed in md
+    dominance = pd.read_csv(out / "tables" / "frontier_dominance.csv")
+    work = dominance[dominance["regime_key"] == "workstation"]
+    row = work[(work["dominated"] == "Phi-4 Multimodal @ RTX 3090 host")]
+    assert row["dominated_by"].tolist() == ["Gemma 4 E2B @ RTX 3090 host"]
+    assert row["better_on"].tolist() == ["avg_decode_tps, modality_count, video_support"]
+    text = reference_only.frontier_summary
+    assert text == (out / "tables" / "frontier.txt").read_text(encoding="utf-8")
+    for line in ("paper:     Gemma 4 E2B — reproduced", "paper:     Qwen3.5-4B — reproduced",
+                 "paper:     Phi-4 Multimodal — reproduced"):
+        assert line in text
+
+
+def test_reference_sets_and_regimes_are_parameters(tmp_path):
+    only_paper = paper.assemble(outputs_dir=tmp_path / "none", out_dir=tmp_path / "out",
+                                reference_sets=["paper_000"], regimes=["edge"], figure_formats=["png"])
+    roof = only_paper.tables["roofline"].data
+    assert set(roof["source"]) == {"000_341285de21da4f3a.txt"}  # no 002/004 points without their sets
+    assert set(only_paper.tables["frontier"].data["regime_key"]) == {"edge"}
+    assert only_paper.tables["decisions"].data.empty
+    assert not list((tmp_path / "out" / "figures").glob("*.svg"))
+    with pytest.raises(ValueError, match="unknown set"):
+        paper.Settings.from_parameters(reference_sets=["paper_999"])
+    with pytest.raises(ValueError, match="regimes"):
+        paper.Settings.from_parameters(regimes=["desk"])
+
+
+# --------------------------------------------------------------------------------------- with a run
+
+def test_synthetic_run_appears_beside_the_published_ones(with_run):
+    out = with_run.settings.out_dir
+    assert with_run.runs.systems == [SYN_SYSTEM]
+    throughput = pd.read_csv(out / "tables" / "throughput.csv").set_index("task_id")
+    ours = f"{SYN_SYSTEM} [this run]"
+    published = [c for c in throughput.columns if c.endswith("[seed 000]")]
+    assert len(published) == 3 and ours in throughput.columns
+    assert throughput.loc["basic_qa", ours] == pytest.approx(40.0)  # warm-up (99 tok/s) excluded
+    assert throughput.loc["reasoning", ours] == pytest.approx(22.0)
+    assert throughput.loc["basic_qa", "Phi-4 Multimodal @ RTX 3090 host [seed 000]"] == 32.9
+    assert throughput.loc["transcription", ours] == pytest.approx(15.0)
+    md = (out / "tables" / "throughput.md").read_text(encoding="utf-8")
+    assert "40.0 ± 10.0 (n=3)" in md and "not supported" in md  # video declared but refused
+    long = pd.read_csv(out / "tables" / "published_and_runs_long.csv")
+    assert {"this run", "000_341285de21da4f3a.txt"} <= set(long["source"])
+    assert (long[(long["source"] == "this run") & (long["metric"] == "decode_tps")]["model"] == SYN_MODEL).all()
+    assert 5000.0 not in long["value"].tolist()  # the archived folder is skipped
+
+
+def test_synthetic_run_in_frontier_memory_and_roofline(with_run):
+    out = with_run.settings.out_dir
+    frontier = pd.read_csv(out / "tables" / "frontier.csv")
+    mine = frontier[frontier["system"] == SYN_SYSTEM].set_index("regime_key")
+    assert set(mine.index) == {"workstation", "edge", "audio", "all"}
+    assert (mine["source"] == "this run").all()
+    # no energy sensor: tok/s/W is missing, the worst value, so the edge regime is dominated by all three
+    assert not mine.loc["edge", "on_frontier"] and mine.loc["edge", "dominated_by"].count("better on") == 3
+    # the published conclusions still hold for the published systems
+    assert frontier.loc[frontier["source"] != "this run", "matches_paper"].astype(bool).all()
+    memory = pd.read_csv(out / "tables" / "memory_power_thermal.csv").set_index("system")
+    assert math.isnan(memory.loc[SYN_SYSTEM, "avg_power_w"])
+    assert "synthetic: no energy sensor" in memory.loc[SYN_SYSTEM, "energy_note"]
+    assert memory.loc[SYN_SYSTEM, "memory_gb"] == pytest.approx(1.5)
+    roof = pd.read_csv(out / "tables" / "roofline.csv").set_index("label")
+    row = roof.loc[f"{SYN_MODEL} · {SYN_HOST}"]
+    assert math.isnan(row["memory_bandwidth_gbs"]) and math.isnan(row["ceiling_tps"])
+    assert "bandwidth unknown" in row["note"]
+    assert row["bytes_per_token_gb"] == pytest.approx(0.25)
+    assert "bandwidth unknown" in (out / "tables" / "roofline.md").read_text(encoding="utf-8")
+    platform = pd.read_csv(out / "tables" / "platform.csv").set_index("host")
+    assert "bandwidth unknown" in platform.loc[SYN_HOST, "note"]
+    capability = pd.read_csv(out / "tables" / "capability_context.csv").set_index("system")
+    assert capability.loc[SYN_SYSTEM, "video"] == "Not supported in this deployment"
+    assert capability.loc[SYN_SYSTEM, "context_window_k"] == pytest.approx(4.096)
+
+
+def test_known_bandwidth_gives_a_ceiling(tmp_path):
+    root = write_synthetic_run(tmp_path / "outputs", bandwidth=100.0, with_media=False)
+    runs = paper.load_runs(root)
+    tables = paper.build_tables(paper.load_reference_sets(["paper_000"]), runs)
+    roof = tables["roofline"].data.set_index("label").loc[f"{SYN_MODEL} · {SYN_HOST}"]
+    assert roof["ceiling_tps"] == pytest.approx(100.0 / 0.25)
+    assert roof["efficiency"] == pytest.approx(31.0 / 400.0)  # mean of the two text tasks' means (40, 22)
+
+
+def test_assemble_notebook_runs_through_papermill(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    notebook = PAPER_DIR / "assemble.ipynb"
+    declared = papermill.inspect_notebook(str(notebook))
+    assert {"outputs_dir", "reference_sets", "out_dir", "regimes"} <= set(declared)
+    assert declared["reference_sets"]["default"] == '["paper_000", "heros_001", "bandwidth_002", "quant_004"]'
+    root = write_synthetic_run(tmp_path / "outputs")
+    out = tmp_path / "paper-out"
+    executed = tmp_path / "assemble.ipynb"
+    papermill.execute_notebook(str(notebook), str(executed), parameters={"outputs_dir": str(root), "out_dir": str(out)},
+                               kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False)
+    missing = [str(p) for p in paper.expected_files(out) if not p.is_file() or p.stat().st_size == 0]
+    assert not missing
+    cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
+    printed = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", [])
+                      if o.get("output_type") == "stream")
+    assert "DEPLOYMENT FRONTIER" in printed and "paper:     Qwen3.5-4B — reproduced" in printed
+    assert f"{SYN_SYSTEM} [this run]" in printed
+    assert f"{SYN_SYSTEM} [this run]" in pd.read_csv(out / "tables" / "throughput.csv").columns
+    source = json.loads(notebook.read_text(encoding="utf-8"))
+    dirty = [c for c in source["cells"] if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    assert not dirty  # committed without outputs
+
+
+def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
+    sweeps = pytest.importorskip("benchlib.sweeps")
+    root = write_synthetic_run(tmp_path / "outputs", with_media=False)
+    load = root / SYN_HOST / SYN_MODEL / "load"
+    load.mkdir()
+    (load / "manifest.json").write_text((root / SYN_HOST / SYN_MODEL / "text" / "manifest.json").read_text())
+    levels = pd.DataFrame([{c: None for c in sweeps.CONCURRENCY_COLUMNS} | {
+        "host": SYN_HOST, "model": SYN_MODEL, "concurrency": c, "n_requests": 4, "n_ok": 4, "n_failed": 0,
+        "throughput_tps": tps, "decode_tps_mean": tps / c, "ttft_s_p50": 0.1 * c, "e2e_s_p50": 1.0 * c,
+        "knee": c == 2, "saturated": c > 2, "client_bound": False} for c, tps in ((1, 40.0), (2, 70.0), (4, 72.0))])
+    levels.to_csv(load / sweeps.CONCURRENCY_CSV, index=False)
+    lengths = pd.DataFrame([{c: None for c in sweeps.CONTEXT_COLUMNS} | {
+        "host": SYN_HOST, "model": SYN_MODEL, "target_tokens": n, "prompt_tokens": n + 3, "exact": False,
+        "n_ok": 1, "n_failed": 0, "ttft_s_p50": n / 2000, "prefill_tps": 2000.0} for n in (128, 512)])
+    lengths.to_csv(load / sweeps.CONTEXT_CSV, index=False)
+    built = paper.assemble(outputs_dir=root, out_dir=tmp_path / "out", regimes=["workstation"],
+                           figure_formats=["png"])
+    conc = pd.read_csv(tmp_path / "out" / "tables" / "load_concurrency.csv")
+    assert conc["throughput_tps"].tolist() == [40.0, 70.0, 72.0] and set(conc["system"]) == {SYN_SYSTEM}
+    assert (tmp_path / "out" / "tables" / "load_context.md").read_text().count(SYN_SYSTEM) == 2
+    assert (tmp_path / "out" / "figures" / "load_sweeps.png").stat().st_size > 0
+    assert "load_concurrency" in (tmp_path / "out" / "report.md").read_text()
+    # sweep levels never enter the per-task throughput table
+    assert "concurrency" not in built.tables["throughput"].data["task_id"].tolist()
