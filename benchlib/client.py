@@ -1,9 +1,10 @@
 """Streaming chat clients that time every delta on the monotonic clock.
 
 Two wire protocols behind one interface (`Backend.stream`):
-- OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): the `openai` SDK sends the
-  request, but we read its *raw* SSE lines (`with_streaming_response`) and parse chunks ourselves, because the
-  typed per-chunk objects cost about twice the CPU per token and delay first-token stamps under load.
+- OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): a lean HTTP/1.1 client
+  (benchlib/wire.py) parses the SSE lines in the event loop's read callback, stamped with the kernel's receive
+  time where available; the `openai` SDK + httpx cost ~3x the CPU per chunk and delayed stamps under load
+  (bench/README.md), and stay only for URLs an environment proxy applies to (raw SSE lines, parsed the same way).
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
 
 A streamed chunk is not a token: token counts come from the server (usage / eval counts / server log) and
@@ -16,6 +17,7 @@ import asyncio
 import errno
 import itertools
 import json
+import math
 import socket
 import time
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ import openai
 
 from benchlib.params import RunSettings, ServerParams
 from benchlib.records import STATUS_FAILED, STATUS_OK, RequestRecord
+from benchlib.wire import StreamingHTTP, WireFailure, direct_route
 
 NS = 1e9
 
@@ -311,6 +314,12 @@ class OpenAIBackend(Backend):
         # max_retries=0: a retry would hide a failure inside one row's timing; we retry 429 ourselves.
         self.client = openai.AsyncOpenAI(base_url=base, api_key=server.api_key(), max_retries=0,
                                          timeout=self.timeout, http_client=self.http)
+        # The hot path: a lean HTTP/1.1 stream parsed in the loop's read callback (benchlib/wire.py; the SDK +
+        # httpx stack cost ~3x the CPU per chunk and stamped chunks late under load). The SDK path above stays
+        # for URLs an environment proxy applies to.
+        self.wire = StreamingHTTP(base, connect_timeout=run.connect_timeout_s, read_timeout=run.timeout_s,
+                                  headers={"Authorization": f"Bearer {server.api_key()}"}) \
+            if run.http_client == "wire" and direct_route(base) else None
 
     def body_extras(self, request: ChatRequest) -> dict[str, Any]:
         extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": request.thinking}}
@@ -318,7 +327,57 @@ class OpenAIBackend(Backend):
         extra.update(request.extra_body)
         return extra
 
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body, as the SDK would send it: named fields, then extra_body merged on top."""
+        body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
+                                "stream_options": {"include_usage": True}, "max_tokens": request.max_tokens,
+                                "temperature": request.temperature}
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.tools:
+            body["tools"] = request.tools
+            if request.tool_choice:
+                body["tool_choice"] = request.tool_choice
+        body.update(self.body_extras(request))
+        return body
+
     async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
+        if self.wire is None:
+            return await self._stream_sdk(request, record)
+        body = json.dumps(self.request_body(request), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        record.started_at_unix = time.time()
+        start = time.perf_counter_ns()
+        record.start_ns = start
+        state = StreamState(start)
+        parse = self._parse_chunk
+
+        def on_wire(sent: int) -> None:  # the request goes on a ready connection: TTFT's origin
+            record.client_prep_s = (sent - start) / NS
+            state.start_ns = record.start_ns = sent
+
+        def on_line(line: bytes, now: int) -> bool:  # runs in the read callback, stamped on arrival
+            if line[:5] != b"data:":
+                return False  # blank separator, keep-alive comment, 'event:' / 'id:' fields
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                state.done = True
+                return True
+            parse(data, now, state, record)
+            return False
+
+        end = 0
+        try:
+            exchange = await self.wire.post_stream("/chat/completions", body, on_line, on_wire=on_wire)
+            record.http_status = exchange.status
+            end = exchange.end_ns
+        except WireFailure as failure:
+            raise RequestFailed(failure.kind, failure.message, failure.http_status, failure.retry_after) from None
+        finally:
+            finalize(record, state, end or time.perf_counter_ns())
+        self._check_complete(state, record)
+
+    async def _stream_sdk(self, request: ChatRequest, record: RequestRecord) -> None:
+        """The openai SDK + httpx path (used when a proxy applies to the server URL)."""
         kwargs: dict[str, Any] = dict(
             model=self.server.model, messages=request.messages, stream=True,
             stream_options={"include_usage": True}, max_tokens=request.max_tokens,
@@ -358,13 +417,13 @@ class OpenAIBackend(Backend):
         self._check_complete(state, record)
 
     @staticmethod
-    def _parse_chunk(data: str, now: int, state: StreamState, record: RequestRecord) -> None:
+    def _parse_chunk(data: str | bytes, now: int, state: StreamState, record: RequestRecord) -> None:
         try:
             chunk = json.loads(data)
-        except json.JSONDecodeError:
-            raise RequestFailed("bad_chunk", f"non-JSON stream chunk: {data[:200]!r}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise RequestFailed("bad_chunk", f"non-JSON stream chunk: {_shown(data)!r}") from None
         if not isinstance(chunk, dict):
-            raise RequestFailed("bad_chunk", f"unexpected stream chunk: {data[:200]!r}")
+            raise RequestFailed("bad_chunk", f"unexpected stream chunk: {_shown(data)!r}")
         state.chunks += 1
         if "error" in chunk and not chunk.get("choices"):
             err = chunk["error"]
@@ -405,12 +464,22 @@ class OpenAIBackend(Backend):
     def _check_complete(state: StreamState, record: RequestRecord) -> None:
         if not state.done and not state.finish_reason:
             raise RequestFailed("stream_cut", f"stream ended after {state.chunks} chunks without [DONE]")
+        if not state.finish_reason:  # e.g. llama-cpp-python ends an interrupted answer with a bare [DONE]
+            raise RequestFailed("stream_cut", f"[DONE] after {state.chunks} chunks but no finish_reason: "
+                                "the server ended the answer without saying why")
         if not record.response_text and not record.reasoning_text and not record.tool_calls:
             raise RequestFailed("empty_response", f"no content in {state.chunks} chunks "
                                 f"(finish_reason={state.finish_reason or 'none'})")
 
     async def aclose(self) -> None:
+        if self.wire is not None:
+            await self.wire.aclose()
         await self.client.close()
+
+
+def _shown(data: str | bytes) -> str:
+    """The first 200 characters of a stream chunk, for an error message."""
+    return (data.decode("utf-8", "replace") if isinstance(data, bytes) else data)[:200]
 
 
 def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> None:
@@ -445,7 +514,7 @@ class OllamaBackend(Backend):
         if request.seed is not None:
             options["seed"] = request.seed
         body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
-                                "think": request.thinking, "keep_alive": self.server.keep_alive,
+                                "think": request.thinking, "keep_alive": ollama_keep_alive(self.server.keep_alive),
                                 "options": options}
         if request.tools:
             body["tools"] = request.tools
@@ -512,9 +581,28 @@ class OllamaBackend(Backend):
             apply_ollama_durations(record, chunk)
 
 
+def ollama_keep_alive(value: str) -> str | int | float:
+    """keep_alive as Ollama parses it (api/types.go Duration.UnmarshalJSON): a JSON number is seconds (negative =
+    forever), a string goes through Go's time.ParseDuration, which rejects unit-less text other than "0". So
+    "30m" and "0" pass as they are, and a bare number in params ("300", "-1") is sent as a number, not as a
+    string Ollama would answer with HTTP 400."""
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text
+    return int(number) if number.is_integer() else number
+
+
 def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None:
-    """Final chunk: prompt_eval_count/duration, eval_count/duration, load_duration (nanoseconds)."""
+    """Final chunk (docs.ollama.com/api/chat, docs/api.md): prompt_eval_count/duration, eval_count/duration,
+    load_duration (nanoseconds), and, from Ollama 0.3x on, prompt_eval_cached_count (prompt tokens read from the
+    prompt cache, a part of prompt_eval_count)."""
     record.prompt_tokens = final.get("prompt_eval_count", record.prompt_tokens)
+    if final.get("prompt_eval_cached_count") is not None:
+        record.cached_tokens = int(final["prompt_eval_cached_count"])
     record.completion_tokens = final.get("eval_count", record.completion_tokens)
     if record.completion_tokens is not None:
         record.token_source = "usage"

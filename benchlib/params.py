@@ -106,6 +106,9 @@ class RunSettings(_Section):
     connect_timeout_s: float = Field(10.0, gt=0)
     thinking: bool = Field(False, description="Reasoning mode; off by default on every backend")
     unique_prompts: bool = Field(True, description="Prefix each prompt with a request id so no cache has seen it")
+    http_client: Literal["wire", "sdk"] = Field(
+        "wire", description="OpenAI-compatible streaming: 'wire' (lean HTTP/1.1, kernel receive stamps; "
+        "bench/measure_accuracy.py) or 'sdk' (openai SDK raw stream over httpx)")
     retries_429: int = Field(3, ge=0, le=10, description="Bounded retries on 429, honouring Retry-After")
     max_error_rate: float = Field(0.2, ge=0, le=1, description="Above this failed share a task is marked invalid")
     cold_load_s: float = Field(1.0, gt=0, description="Server load time above this flags a request 'cold'")

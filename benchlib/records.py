@@ -11,6 +11,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -119,6 +120,7 @@ class RequestLog:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # rows arrive from executor threads: one header, whole rows
 
     def done_keys(self, run_id: str | None = None) -> set[str]:
         """Keys already recorded (any status): a resumed run does not redo them."""
@@ -141,6 +143,10 @@ class RequestLog:
             return
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+        with self._lock:
+            self._write(buffer, writer, rows)
+
+    def _write(self, buffer: io.StringIO, writer: csv.DictWriter, rows: list[dict[str, Any]]) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size == 0:

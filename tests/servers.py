@@ -8,7 +8,7 @@ client stamps with — and served at GET /log, so a test can compare client stam
 
 Behaviour per request comes from the body's "fake" object (sent via params `server.extra_body`):
   {"ttft": 0.15, "itl": 0.02, "tokens": 64, "reasoning_tokens": 0, "prompt_tokens": 10,
-   "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "stall" | "stall_mid",
+   "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "no_finish" | "stall" | "stall_mid",
    "retry_after": 1, "timings": true, "cached_tokens": 0, "tool_call": null | {"name":..., "arguments": {...}},
    "load_ms": 0, "fault_when": null, "server_itl": null, "prompt_n": null, "reasoning_field": "reasoning_content"}
 "server_itl" is the per-token time the server *reports* (Ollama eval_duration, llama.cpp predicted_ms; default:
@@ -328,6 +328,8 @@ class FakeServer:
                 final["prompt_eval_cached_count"] = spec["cached_tokens"]
             return json.dumps(final).encode() + b"\n"
         parts = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+        if spec["fault"] == "no_finish":  # [DONE] arrives, but no chunk ever said why the answer ended
+            parts = []
         usage_chunk: dict[str, Any] = {"object": "chat.completion.chunk", "choices": []}
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {"prompt_tokens": spec["prompt_tokens"], "completion_tokens": completion,

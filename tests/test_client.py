@@ -36,9 +36,10 @@ def server_sends(fake_server):
     return httpx.get(f"{fake_server.url}/log").json()[-1]
 
 
-@pytest.mark.parametrize("kind", ["openai", "ollama"])
-def test_ttft_itl_and_tokens_match_known_timing(params_for, fake_server, kind):
-    params = params_for({"ttft": 0.15, "itl": 0.02, "tokens": 40, "prompt_tokens": 30}, kind=kind)
+@pytest.mark.parametrize("kind, http_client", [("openai", "wire"), ("openai", "sdk"), ("ollama", "wire")])
+def test_ttft_itl_and_tokens_match_known_timing(params_for, fake_server, kind, http_client):
+    params = params_for({"ttft": 0.15, "itl": 0.02, "tokens": 40, "prompt_tokens": 30}, kind=kind,
+                        run={"http_client": http_client})
     record = send(params)
     assert record.status == "ok", record.error_message
     assert record.completion_tokens == 40 and record.token_source == "usage"
@@ -68,6 +69,18 @@ def test_reasoning_is_kept_apart_and_ttfo_follows_it(params_for):
     assert record.reasoning_tokens == 6 and record.completion_tokens == 11
     # TTFT counts the first reasoning delta, TTFO the first answer delta six intervals later
     assert record.ttfo_s - record.ttft_s == pytest.approx(0.06, abs=0.02)
+
+
+def test_sdk_path_classifies_faults_like_the_wire_path(params_for):
+    for fault, kind in (("http_404", "http_404"), ("cut", "stream_cut"), ("bad_chunk", "bad_chunk")):
+        record = send(params_for({"fault": fault, "tokens": 6}, run={"http_client": "sdk"}))
+        assert record.status == "failed" and record.error_kind == kind, (fault, record.error_message)
+
+
+def test_done_without_finish_reason_is_a_cut_stream(params_for):
+    record = send(params_for({"fault": "no_finish", "tokens": 6}))
+    assert record.status == "failed" and record.error_kind == "stream_cut"
+    assert "no finish_reason" in record.error_message
 
 
 def test_length_finish_is_flagged_truncated(params_for):

@@ -6,7 +6,9 @@ import papermill
 import pytest
 import yaml
 
-from benchlib.params import ParamsError, SECTIONS, load_params
+import ast
+
+from benchlib.params import NOTEBOOK_ORDER, ParamsError, SECTIONS, load_params
 from benchlib.paths import NOTEBOOKS_DIR, PARAMS_DIR
 
 
@@ -77,10 +79,13 @@ def test_identity_changes_with_params_but_not_with_embedded_port():
     assert params.identity() == moved.identity()
 
 
+SUITE_NOTEBOOKS = [NOTEBOOKS_DIR / f"{name}.ipynb" for name in NOTEBOOK_ORDER]
+
+
 def test_params_keys_are_notebook_parameters():
     """Every section a params file may carry is a parameter each suite notebook declares."""
-    notebooks = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
-    assert notebooks
+    notebooks = SUITE_NOTEBOOKS
+    assert all(n.is_file() for n in notebooks)
     declared_sets = {}
     for notebook in notebooks:
         declared = set(papermill.inspect_notebook(str(notebook)))
@@ -90,3 +95,13 @@ def test_params_keys_are_notebook_parameters():
             keys = set(yaml.safe_load(path.read_text()))
             assert keys <= declared, f"{path.name} keys {keys - declared} not parameters of {notebook.name}"
     assert len({frozenset(v) for v in declared_sets.values()}) == 1, "suite notebooks declare different parameters"
+
+
+def test_notebook_defaults_are_the_embedded_params_file():
+    """A notebook run by hand in Jupyter measures the same run (same run id) as `make run`."""
+    embedded = yaml.safe_load((PARAMS_DIR / "embedded.yaml").read_text())
+    for notebook in SUITE_NOTEBOOKS:
+        declared = papermill.inspect_notebook(str(notebook))
+        for section in SECTIONS:
+            default = ast.literal_eval(declared[section]["default"])
+            assert default == embedded.get(section, [] if section == "tasks" else {}), (notebook.name, section)

@@ -9,23 +9,37 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
-PARAMETERS = '''\
-# Parameters: papermill injects a params file's sections here (`make run PARAMS=params/<file>.yaml`).
-# These literal defaults are the embedded run (params/embedded.yaml); unset keys take benchlib's defaults.
-params_file: str = "params/embedded.yaml"  # where the values came from (for messages and provenance)
-host: dict = {"name": "local-cpu", "hardware": "this machine's CPU, no GPU"}  # machine under test
-server: dict = {"kind": "embedded", "software": "llama-cpp-python", "model": "gemma3-270m-q4_k_m", "modalities": ["text"]}  # server + model
-run: dict = {"warmups": 1, "repeats": 3, "max_tokens": 64, "timeout_s": 60}  # request settings
-tasks: list = []  # task names to run; empty means every task of this suite
-telemetry: dict = {"idle_baseline_s": 1.0, "loaded_baseline_s": 1.0}  # sensor sampling and baselines
-sweep: dict = {}  # load/context sweep settings (load notebook)
-thresholds: dict = {}  # decision-framework thresholds (paper notebook)
-fresh: bool = False  # archive a run folder made from other params instead of refusing
-'''
+EMBEDDED = yaml.safe_load((NOTEBOOKS.parent / "params" / "embedded.yaml").read_text(encoding="utf-8"))
+# (section, type, comment) in the order params files use; comments hold no '=' (papermill's parser skips such lines)
+SECTIONS = [
+    ("host", "dict", "machine under test"),
+    ("server", "dict", "server kind, URL, model and what it accepts"),
+    ("run", "dict", "request settings"),
+    ("tasks", "list", "task names to run; empty means every task of this suite"),
+    ("telemetry", "dict", "sensor sampling and baselines"),
+    ("sweep", "dict", "load and context sweep settings (load notebook)"),
+    ("thresholds", "dict", "decision-framework thresholds (paper notebook)"),
+]
+
+
+def parameters_cell() -> str:
+    """Literal defaults equal to params/embedded.yaml, so a notebook run by hand has the run id of `make run`."""
+    lines = ["# Parameters: papermill injects a params file's sections here (`make run PARAMS=params/<file>.yaml`).",
+             "# These literal defaults are params/embedded.yaml; keys left out take benchlib's defaults.",
+             'params_file: str = "params/embedded.yaml"  # where the values came from (for messages and provenance)']
+    for name, kind, comment in SECTIONS:
+        value = EMBEDDED.get(name, [] if kind == "list" else {})
+        lines.append(f"{name}: {kind} = {value!r}  # {comment}")
+    lines.append("fresh: bool = False  # archive a run folder made from other params instead of refusing")
+    return "\n".join(lines) + "\n"
+
+
+PARAMETERS = parameters_cell()
 
 DERIVED = '''\
 from benchlib import params as bench_params, report, runner
@@ -77,10 +91,62 @@ def suite_notebook(suite: str) -> nbformat.NotebookNode:
     return notebook
 
 
+def load_notebook() -> nbformat.NotebookNode:
+    """The load suite: concurrency and prompt-length sweeps with the client self-check (benchlib.sweeps)."""
+    parameters = new_code_cell(PARAMETERS)
+    parameters.metadata["tags"] = ["parameters"]
+    cells = [
+        new_markdown_cell("# Load suite\n\nConcurrent requests and long prompts on one server start: a concurrency "
+                          "sweep (`sweep.concurrency`, `sweep.requests_per_level`) and a prompt-length sweep "
+                          "(`sweep.context_lengths`, clipped to the context window), both with `sweep.max_tokens` "
+                          "completion tokens. Each request's row is appended to "
+                          "`outputs/<host>/<model>/load/requests.csv` as it finishes; per-level figures go to "
+                          "`sweep_concurrency.csv` and `sweep_context.csv`; rerunning resumes."),
+        parameters,
+        new_code_cell(DERIVED.format(suite="load") + "from benchlib import sweeps\n"),
+        new_markdown_cell("## Run\nWarm-ups first (recorded, flagged), then each concurrency level with at most that "
+                          "many requests in flight, then one calibration request and one request per prompt length."),
+        new_code_cell("result = sweeps.run_load(params, fresh=fresh)\nprint(f'results in {result.out_dir}')\n"
+                      "result.figures"),
+        new_markdown_cell("## Concurrency: throughput vs latency\nAggregate output tok/s = completion tokens ÷ the "
+                          "level's wall span. **Knee rule:** the knee is the first level whose next level adds less "
+                          "than 10 % aggregate throughput while p50 TTFT or p50 e2e grows at least 1.5×; levels above "
+                          "it are marked saturated. A server that answers one request at a time (the embedded "
+                          "llama-cpp-python) shows queueing: flat throughput, growing TTFT."),
+        new_code_cell("sweeps.concurrency_table(result.concurrency)"),
+        new_code_cell("sweeps.plot_concurrency(result.concurrency, result.out_dir,\n"
+                      "                        title=f'{params.server.model} on {params.host.name}');"),
+        new_markdown_cell("## Prompt length: TTFT and prefill speed\nPrompts are fitted to the target length with "
+                          "the server's own tokenizer where it has one (otherwise a calibrated chars-per-token "
+                          "model); `prompt_tokens` is what the server reported, `token_error` its distance from the "
+                          "target."),
+        new_code_cell("sweeps.context_table(result.context)"),
+        new_code_cell("sweeps.plot_context(result.context, result.out_dir,\n"
+                      "                    title=f'{params.server.model} on {params.host.name}');"),
+        new_markdown_cell("## Client self-check\nEvent-loop lag (a 10 ms sleeper on the client's loop: how late it "
+                          "woke) and client CPU per level. `client_bound` marks a level where the loop lag p99 "
+                          "exceeded 5 ms or the client used more than half a core: there the client, not the server, "
+                          "may have set the pace."),
+        new_code_cell("sweeps.health_table(result.concurrency, result.context)"),
+        new_markdown_cell("## Summary per task, failures\n`max_concurrency_ok` and `max_context_ok` (the largest "
+                          "level and prompt length that ran without a failure) feed the frontier."),
+        new_code_cell("report.summary_table(result.summary)"),
+        new_code_cell("report.failures(result.requests)"),
+        new_markdown_cell("## Telemetry\nPower or CPU and memory over time; shaded spans are the measurement "
+                          "windows (idle, loaded, concurrency, context)."),
+        new_code_cell("report.plot_telemetry(result.out_dir);\nresult.windows"),
+    ]
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return notebook
+
+
 def main() -> None:
     for suite in SUITES:
         nbformat.write(suite_notebook(suite), NOTEBOOKS / f"{suite}.ipynb")
         print(f"wrote notebooks/{suite}.ipynb")
+    nbformat.write(load_notebook(), NOTEBOOKS / "load.ipynb")
+    print("wrote notebooks/load.ipynb")
 
 
 if __name__ == "__main__":

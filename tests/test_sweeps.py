@@ -1,0 +1,219 @@
+"""Load sweeps against the fake server (known timing), knee rule, exact prompt lengths, client self-check.
+
+Tolerances: the fake server schedules tokens on absolute monotonic deadlines, so a request of `tokens` tokens
+lasts ttft + (tokens − 1) × itl on the server. A level's wall span adds, per sequential request, the client's
+request start and the row's fsync'd append (≲ 2 ms each here) and, on a busy 2-core CI box, a few ms of
+scheduling jitter; over spans of 0.25–1 s that is < 5 %, so aggregate throughput is checked at 10 % of the
+known rate (a wrong span or token count — one request's e2e, a missing level, double counting — is off by
+≥ 25 %). Throughput can never beat the server's own schedule by more than clock noise (1 %).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from benchlib import aio, sweeps
+from benchlib.paths import PROJECT_ROOT
+from benchlib.records import read_requests
+from benchlib.runner import open_session
+from servers import FAKE_TEMPLATE_TOKENS
+
+
+def sweep_params(params_for, fake, **sweep):
+    return params_for(fake, run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
+                      sweep={"concurrency": [1, 4], "requests_per_level": 4, "context_lengths": [64],
+                             "max_tokens": 64, **sweep})
+
+
+def test_concurrency_sweep_levels_counts_and_throughput(params_for, outputs):
+    fake = {"ttft": 0.05, "itl": 0.01, "tokens": 20}
+    params = sweep_params(params_for, fake, concurrency=[1, 2, 4], requests_per_level=3)
+    with open_session(params, "load", concurrency=4) as session:
+        levels = sweeps.run_concurrency_sweep(session, progress=False)
+        out_dir = session.out_dir
+    rows = read_requests(out_dir / "requests.csv")
+    assert len(rows) == 3 + 3 + 4  # max(requests_per_level, level)
+    assert set(rows["suite"]) == {"load"} and set(rows["task"]) == {"concurrency"}
+    assert rows["request_key"].is_unique and set(rows["status"]) == {"ok"}
+    assert rows.groupby("concurrency").size().to_dict() == {1: 3, 2: 3, 4: 4}
+    assert rows["prompt"].is_unique  # unique prompts: no prompt cache has seen them
+    on_disk = pd.read_csv(out_dir / sweeps.CONCURRENCY_CSV)
+    assert list(on_disk["concurrency"]) == [1, 2, 4] == list(levels["concurrency"])
+    assert list(levels["n_requests"]) == [3, 3, 4] and list(levels["n_failed"]) == [0, 0, 0]
+    per_request = 0.05 + 19 * 0.01  # s on the server's schedule
+    waves = {1: 3, 2: 2, 4: 1}  # sequential rounds per level
+    for _, level in levels.iterrows():
+        ideal = level["n_requests"] * 20 / (waves[level["concurrency"]] * per_request)
+        assert level["throughput_tps"] == pytest.approx(ideal, rel=0.10), level.to_dict()
+        assert level["throughput_tps"] <= ideal * 1.01
+        assert level["ttft_s_p50"] == pytest.approx(0.05, abs=0.02)
+        assert level["e2e_s_p50"] == pytest.approx(per_request, abs=0.03)
+        assert level["decode_tps_p50"] == pytest.approx(100, rel=0.05)
+        for column in sweeps.HEALTH_COLUMNS:
+            assert column in on_disk
+        assert level["loop_lag_samples"] > 0 and level["client_cpu_per_request_ms"] > 0
+    assert not levels["knee"].any()  # the fake server scales linearly: no knee within the sweep
+    assert sweeps.frontier_figures(levels, pd.DataFrame())["max_concurrency_ok"] == 4
+
+
+def test_concurrency_sweep_resumes_without_resending(params_for, outputs):
+    params = sweep_params(params_for, {"ttft": 0.01, "itl": 0.002, "tokens": 3}, concurrency=[1, 2],
+                          requests_per_level=2)
+    with open_session(params, "load", concurrency=2) as session:
+        first = sweeps.run_concurrency_sweep(session, progress=False)
+        path = session.log.path
+    size = path.stat().st_size
+    with open_session(params, "load", concurrency=2) as session:
+        second = sweeps.run_concurrency_sweep(session, progress=False)
+    assert path.stat().st_size == size  # nothing re-sent
+    assert list(second["n_ok"]) == list(first["n_ok"]) == [2, 2]
+    assert list(second["loop_lag_samples"]) == list(first["loop_lag_samples"])  # health carried over
+
+
+def level_frame(levels, throughput, ttft, e2e):
+    return pd.DataFrame({"concurrency": levels, "n_ok": [4] * len(levels), "throughput_tps": throughput,
+                         "ttft_s_p50": ttft, "e2e_s_p50": e2e})
+
+
+def test_knee_rule_on_synthetic_levels():
+    # GPU-like: scales to 16, then +4 % throughput for 3x TTFT: the knee is 16, 32 and 64 are saturated
+    gpu = level_frame([1, 3, 8, 16, 32, 64], [50, 145, 370, 700, 728, 735],
+                      [0.05, 0.05, 0.06, 0.08, 0.24, 0.60], [1.3, 1.3, 1.4, 1.5, 2.9, 5.8])
+    assert sweeps.find_knee(gpu) == 16
+    marked = sweeps.mark_knee(gpu)
+    assert list(marked.loc[marked["knee"], "concurrency"]) == [16]
+    assert list(marked.loc[marked["saturated"], "concurrency"]) == [32, 64]
+    assert marked.loc[4, "throughput_gain"] == pytest.approx(0.04)
+    assert marked.loc[4, "latency_growth"] == pytest.approx(3.0)
+    # one request at a time (llama-cpp-python): no gain from 1 to 2, latency doubles: knee at 1
+    serial = level_frame([1, 2, 4], [40, 41, 40], [0.1, 0.5, 1.4], [0.5, 1.0, 2.0])
+    assert sweeps.find_knee(serial) == 1
+    # still scaling: no knee; flat throughput without latency growth is not a knee either
+    assert sweeps.find_knee(level_frame([1, 2, 4], [40, 78, 150], [0.1, 0.1, 0.11], [1, 1, 1.05])) is None
+    assert sweeps.find_knee(level_frame([1, 2, 4], [40, 41, 42], [0.1, 0.1, 0.11], [1, 1.1, 1.2])) is None
+
+
+def test_context_targets_clip_to_the_window():
+    targets = sweeps.context_targets([128, 1024, 4096, 32768], window=2048, max_tokens=16)
+    assert [t["target_tokens"] for t in targets] == [128, 1024, 2048 - 16 - sweeps.CONTEXT_MARGIN]
+    assert "4096, 32768" in targets[-1]["note"]
+    assert [t["target_tokens"] for t in sweeps.context_targets([64, 128], None, 16)] == [64, 128]
+
+
+def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs):
+    # Fake server: one token per word via /extras/tokenize, prompt_tokens = words + 3 per message, and a prefill
+    # of 0.4 ms per prompt token added to the 20 ms TTFT.
+    fake = {"prompt_tokens": "words", "prefill_per_token": 0.0004, "ttft": 0.02, "itl": 0.002, "tokens": 4}
+    params = params_for(fake, server={"context_window": 700},
+                        run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
+                        sweep={"concurrency": [1], "requests_per_level": 1, "context_lengths": [60, 150, 400, 9000],
+                               "max_tokens": 8})
+    with open_session(params, "load") as session:
+        levels = sweeps.run_context_sweep(session, progress=False)
+        out_dir = session.out_dir
+    limit = 700 - 8 - sweeps.CONTEXT_MARGIN
+    assert list(levels["target_tokens"]) == [60, 150, 400, limit]
+    assert levels["exact"].all() and (levels["token_error"] == 0).all(), levels[["target_tokens", "prompt_tokens"]]
+    assert (levels["template_tokens"] == FAKE_TEMPLATE_TOKENS).all()
+    assert levels["method"].str.contains("/extras/tokenize").all()
+    assert "9000" in levels.iloc[-1]["note"]
+    for _, level in levels.iterrows():
+        expected = 0.02 + 0.0004 * level["target_tokens"]
+        assert level["ttft_s_p50"] == pytest.approx(expected, abs=0.015)
+        assert level["prefill_tps"] == pytest.approx(level["target_tokens"] / level["ttft_s_p50"])
+    rows = read_requests(out_dir / "requests.csv")
+    assert set(rows.loc[~rows["is_warmup"], "variant"]) == {f"n{n}" for n in (60, 150, 400, limit)}
+    assert rows.loc[rows["is_warmup"], "variant"].tolist() == ["calibrate"]
+    on_disk = pd.read_csv(out_dir / sweeps.CONTEXT_CSV)
+    assert list(on_disk["target_tokens"]) == list(levels["target_tokens"])
+    assert sweeps.frontier_figures(pd.DataFrame(), levels)["max_context_ok"] == limit
+
+
+def test_context_sweep_calibrates_without_a_tokenizer(params_for, outputs, monkeypatch):
+    monkeypatch.setattr(sweeps.ServerTokenizer, "detect", classmethod(lambda cls, params: None))
+    fake = {"prompt_tokens": "words", "ttft": 0.01, "itl": 0.002, "tokens": 3}
+    params = params_for(fake, run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
+                        sweep={"concurrency": [1], "requests_per_level": 1, "context_lengths": [100, 300, 600],
+                               "max_tokens": 8})
+    with open_session(params, "load") as session:
+        levels = sweeps.run_context_sweep(session, progress=False)
+    assert levels["method"].str.startswith("calibrated").all()
+    errors = (levels["prompt_tokens"] - levels["target_tokens"]).abs() / levels["target_tokens"]
+    assert (errors < 0.15).all(), levels[["target_tokens", "prompt_tokens"]]
+    assert errors.iloc[-1] < 0.05  # refitted on every length: the last one is close
+
+
+def test_fit_to_tokens_is_exact_with_two_token_words():
+    # a tokenizer that counts 'x.' as two tokens: counts jump by 2 at some word counts, suffixes close the gap
+    count = lambda text: sum(2 if w.endswith(".") else 1 for w in text.split())  # noqa: E731
+    make = lambda n: " ".join(["intro"] + [("w." if i % 3 == 2 else "w") for i in range(n)])  # noqa: E731
+    for target in (5, 6, 7, 50, 51):
+        text, counted, _ = sweeps.fit_to_tokens(count, make, target)
+        assert counted == count(text) == target
+
+
+def test_loop_lag_sampler_sees_a_blocked_loop():
+    async def block(seconds):
+        time.sleep(seconds)  # a synchronous call on the client's loop, as a careless callback would make
+
+    sampler = sweeps.LoopLagSampler().start()
+    time.sleep(0.1)
+    idle = sampler.stop()
+    assert idle["loop_lag_samples"] >= 5 and idle["loop_lag_p50_ms"] < 5
+    sampler.start()
+    time.sleep(0.03)
+    aio.run(block(0.08))
+    time.sleep(0.03)
+    busy = sampler.stop()
+    assert busy["loop_lag_max_ms"] >= 60
+
+
+def test_client_bound_rule():
+    calm = sweeps.health_figures(0.2, 1.0, 10, {"loop_lag_p99_ms": 1.0})
+    assert not calm["client_bound"] and calm["client_cpu_per_request_ms"] == pytest.approx(20)
+    assert sweeps.health_figures(0.6, 1.0, 10, {"loop_lag_p99_ms": 1.0})["client_bound"]
+    lagging = sweeps.health_figures(0.1, 1.0, 10, {"loop_lag_p99_ms": 7.5})
+    assert lagging["client_bound"] and "loop lag p99 7.5 ms" in lagging["client_bound_reason"]
+
+
+@pytest.mark.e2e
+def test_load_notebook_on_the_embedded_server(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the embedded extra is not installed")
+    import yaml
+
+    data = yaml.safe_load((PROJECT_ROOT / "params" / "embedded.yaml").read_text())
+    data["host"]["name"] = "e2e-load"
+    data["run"] = {**data["run"], "warmups": 1, "notebooks": ["load"]}
+    data["telemetry"] = {"idle_baseline_s": 0.2, "loaded_baseline_s": 0.2}
+    data["sweep"] = {"concurrency": [1, 2], "requests_per_level": 2, "context_lengths": [64, 128], "max_tokens": 8}
+    params_file = tmp_path / "load.yaml"
+    params_file.write_text(yaml.safe_dump(data))
+    outputs = tmp_path / "outputs"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "benchlib.cli", "run", str(params_file), "--only", "load",
+                             "--no-paper", "--quiet"], capture_output=True, text=True, cwd=PROJECT_ROOT,
+                            env={**os.environ, "FRONTIER_BENCH_OUTPUTS": str(outputs)}, timeout=240)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    run_dir = outputs / "e2e-load" / "gemma3-270m-q4_k_m" / "load"
+    for name in ("load.ipynb", "requests.csv", "summary.csv", sweeps.CONCURRENCY_CSV, sweeps.CONTEXT_CSV,
+                 "load_concurrency.png", "load_context.png", "manifest.json"):
+        assert (run_dir / name).is_file(), f"{name} missing"
+    rows = read_requests(run_dir / "requests.csv")
+    measured = rows[~rows["is_warmup"]]
+    assert set(measured["status"]) == {"ok"} and len(measured) == 2 + 2 + 2
+    concurrency = pd.read_csv(run_dir / sweeps.CONCURRENCY_CSV)
+    assert list(concurrency["concurrency"]) == [1, 2] and (concurrency["throughput_tps"] > 0).all()
+    context = pd.read_csv(run_dir / sweeps.CONTEXT_CSV)
+    assert list(context["target_tokens"]) == [64, 128]
+    assert context["method"].str.contains("llama-cpp-python").all()
+    assert (context["token_error"].abs() <= 2).all(), context[["target_tokens", "prompt_tokens", "template_tokens"]]
+    summary = pd.read_csv(run_dir / "summary.csv")
+    assert summary["max_concurrency_ok"].iloc[0] == 2 and summary["max_context_ok"].iloc[0] == 128
+    assert elapsed < 120, f"load notebook took {elapsed:.0f} s"

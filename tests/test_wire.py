@@ -1,0 +1,183 @@
+"""benchlib.wire, the lean HTTP/1.1 stream reader: stamps against a server's own send instants, body framings,
+lines split across reads, and the stale keep-alive retry.
+
+Tolerance: with kernel receive timestamps (Linux, plain http) a chunk's stamp is the instant it reached the
+host's network stack, a few µs before the fake server's own post-write stamp; 1 ms at p99 leaves room for a
+descheduled server thread between its write and its stamp. Without kernel stamps the read callback's stamp
+gets 5 ms (one busy burst of 32 streams on a 2-core box).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from benchlib import aio, wire
+from benchlib.client import ChatRequest, make_backend
+from benchlib.records import RequestRecord
+from conftest import make_params
+
+
+@pytest.fixture(scope="module")
+def fake_process():
+    """The fake server in its own process, as bench/measure_accuracy.py runs it (no GIL shared with the client)."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("servers.py"))], stdout=subprocess.PIPE,
+                            text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("PORT "), line
+    yield f"http://127.0.0.1:{int(line.split()[1])}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_stamps_match_the_servers_send_instants_at_32_streams(fake_process):
+    params = make_params(fake_process, {"ttft": 0.05, "itl": 0.01, "tokens": 20}, run={"timeout_s": 10})
+    before = wire._RawConnection.kernel_stamps_seen
+
+    async def drive():
+        backend = make_backend(params.server, params.run, 32)
+        records = [RequestRecord(variant=f"w{i}") for i in range(64)]
+        gate = asyncio.Semaphore(32)
+
+        async def one(record):
+            async with gate:
+                message = [{"role": "user", "content": f"[{record.variant}] go"}]
+                await backend.execute(ChatRequest(messages=message, max_tokens=64), record)
+
+        await asyncio.gather(*(one(r) for r in records))
+        await backend.aclose()
+        return records
+
+    records = aio.run(drive())
+    log = {e["prompt"].split("[", 2)[-1].split("]")[0]: e for e in httpx.get(f"{fake_process}/log").json()}
+    lags = []
+    for record in records:
+        assert record.status == "ok", record.error_message
+        sends = np.asarray(log[record.variant]["sends_ns"], dtype=float)
+        stamps = record.start_ns + record.ttft_s * 1e9 + np.concatenate([[0.0], np.cumsum(record.itl_s) * 1e9])
+        assert len(stamps) == len(sends) == 20
+        lags.extend((stamps - sends) / 1e6)
+    lags = np.abs(np.asarray(lags))
+    kernel = wire._RawConnection.kernel_stamps_seen > before
+    assert kernel or not sys.platform.startswith("linux"), "Linux should give kernel receive timestamps"
+    assert np.percentile(lags, 99) < (1.0 if kernel else 5.0), np.percentile(lags, [50, 99, 100])
+
+
+class ScriptedServer:
+    """Answers each request on a connection with the next scripted list of byte pieces (sent with small gaps);
+    `close_after` closes the connection after that many responses without announcing it."""
+
+    def __init__(self, responses: list[list[bytes]], close_after: int | None = None):
+        self.responses = responses
+        self.close_after = close_after
+        self.connections = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        served = 0
+        try:
+            while self.responses:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0]
+                             .split(b":")[1])
+                await reader.readexactly(length)
+                for piece in self.responses.pop(0):
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.005)
+                served += 1
+                if self.close_after is not None and served >= self.close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+
+def sse(*chunks: str) -> bytes:
+    return "".join(f"data: {c}\r\n\r\n" for c in chunks).encode()
+
+
+CONTENT = ['{"choices":[{"index":0,"delta":{"content":"hel"}}]}', '{"choices":[{"index":0,"delta":{"content":"lo"}}]}',
+           '{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}', "[DONE]"]
+
+
+def collect(url: str, requests: int = 1) -> list[tuple[list[bytes], wire.Exchange]]:
+    async def run():
+        http = wire.StreamingHTTP(url, connect_timeout=2, read_timeout=2)
+        out = []
+        for _ in range(requests):
+            lines: list[bytes] = []
+
+            def on_line(line: bytes, now: int) -> bool:
+                lines.append(line)
+                return line == b"data: [DONE]"
+
+            exchange = await http.post_stream("/chat/completions", b"{}", on_line)
+            out.append((lines, exchange))
+        await http.aclose()
+        return out
+
+    return aio.run(run())
+
+
+def serve(script: ScriptedServer) -> str:
+    return aio.run(script.start())
+
+
+def test_chunked_lines_split_across_reads_are_reassembled():
+    body = sse(*CONTENT)
+    framed = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    # split inside the head, inside the chunk-size line, inside a JSON line and between \r and \n
+    data = head + framed
+    cuts = [10, len(head) + 1, len(head) + 30, data.index(b"\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo") + 1]
+    pieces = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+    script = ScriptedServer([pieces])
+    (lines, exchange), = collect(serve(script))
+    payloads = [l for l in lines if l]
+    assert payloads == [f"data: {c}".encode() for c in CONTENT]
+    assert exchange.status == 200 and exchange.finished
+
+
+def test_content_length_and_close_delimited_bodies():
+    body = sse(*CONTENT)
+    fixed = [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body]
+    script = ScriptedServer([fixed])
+    (lines, _), = collect(serve(script))
+    assert [l for l in lines if l][-1] == b"data: [DONE]"
+    no_done = sse(*CONTENT[:3]).rstrip(b"\r\n")  # HTTP/1.0, ends with the connection, last line unterminated
+    script = ScriptedServer([[b"HTTP/1.0 200 OK\r\n\r\n", no_done]], close_after=1)
+    (lines, exchange), = collect(serve(script))
+    assert [l for l in lines if l] == [f"data: {c}".encode() for c in CONTENT[:3]]
+    assert exchange.body_complete and not exchange.keep_alive
+
+
+def test_stale_keep_alive_connection_is_retried_once():
+    body = sse(*CONTENT)
+    response = [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body]
+    # the server silently closes each connection after one response; the pooled one is dead on reuse
+    script = ScriptedServer([list(response), list(response)], close_after=1)
+    results = collect(serve(script), requests=2)
+    assert [r[1].status for r in results] == [200, 200]
+    assert script.connections == 2
+
+
+def test_http_error_carries_the_servers_message():
+    error = b'{"error": {"message": "model is loading"}}'
+    script = ScriptedServer([[b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: %d\r\n\r\n"
+                              % len(error) + error]])
+    with pytest.raises(wire.WireFailure) as failure:
+        collect(serve(script))
+    assert failure.value.kind == "http_503" and failure.value.message == "model is loading"
+    assert failure.value.retry_after == 2.0
