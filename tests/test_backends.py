@@ -191,3 +191,23 @@ def test_embedded_log_timings_and_token_mapping():
     assert cut.decode_tps == pytest.approx(63 / 1.00144)
     assert cut.decode_wall_ms == pytest.approx(1235.72 - 82.20)
     assert cut.decode_wall_tps == pytest.approx(63 / (1.23572 - 0.08220))
+
+
+def test_embedded_log_implausible_prompt_time_yields_no_server_rates():
+    """Seen on the real server: the prompt pass logged as 0.08 ms for 70 tokens (875k tok/s on 2 CPU cores)."""
+    from benchlib.embedded import parse_timings
+
+    bogus, sane = parse_timings(
+        "Llama.generate: 7 prefix-match hit, remaining 70 prompt tokens to eval\n"
+        "llama_perf_context_print: prompt eval time =       0.08 ms /    70 tokens\n"
+        "llama_perf_context_print:        eval time =     784.81 ms /    63 runs\n"
+        "llama_perf_context_print:       total time =    1536.42 ms /   133 tokens\n"
+        "llama_perf_context_print: prompt eval time =     482.65 ms /   137 tokens\n"
+        "llama_perf_context_print:        eval time =     997.48 ms /    63 runs\n"
+        "llama_perf_context_print:       total time =    1687.25 ms /   200 tokens\n")
+    for timing in (bogus, sane):
+        timing.drop_implausible_prompt_time()
+    assert bogus.prefill_tps is None and bogus.decode_wall_tps is None and "implausible" in bogus.prompt_timing_note
+    assert bogus.prompt_tokens == 77 and bogus.completion_tokens("length") == 64  # counts stay usable
+    assert sane.prefill_tps == pytest.approx(137 / 0.48265) and sane.prompt_timing_note == ""
+    assert sane.decode_wall_tps == pytest.approx(63 / (1.68725 - 0.48265))
