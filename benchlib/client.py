@@ -377,19 +377,15 @@ class OpenAIBackend(Backend):
         self._check_complete(state, record)
 
     async def _stream_sdk(self, request: ChatRequest, record: RequestRecord) -> None:
-        """The openai SDK + httpx path (used when a proxy applies to the server URL)."""
-        kwargs: dict[str, Any] = dict(
-            model=self.server.model, messages=request.messages, stream=True,
-            stream_options={"include_usage": True}, max_tokens=request.max_tokens,
-            temperature=request.temperature, extra_body=self.body_extras(request),
-        )
-        if request.seed is not None:
-            kwargs["seed"] = request.seed
-        if request.tools:
-            kwargs["tools"] = request.tools
-            if request.tool_choice:
-                kwargs["tool_choice"] = request.tool_choice
+        """The openai SDK + httpx path (run.http_client 'sdk', or a URL an environment proxy applies to).
+
+        The body is `request_body()`, byte for byte what the wire path sends: the SDK merges extra_body
+        into the JSON it builds from the named arguments."""
+        body = self.request_body(request)
+        named = ("model", "messages", "stream")
         tag = self.new_tag()
+        kwargs: dict[str, Any] = {key: body[key] for key in named}
+        kwargs["extra_body"] = {key: value for key, value in body.items() if key not in named}
         kwargs["extra_headers"] = {StampingTransport.HEADER: tag}
         record.started_at_unix = time.time()
         start = time.perf_counter_ns()
