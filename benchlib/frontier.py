@@ -7,7 +7,7 @@ A missing value (NaN: modality not supported, not measured) counts as the worst 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ class Regime:
     axes: dict[str, Direction]
     description: str = ""
     paper_model: str = ""  # the model the paper (000 §7) puts on this regime's frontier
+    requires: tuple[str, ...] = ()  # axes a system must have a value on to compete (a capability it needs)
 
 
 # The paper's §7 regimes, on the columns of reference.paper_systems() / analysis.systems_from_summary().
@@ -42,7 +43,8 @@ REGIMES: dict[str, Regime] = {
         "audio", "Audio-centric concise pipeline",
         {"asr_decode_tps": "max", "short_qa_decode_tps": "max"},
         "ASR throughput, short-answer token rate (token rates, as the paper reads it; adding ASR latency "
-        "asr_e2e_s ↓ also puts Gemma 4 E2B on this frontier: 0.44 s vs 6.13 s)", "Phi-4 Multimodal"),
+        "asr_e2e_s ↓ also puts Gemma 4 E2B on this frontier: 0.44 s vs 6.13 s)", "Phi-4 Multimodal",
+        requires=("asr_decode_tps",)),  # a deployment without audio input is no audio pipeline
 }
 # Every axis at once: the paper's 'split frontier' (no single winner).
 ALL_AXES: dict[str, Direction] = {axis: d for regime in REGIMES.values() for axis, d in regime.axes.items()}
@@ -80,16 +82,24 @@ def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
     return pd.DataFrame(rows, columns=["dominated", "dominated_by", "better_on", "tied_on"])
 
 
-def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system") -> pd.DataFrame:
-    """Copy of `systems` with on_frontier (bool) and dominated_by ('X (better on a, b); Y (...)', '' if none)."""
-    pairs = dominance_pairs(systems, axes, id_col)
+def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system",
+                    requires: Sequence[str] = ()) -> pd.DataFrame:
+    """Copy of `systems` with on_frontier (bool) and dominated_by ('X (better on a, b); Y (...)', '' if none).
+
+    Systems without a value on a `requires` axis do not compete (they neither join nor dominate); their
+    dominated_by says 'not eligible: no <axis>'."""
+    missing = {axis: systems[axis].isna() if axis in systems else pd.Series(True, index=systems.index)
+               for axis in requires}
+    eligible = ~pd.concat(missing.values(), axis=1).any(axis=1) if missing else pd.Series(True, index=systems.index)
+    pairs = dominance_pairs(systems[eligible], axes, id_col)
     out = systems.copy()
     ids = out[id_col].astype(str)
-    out["on_frontier"] = ~ids.isin(set(pairs["dominated"]))
+    out["on_frontier"] = eligible & ~ids.isin(set(pairs["dominated"]))
     out["dominated_by"] = [
         "; ".join(f"{p.dominated_by} (better on {', '.join(p.better_on)})"
                   for p in pairs[pairs["dominated"] == name].itertuples())
-        for name in ids
+        if ok else "not eligible: no " + ", ".join(a for a, m in missing.items() if m.loc[index])
+        for index, name, ok in zip(out.index, ids, eligible)
     ]
     return out
 
@@ -99,7 +109,7 @@ def regime_frontiers(systems: pd.DataFrame, regimes: Mapping[str, Regime] | None
     """Long table: one row per regime × system, with the axis values, frontier membership and dominators."""
     rows = []
     for regime in (regimes or REGIMES).values():
-        marked = pareto_frontier(systems, regime.axes, id_col)
+        marked = pareto_frontier(systems, regime.axes, id_col, regime.requires)
         for _, row in marked.iterrows():
             rows.append({
                 "regime": regime.title,

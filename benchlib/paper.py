@@ -875,8 +875,8 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
     for key, regime in regimes.items():
         if systems.empty:
             continue
-        marked = frontier.pareto_frontier(systems, regime.axes)
-        dom = frontier.dominance_pairs(systems, regime.axes)
+        marked = frontier.pareto_frontier(systems, regime.axes, requires=regime.requires)
+        dom = frontier.dominance_pairs(systems[~marked["dominated_by"].str.startswith("not eligible")], regime.axes)
         paper_model = regime.paper_model
         paper_row = printed[printed["task"] == regime.title] if len(printed) else printed
         for row in marked.to_dict("records"):
@@ -1480,11 +1480,11 @@ def fig_pareto(tables: Mapping[str, Table], runs: Runs, settings: Settings) -> p
     for ax, (key, xcol, ycol) in zip(axes.flat, panels):
         if key == "tradeoff":
             axes_dirs = {"avg_decode_tps": "max", "tps_per_w": "max"}
-            title = "Throughput vs energy efficiency (the paper's headline trade-off)"
+            title, requires = "Throughput vs energy efficiency (the paper's headline trade-off)", ()
         else:
             axes_dirs = dict(regimes[key].axes)
-            title = regimes[key].title
-        _pareto_panel(ax, systems, xcol, ycol, axes_dirs, title, colors)
+            title, requires = regimes[key].title, regimes[key].requires
+        _pareto_panel(ax, systems, xcol, ycol, axes_dirs, title, colors, requires)
     handles = [Line2D([], [], marker="*", ls="", ms=14, mfc="0.3", mec="black", label="on the regime's frontier"),
                Line2D([], [], marker="o", ls="", ms=8, mfc="white", mec="0.3", label="dominated (label names by whom)"),
                Line2D([], [], marker="D", ls="", ms=8, mfc="0.3", mec="black", label="this run (diamond outline)"),
@@ -1517,12 +1517,12 @@ def _panel_limits(values: pd.Series, direction: str, has_missing: bool) -> tuple
 
 
 def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axes_dirs: Mapping[str, str],
-                  title: str, colors: Mapping[str, Any]) -> None:
+                  title: str, colors: Mapping[str, Any], requires: Sequence[str] = ()) -> None:
     """Scatter of two regime axes. Systems lacking a value sit in a grey 'n/a' band at that axis' worst end
     (a missing value counts as worst, as in the frontier itself), so every system stays visible."""
     xdir, ydir = axes_dirs.get(xcol, "max"), axes_dirs.get(ycol, "max")
-    marked = frontier.pareto_frontier(systems, axes_dirs) if len(systems) else systems.assign(on_frontier=[],
-                                                                                              dominated_by=[])
+    marked = (frontier.pareto_frontier(systems, axes_dirs, requires=requires) if len(systems)
+              else systems.assign(on_frontier=[], dominated_by=[]))
     x = pd.to_numeric(marked[xcol], errors="coerce")
     y = pd.to_numeric(marked[ycol], errors="coerce")
     x0, x1, x_na, x_band = _panel_limits(x, xdir, bool(x.isna().any()))

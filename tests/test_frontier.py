@@ -176,3 +176,23 @@ def test_thresholds_as_dict_inclusive_and_unset():
 
 def test_every_threshold_field_is_a_criterion():
     assert {c.field for c in frontier.CRITERIA} == set(ThresholdParams.model_fields)
+
+
+def test_a_system_without_a_required_capability_cannot_join_or_dominate():
+    """A text-only deployment is no audio pipeline, however fast its short answers are."""
+    import pandas as pd
+
+    from benchlib.frontier import REGIMES, pareto_frontier
+
+    audio = REGIMES["audio"]
+    systems = pd.DataFrame([
+        {"system": "phi4", "asr_decode_tps": 33.4, "short_qa_decode_tps": 32.9},
+        {"system": "gemma4", "asr_decode_tps": 13.9, "short_qa_decode_tps": 17.6},
+        {"system": "text-only", "asr_decode_tps": float("nan"), "short_qa_decode_tps": 67.6},
+    ])
+    marked = pareto_frontier(systems, audio.axes, requires=audio.requires).set_index("system")
+    assert marked["on_frontier"].to_dict() == {"phi4": True, "gemma4": False, "text-only": False}
+    assert marked.loc["text-only", "dominated_by"] == "not eligible: no asr_decode_tps"
+    assert "text-only" not in marked.loc["gemma4", "dominated_by"]
+    without = pareto_frontier(systems, audio.axes).set_index("system")
+    assert bool(without.loc["text-only", "on_frontier"])  # the rule is what keeps it out
