@@ -952,9 +952,10 @@ def frontier_text(table: Table, dominance: Table | None = None) -> str:
             agrees = bool(published["matches_paper"].all()) if len(published) else False
             lines.append(f"  paper:     {paper_model} — {'reproduced' if agrees else 'NOT reproduced'}")
         for row in group.itertuples():
-            tag = "FRONTIER " if row.on_frontier else "dominated"
+            excluded = str(row.dominated_by).startswith("not eligible")
+            tag = "FRONTIER " if row.on_frontier else ("excluded " if excluded else "dominated")
             src = source_label(row.source)
-            detail = f" by {row.dominated_by}" if row.dominated_by else ""
+            detail = f" ({row.dominated_by})" if excluded else (f" by {row.dominated_by}" if row.dominated_by else "")
             lines.append(f"    {tag} {row.system} [{src}]: {row.axes}{detail}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
