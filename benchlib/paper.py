@@ -28,7 +28,7 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
-from benchlib import analysis, frontier, reference, roofline
+from benchlib import analysis, frontier, reference, roofline, sweeps
 from benchlib.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 from benchlib.records import STATUS_OK, read_requests
 
@@ -36,7 +36,7 @@ THIS_RUN = "this run"
 NO_RUNS = "no runs yet"
 # Parameter names of paper/assemble.ipynb -> seed prefixes of benchlib.reference.REFERENCE_FILES.
 REFERENCE_SETS = {"paper_000": "000", "heros_001": "001", "bandwidth_002": "002", "quant_004": "004"}
-DEFAULT_REGIMES = ("workstation", "edge", "audio", "all")
+DEFAULT_REGIMES = ("workstation", "edge", "audio", "serving", "all")
 THRESHOLD_PRESETS = {"heros_swap": frontier.HEROS_SWAP_THRESHOLDS, "heros_phase1": frontier.HEROS_PHASE1_THRESHOLDS}
 ALL_REGIME = frontier.Regime("all", "Every axis at once (the paper's split frontier)", dict(frontier.ALL_AXES),
                              "All regime axes together: no single winner expected", "")
@@ -441,7 +441,8 @@ SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization
                   "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w", "peak_power_w",
                   "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
-                  "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s", "energy_note"]
+                  "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
+                  "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "energy_note"]
 
 
 def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
@@ -457,6 +458,20 @@ def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
     systems["energy_note"] = "tok/s/W recomputed as average throughput ÷ average inference power (§6)"
     systems["bytes_per_param"] = systems["quantization"].map(roofline.bytes_per_param)
     return systems.reindex(columns=SYSTEM_COLUMNS)
+
+
+def _sweep_figures(runs: Runs, host: str, model: str) -> dict[str, float]:
+    """What the load notebook measured for one host × model: the frontier's serving figures (NaN if not run)."""
+    mine = {}
+    for kind in ("concurrency", "context"):
+        frame = runs.load.get(kind, pd.DataFrame())
+        mine[kind] = frame[(frame["host"] == host) & (frame["model"] == model)] if len(frame) else frame
+    if mine["concurrency"].empty and mine["context"].empty:
+        return {"peak_throughput_tps": math.nan, "max_concurrency_ok": math.nan, "max_context_ok_k": math.nan,
+                "knee_concurrency": math.nan}
+    figures = sweeps.frontier_figures(mine["concurrency"], mine["context"])
+    return {"peak_throughput_tps": figures["peak_throughput_tps"], "max_concurrency_ok": figures["max_concurrency_ok"],
+            "max_context_ok_k": figures["max_context_ok"] / 1000, "knee_concurrency": figures["knee_concurrency"]}
 
 
 def run_systems(runs: Runs) -> pd.DataFrame:
@@ -493,6 +508,7 @@ def run_systems(runs: Runs) -> pd.DataFrame:
             "memory_kind": _memory_kind(info.get("mem_source", "")),
             "energy_note": (f"no energy: {info.get('energy_reason')}" if info.get("energy_reason") else
                             "tok/s/W = average decode tok/s ÷ mean task-window power; tok/J = tokens ÷ window energy"),
+            **_sweep_figures(runs, row["host"], row["model"]),
         })
         out.append(row)
     return pd.DataFrame(out).reindex(columns=SYSTEM_COLUMNS)
@@ -923,7 +939,8 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
 
 def frontier_systems_table(systems: pd.DataFrame) -> Table:
     columns = ["system", "source", "avg_decode_tps", "modality_count", "video_support", "tps_per_w", "peak_temp_c",
-               "context_window_k", "asr_decode_tps", "short_qa_decode_tps", "avg_power_w", "avg_e2e_s"]
+               "context_window_k", "asr_decode_tps", "short_qa_decode_tps", "avg_power_w", "avg_e2e_s",
+               "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency"]
     data = systems.reindex(columns=columns)
     display = data.copy()
     display["source"] = display["source"].map(source_label)

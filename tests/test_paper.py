@@ -232,7 +232,7 @@ def test_synthetic_run_in_frontier_memory_and_roofline(with_run):
     out = with_run.settings.out_dir
     frontier = pd.read_csv(out / "tables" / "frontier.csv")
     mine = frontier[frontier["system"] == SYN_SYSTEM].set_index("regime_key")
-    assert set(mine.index) == {"workstation", "edge", "audio", "all"}
+    assert set(mine.index) == {"workstation", "edge", "audio", "serving", "all"}
     assert (mine["source"] == "this run").all()
     # no energy sensor: tok/s/W is missing, the worst value, so the edge regime is dominated by all three
     assert not mine.loc["edge", "on_frontier"] and mine.loc["edge", "dominated_by"].count("better on") == 3
@@ -303,8 +303,16 @@ def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
         "host": SYN_HOST, "model": SYN_MODEL, "target_tokens": n, "prompt_tokens": n + 3, "exact": False,
         "n_ok": 1, "n_failed": 0, "ttft_s_p50": n / 2000, "prefill_tps": 2000.0} for n in (128, 512)])
     lengths.to_csv(load / sweeps.CONTEXT_CSV, index=False)
-    built = paper.assemble(outputs_dir=root, out_dir=tmp_path / "out", regimes=["workstation"],
+    built = paper.assemble(outputs_dir=root, out_dir=tmp_path / "out", regimes=["workstation", "serving"],
                            figure_formats=["png"])
+    # the sweeps feed the frontier: what fit (no failure) and the peak aggregate rate
+    systems = pd.read_csv(tmp_path / "out" / "tables" / "frontier_systems.csv").set_index("system")
+    mine = systems.loc[SYN_SYSTEM]
+    assert (mine["max_concurrency_ok"], mine["max_context_ok_k"], mine["peak_throughput_tps"]) == (4, 0.512, 72.0)
+    serving = pd.read_csv(tmp_path / "out" / "tables" / "frontier.csv")
+    serving = serving[serving["regime_key"] == "serving"].set_index("system")
+    assert bool(serving.loc[SYN_SYSTEM, "on_frontier"])
+    assert serving.drop(SYN_SYSTEM)["dominated_by"].str.startswith("not eligible").all()  # published: no sweeps
     conc = pd.read_csv(tmp_path / "out" / "tables" / "load_concurrency.csv")
     assert conc["throughput_tps"].tolist() == [40.0, 70.0, 72.0] and set(conc["system"]) == {SYN_SYSTEM}
     assert (tmp_path / "out" / "tables" / "load_context.md").read_text().count(SYN_SYSTEM) == 2
