@@ -351,7 +351,19 @@ class Exchange:
                                                             f"{f': {exc}' if exc else ''}"))
 
 
-class _Connection(asyncio.Protocol):
+class _Pooled:
+    """What both connection kinds share: after an exchange, back to the pool if reusable, else dropped."""
+
+    def exchange_done(self, exchange: Exchange) -> None:
+        if self.exchange is exchange:
+            self.exchange = None
+            if exchange.keep_alive and not self.closed:
+                self.pool.release(self)
+            else:
+                self.drop()
+
+
+class _Connection(_Pooled, asyncio.Protocol):
     """A keep-alive connection; the active exchange gets every read, stamped in the read callback."""
 
     def __init__(self, pool: "StreamingHTTP"):
@@ -381,14 +393,6 @@ class _Connection(asyncio.Protocol):
             exchange.lost(exc, time.perf_counter_ns())
         self.pool.discard(self)
 
-    def exchange_done(self, exchange: Exchange) -> None:
-        if self.exchange is exchange:
-            self.exchange = None
-            if exchange.keep_alive and not self.closed:
-                self.pool.release(self)
-            else:
-                self.drop()
-
     def drop(self) -> None:
         self.closed = True
         exchange, self.exchange = self.exchange, None
@@ -409,7 +413,7 @@ class _Connection(asyncio.Protocol):
         return not self.closed and self.transport is not None and not self.transport.is_closing()
 
 
-class _RawConnection:
+class _RawConnection(_Pooled):
     """A plain-TCP keep-alive connection read with recvmsg in the loop's reader callback; each read carries the
     kernel's receive timestamp when SO_TIMESTAMPNS is on (see the module docstring)."""
 
@@ -466,14 +470,6 @@ class _RawConnection:
         self._close_socket()
         if exchange is not None:
             exchange.lost(exc, time.perf_counter_ns())
-
-    def exchange_done(self, exchange: Exchange) -> None:
-        if self.exchange is exchange:
-            self.exchange = None
-            if exchange.keep_alive and not self.closed:
-                self.pool.release(self)
-            else:
-                self.drop()
 
     def drop(self) -> None:
         exchange, self.exchange = self.exchange, None
