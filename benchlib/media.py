@@ -70,6 +70,13 @@ class Payload:
     media_bytes: int = 0
     kinds: list[str] = field(default_factory=list)
 
+    def count(self, b64: str, size: int, kind: str) -> None:
+        """Account for one media item put into the request."""
+        self.media_count += 1
+        self.payload_bytes += len(b64)
+        self.media_bytes += size
+        self.kinds.append(kind)
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Encoding (cached)
@@ -223,10 +230,7 @@ def build_openai_content(prompt: str, media: dict[str, Path], server: ServerPara
 
     def add(part: dict[str, Any], b64: str, size: int, kind: str) -> None:
         parts.append(part)
-        payload.media_count += 1
-        payload.payload_bytes += len(b64)
-        payload.media_bytes += size
-        payload.kinds.append(kind)
+        payload.count(b64, size, kind)
 
     for kind, path in _ordered(media):
         if kind == "image":
@@ -263,10 +267,7 @@ def build_ollama_message(prompt: str, media: dict[str, Path], server: ServerPara
 
     def add(b64: str, size: int, kind: str) -> None:
         images.append(b64)
-        payload.media_count += 1
-        payload.payload_bytes += len(b64)
-        payload.media_bytes += size
-        payload.kinds.append(kind)
+        payload.count(b64, size, kind)
 
     for kind, path in _ordered(media):
         if kind == "audio":

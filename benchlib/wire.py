@@ -352,7 +352,15 @@ class Exchange:
 
 
 class _Pooled:
-    """What both connection kinds share: after an exchange, back to the pool if reusable, else dropped."""
+    """What both connection kinds share: reads go to the current exchange; after it, the connection goes back
+    to the pool if reusable, else is dropped."""
+
+    def deliver(self, data: bytes, stamp: int) -> None:
+        exchange = self.exchange
+        if exchange is None:  # bytes nobody asked for: the connection cannot be trusted any more
+            self.drop()
+            return
+        exchange.feed(data, stamp)
 
     def exchange_done(self, exchange: Exchange) -> None:
         if self.exchange is exchange:
@@ -376,12 +384,7 @@ class _Connection(_Pooled, asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter_ns()
-        exchange = self.exchange
-        if exchange is None:  # bytes nobody asked for: the connection cannot be trusted any more
-            self.drop()
-            return
-        exchange.feed(data, now)
+        self.deliver(data, time.perf_counter_ns())
 
     def eof_received(self) -> bool:
         return False  # close; connection_lost reports it to the exchange
@@ -448,11 +451,7 @@ class _RawConnection(_Pooled):
                 if now - 60_000_000_000 < kernel <= now:  # a clock step would put it off: keep the read time
                     stamp = kernel
                     _RawConnection.kernel_stamps_seen += 1
-        exchange = self.exchange
-        if exchange is None:  # bytes nobody asked for: the connection cannot be trusted any more
-            self.drop()
-            return
-        exchange.feed(data, stamp)
+        self.deliver(data, stamp)
 
     def _close_socket(self) -> None:
         if self.closed:

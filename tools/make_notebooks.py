@@ -63,6 +63,12 @@ SUITES = {
 }
 
 
+def _notebook(cells: list) -> nbformat.NotebookNode:
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return notebook
+
+
 def suite_notebook(suite: str) -> nbformat.NotebookNode:
     title, blurb = SUITES[suite]
     parameters = new_code_cell(PARAMETERS)
@@ -86,9 +92,7 @@ def suite_notebook(suite: str) -> nbformat.NotebookNode:
                           "windows (idle, loaded, one per task)."),
         new_code_cell("report.plot_telemetry(result.out_dir);\nresult.windows"),
     ]
-    notebook = new_notebook(cells=cells)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return notebook
+    return _notebook(cells)
 
 
 def load_notebook() -> nbformat.NotebookNode:
@@ -136,9 +140,7 @@ def load_notebook() -> nbformat.NotebookNode:
                           "windows (idle, loaded, concurrency, context)."),
         new_code_cell("report.plot_telemetry(result.out_dir);\nresult.windows"),
     ]
-    notebook = new_notebook(cells=cells)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return notebook
+    return _notebook(cells)
 
 
 def main() -> None:
