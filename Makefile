@@ -15,7 +15,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# llama-cpp-python compiles llama.cpp from source on first install (~6 min on 2 cores; pip caches the wheel).
+# llama-cpp-python compiles llama.cpp from source on first install (pip caches the wheel). Only what the
+# server needs is built: llama + ggml with the native CPU optimisations (GGML_NATIVE), no multimodal
+# (mtmd/llava) library, no tests, examples or tools. Override with LLAMA_CMAKE_ARGS=... if you need them.
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS)
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 $(VENV)/.installed-run: pyproject.toml | $(PY)
 	@echo "Installing frontier-bench with the embedded server (first time: llama-cpp-python compiles, ~6 min)…"
 	$(PY) -m pip install --quiet --progress-bar off -e '.[embedded]'

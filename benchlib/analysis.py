@@ -12,8 +12,10 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from benchlib import metrics
 from benchlib.records import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.reference import REFERENCE_COLUMNS
+from benchlib.schema import flag, number, optional_flag
 
 GROUP_KEYS = ("host", "model", "suite", "modality", "task")
 STAT_METRICS = ("decode_tps", "ttft_s", "e2e_s")
@@ -28,35 +30,17 @@ WINDOW_COLUMNS = ("duration_s", "energy_j", "net_energy_j", "avg_power_w", "peak
                   "tokens_per_joule", "joules_per_token", "tps_per_w", "efficiency_reason")
 
 
-def _truthy(value: Any) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    return str(value).strip().lower() in ("true", "1", "yes")
-
-
 def _passed(value: Any) -> float:
     """passed as 1.0 / 0.0, NaN when the request was not scored."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return np.nan
-    text = str(value).strip().lower()
-    if text in ("true", "1", "1.0", "yes"):
-        return 1.0
-    if text in ("false", "0", "0.0", "no"):
-        return 0.0
-    return np.nan
+    verdict = optional_flag(value)
+    return np.nan if verdict is pd.NA else float(verdict)
 
 
 def measured(requests: pd.DataFrame) -> pd.DataFrame:
     """The non-warm-up rows (any status)."""
     if "is_warmup" not in requests or requests.empty:
         return requests
-    return requests[~requests["is_warmup"].map(_truthy)]
-
-
-def ok_rows(requests: pd.DataFrame) -> pd.DataFrame:
-    """Measured rows that succeeded: the ones every timing statistic uses."""
-    rows = measured(requests)
-    return rows[rows["status"] == STATUS_OK] if "status" in rows else rows
+    return requests[~requests["is_warmup"].map(flag)]
 
 
 def describe(values: Iterable[float]) -> dict[str, float]:
@@ -91,13 +75,13 @@ def _keys(frame: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
 
 def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[str, Any]:
     status = group["status"] if "status" in group else pd.Series(STATUS_OK, index=group.index)
-    warm = group["is_warmup"].map(_truthy) if "is_warmup" in group else pd.Series(False, index=group.index)
+    warm = group["is_warmup"].map(flag) if "is_warmup" in group else pd.Series(False, index=group.index)
     meas, status = group[~warm], status[~warm]
     ok = meas[status == STATUS_OK]
     n_ok, n_failed = int((status == STATUS_OK).sum()), int((status == STATUS_FAILED).sum())
     n_unsupported = int((status == STATUS_UNSUPPORTED).sum())
     passed = ok["passed"].map(_passed) if "passed" in ok else pd.Series(dtype=float)
-    truncated = ok["truncated"].map(_truthy) if "truncated" in ok else pd.Series(dtype=bool)
+    truncated = ok["truncated"].map(flag) if "truncated" in ok else pd.Series(dtype=bool)
     row: dict[str, Any] = {
         "n_requests": len(meas), "n_ok": n_ok, "n_failed": n_failed, "n_unsupported": n_unsupported,
         "n_truncated": int(truncated.sum()), "n_scored": int(passed.notna().sum()),
@@ -196,8 +180,8 @@ def _combine_windows(group: pd.DataFrame) -> dict[str, Any]:
     if len(group) == 1:
         row["avg_power_w"] = peak("avg_power_w")
     else:
-        row["avg_power_w"] = (row["energy_j"] / row["duration_s"]
-                              if row["duration_s"] and not np.isnan(row["energy_j"]) else peak("avg_power_w"))
+        power = metrics.average_power_w(row["energy_j"], row["duration_s"])
+        row["avg_power_w"] = power if not np.isnan(power) else peak("avg_power_w")
     for column in ("peak_power_w", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes"):
         row[column] = peak(column)
     for column in ("idle_power_w", "temp_avg_c"):
@@ -224,23 +208,83 @@ def _efficiency(frame: pd.DataFrame) -> pd.DataFrame:
         else pd.Series(np.nan, index=out.index)
     tps = pd.to_numeric(out.get("decode_tps_mean"), errors="coerce") if "decode_tps_mean" in out \
         else pd.Series(np.nan, index=out.index)
-    good_energy = energy > 0
-    out["tokens_per_joule"] = out["tokens_per_joule"].fillna((tokens / energy).where(good_energy & (tokens > 0)))
-    out["joules_per_token"] = out["joules_per_token"].fillna((energy / tokens).where(good_energy & (tokens > 0)))
-    out["tps_per_w"] = out["tps_per_w"].fillna((tps / power).where(power > 0))
+    out["tokens_per_joule"] = out["tokens_per_joule"].fillna(metrics.tokens_per_joule(tokens, energy))
+    out["joules_per_token"] = out["joules_per_token"].fillna(metrics.joules_per_token(tokens, energy))
+    out["tps_per_w"] = out["tps_per_w"].fillna(metrics.tps_per_watt(tps, power))
     if "mem_peak_bytes" in out:
         out["mem_peak_gb"] = pd.to_numeric(out["mem_peak_bytes"], errors="coerce") / 1e9
     return out
 
 
-join_telemetry = join_windows
+EFFICIENCY_COLUMNS = ["n_requests", "completion_tokens", "tokens_per_joule", "joules_per_token",
+                      "decode_tps_mean", "tps_per_w", "efficiency_reason"]
 
 
-def aggregate_runs(requests: pd.DataFrame, windows: pd.DataFrame | None = None, by: Sequence[str] | None = None,
-                   max_error_rate: float | None = None) -> pd.DataFrame:
-    """summarize_requests, then join_windows matched on the identity columns both frames carry."""
-    summary = summarize_requests(requests, by=by, max_error_rate=max_error_rate)
-    return join_windows(summary, windows, on=("host", "model", "suite", "modality"))
+def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """Tokens per joule for each task window, beside the paper's tok/s per W from the same window.
+
+    A task window counts the non-warm-up, status=="ok" requests of the task named like the window that ran
+    inside it (start_ns/e2e_s, or wall time when start_ns is missing). tps_per_w is the mean decode_tps of
+    those requests ÷ the window's avg_power_w (energy ÷ duration), so both views share one power figure.
+    Without energy every ratio is NaN and efficiency_reason carries energy_reason.
+    """
+    out = windows.copy()
+    for column in EFFICIENCY_COLUMNS:
+        out[column] = "" if column == "efficiency_reason" else np.nan
+    out["efficiency_reason"] = out["efficiency_reason"].astype(object)
+    if requests is None or not len(requests):
+        mask = out["kind"] == "task"
+        out.loc[mask, "efficiency_reason"] = "no requests"
+        out.loc[~mask, "efficiency_reason"] = "not a task window"
+        return out
+    req = requests.copy()
+    ok = (req["status"] == STATUS_OK) & ~req["is_warmup"].map(flag)
+    req = req[ok]
+    start_ns, e2e, unix = (_numeric(req, c) for c in ("start_ns", "e2e_s", "started_at_unix"))
+    slack = 0.05  # s: stamps are taken a few µs apart on either side of the window edge
+    for i, w in out.iterrows():
+        if w["kind"] != "task":
+            out.at[i, "efficiency_reason"] = "not a task window"
+            continue
+        t0, t1 = float(w["t_start_ns"]), float(w["t_end_ns"])
+        by_ns = (start_ns > 0) & (start_ns >= t0 - slack * 1e9) & (start_ns + e2e * 1e9 <= t1 + slack * 1e9)
+        by_unix = (start_ns <= 0) & _isnum_series(w.get("t_start_unix")) & \
+            (unix >= float(w.get("t_start_unix") or 0) - slack) & \
+            (unix + e2e <= float(w.get("t_end_unix") or 0) + slack)
+        mine = req[(req["task"] == w["window"]) & (by_ns | by_unix)]
+        tokens = pd.to_numeric(mine["completion_tokens"], errors="coerce")
+        out.at[i, "n_requests"] = len(mine)
+        out.at[i, "completion_tokens"] = float(tokens.sum()) if tokens.notna().any() else np.nan
+        tps = pd.to_numeric(mine["decode_tps"], errors="coerce").dropna()
+        out.at[i, "decode_tps_mean"] = float(tps.mean()) if len(tps) else np.nan
+        energy = pd.to_numeric(pd.Series([w.get("energy_j")]), errors="coerce").iloc[0]
+        power = pd.to_numeric(pd.Series([w.get("avg_power_w")]), errors="coerce").iloc[0]
+        reasons = []
+        if not len(mine):
+            reasons.append("no ok non-warm-up requests of this task inside the window")
+        if pd.isna(energy) or pd.isna(power) or power <= 0:
+            reasons.append(f"no energy: {w.get('energy_reason') or 'not measured'}")
+        else:
+            total = out.at[i, "completion_tokens"]
+            if number(total) > 0:
+                out.at[i, "tokens_per_joule"] = metrics.tokens_per_joule(total, energy)
+                out.at[i, "joules_per_token"] = metrics.joules_per_token(total, energy)
+            elif len(mine):
+                reasons.append("no completion tokens counted")
+            if len(tps):
+                out.at[i, "tps_per_w"] = metrics.tps_per_watt(float(tps.mean()), power)
+        out.at[i, "efficiency_reason"] = "; ".join(reasons)
+    return out
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column not in frame:
+        return pd.Series(0.0, index=frame.index)
+    return pd.to_numeric(frame[column], errors="coerce").fillna(0.0)
+
+
+def _isnum_series(value: Any) -> bool:
+    return not np.isnan(number(value))
 
 
 # Summary column -> (reference metric, unit). Shared vocabulary with paper/reference/*.csv.
@@ -285,7 +329,7 @@ def to_long(summary: pd.DataFrame, source: str = "this run", section: str = "per
             valid = row.get("valid", True)
             entry.update(source=source, section=section, metric=metric, value=val, value_low=np.nan,
                          value_high=np.nan, unit=unit, value_text=f"{val:.4g}",
-                         note=f"n_ok={int(row.get('n_ok', 0) or 0)}" + ("" if _truthy(valid) else "; invalid"))
+                         note=f"n_ok={int(row.get('n_ok', 0) or 0)}" + ("" if flag(valid) else "; invalid"))
             rows.append(entry)
     out = pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
     for column in ("value", "value_low", "value_high"):
@@ -337,7 +381,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "system": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
             "avg_decode_tps": avg_tps,
             "avg_power_w": float(power.mean()) if len(power) else np.nan,
-            "tps_per_w": avg_tps / float(power.mean()) if len(power) and power.mean() > 0 else np.nan,
+            "tps_per_w": metrics.tps_per_watt(avg_tps, float(power.mean()) if len(power) else np.nan),
             "peak_temp_c": float(temps.max()) if len(temps) else np.nan,
             "context_window_k": (context_window_k or {}).get(ident.get("model"), np.nan),
             "modality_count": len(modalities),

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import openai
 
+from benchlib import metrics
 from benchlib.params import RunSettings, ServerParams
 from benchlib.records import STATUS_FAILED, STATUS_OK, RequestRecord
 from benchlib.wire import StreamingHTTP, WireFailure, direct_route
@@ -120,11 +121,9 @@ def compute_rates(record: RequestRecord) -> None:
     """
     tokens = record.completion_tokens or 0
     decode_s = sum(record.itl_s)
-    record.tpot_s = record.decode_tps = None
-    if tokens > 1 and decode_s > 0:
-        record.tpot_s = decode_s / (tokens - 1)
-        record.decode_tps = (tokens - 1) / decode_s
-    record.prefill_tps = record.prompt_tokens / record.ttft_s if record.prompt_tokens and record.ttft_s else None
+    record.tpot_s = metrics.none_if_nan(metrics.tpot_s(tokens, decode_s))
+    record.decode_tps = metrics.none_if_nan(metrics.decode_tps(tokens, decode_s))
+    record.prefill_tps = metrics.none_if_nan(metrics.prefill_tps(record.prompt_tokens, record.ttft_s))
 
 
 def _decode_args(call: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from benchlib import metrics
 from benchlib.paths import PROJECT_ROOT, REFERENCE_DIR
 
 REFERENCE_COLUMNS = ["source", "section", "host", "hardware", "model", "quantization", "server", "task",
@@ -149,7 +150,7 @@ def paper_systems(ref: pd.DataFrame | None = None) -> pd.DataFrame:
             "avg_decode_tps": avg_tps,
             "avg_power_w": avg_power,
             "peak_power_w": _first(s6, "peak_power"),
-            "tps_per_w": avg_tps / avg_power,
+            "tps_per_w": metrics.tps_per_watt(avg_tps, avg_power),
             "tps_per_w_reported": _first(s6, "tps_per_w"),
             "avg_temp_c": _first(s6, "avg_temp"),
             "peak_temp_c": _first(s6, "peak_temp"),

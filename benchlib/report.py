@@ -1,17 +1,22 @@
-"""Tables and seaborn figures the suite notebooks show; logic stays here, notebooks only call it."""
+"""Tables and seaborn figures the suite notebooks show; logic stays here, notebooks only call it.
+
+The modality evidence (images, clips, frames, tool calls beside the answers) is benchlib.evidence; the
+telemetry plot is benchlib.timeline.
+
+Imports: records, schema, timeline.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg") if matplotlib.get_backend().lower() == "agg" else None
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from benchlib.records import STATUS_OK  # noqa: E402
+from benchlib.records import STATUS_OK
+from benchlib.schema import flag
+from benchlib.timeline import telemetry_figure
 
 SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_truncated", "valid",
                    "decode_tps_mean", "decode_tps_sd", "ttft_s_p50", "e2e_s_p50", "prefill_tps_mean", "accuracy",
@@ -34,7 +39,7 @@ def console_table(summary: pd.DataFrame) -> str:
 
         tps = f"{num('decode_tps_mean', '.1f')}±{num('decode_tps_sd', '.1f')}" if pd.notna(
             row.get("decode_tps_mean")) else "–"
-        status = "" if row.get("valid", True) in (True, "True") else " INVALID"
+        status = "" if flag(row.get("valid", True)) else " INVALID"
         if row.get("n_ok", 0) == 0 and row.get("n_unsupported", 0):
             status = " not supported"
         rows.append([row.get("suite", ""), row["task"], int(row.get("n_ok", 0) + row.get("n_failed", 0)), tps,
@@ -59,7 +64,7 @@ def failures(requests: pd.DataFrame) -> pd.DataFrame:
 
 def plot_suite(requests: pd.DataFrame, out_dir: Path | None = None, title: str = "") -> plt.Figure | None:
     """Decode tok/s and TTFT per task (measured requests only), one panel each."""
-    ok = requests[(requests["status"] == STATUS_OK) & ~requests["is_warmup"]]
+    ok = requests[(requests["status"] == STATUS_OK) & ~requests["is_warmup"].map(flag)]
     if ok.empty:
         return None
     sns.set_theme(style="whitegrid", context="notebook")
@@ -77,41 +82,6 @@ def plot_suite(requests: pd.DataFrame, out_dir: Path | None = None, title: str =
     return fig
 
 
-def plot_telemetry(out_dir: Path) -> plt.Figure | None:
-    """Power (or CPU) and memory over time, with task windows shaded."""
-    series_path, windows_path = Path(out_dir) / "telemetry.csv", Path(out_dir) / "windows.csv"
-    if not series_path.is_file():
-        return None
-    series = pd.read_csv(series_path)
-    if series.empty or "t_ns" not in series:
-        return None
-    t0 = series["t_ns"].min()
-    series["t_s"] = (series["t_ns"] - t0) / 1e9
-    power_col = next((c for c in ("power_w", "cpu_percent") if c in series and series[c].notna().any()), None)
-    mem_col = next((c for c in ("mem_used_bytes", "server_rss_bytes") if c in series and series[c].notna().any()),
-                   None)
-    panels = [c for c in (power_col, mem_col) if c]
-    if not panels:
-        return None
-    sns.set_theme(style="whitegrid", context="notebook")
-    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 2.8 * len(panels)), sharex=True, squeeze=False)
-    labels = {"power_w": "GPU power (W)", "cpu_percent": "host CPU (%)", "mem_used_bytes": "GPU memory (GB)",
-              "server_rss_bytes": "server RSS (GB)"}
-    windows = pd.read_csv(windows_path) if windows_path.is_file() else pd.DataFrame()
-    palette = sns.color_palette("pastel", max(len(windows), 1))
-    for ax, column in zip(axes[:, 0], panels):
-        values = series[column] / (1e9 if column.endswith("bytes") else 1)
-        data = series.assign(value=values)
-        hue = "gpu" if "gpu" in data and data["gpu"].nunique() > 1 else None
-        sns.lineplot(data=data, x="t_s", y="value", hue=hue, ax=ax, linewidth=1)
-        ax.set(ylabel=labels.get(column, column), xlabel="time since start (s)")
-        for i, (_, window) in enumerate(windows.iterrows()):
-            start, end = (window["t_start_ns"] - t0) / 1e9, (window["t_end_ns"] - t0) / 1e9
-            ax.axvspan(start, end, color=palette[i % len(palette)], alpha=0.35, lw=0)
-            if ax is axes[0, 0]:
-                ax.text((start + end) / 2, ax.get_ylim()[1], str(window["window"]), ha="center", va="bottom",
-                        fontsize=8, rotation=30)
-    fig.suptitle("Telemetry with measurement windows shaded", fontweight="bold", y=1.02)
-    fig.tight_layout()
-    fig.savefig(Path(out_dir) / "telemetry.png", dpi=120, bbox_inches="tight")
-    return fig
+def plot_telemetry(out_dir: Path) -> plt.Figure:
+    """Every recorded series over time with the measurement windows shaded; saved as telemetry.png."""
+    return telemetry_figure(out_dir, save=True)

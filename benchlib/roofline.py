@@ -9,11 +9,14 @@ so measured ÷ ceiling is an efficiency indicator, not a prediction.
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
+
+from benchlib.schema import number
 
 # Approximate weight bytes per parameter, scales included. Block formats: bits per weight ÷ 8.
 BYTES_PER_PARAM: dict[str, float] = {
@@ -99,22 +102,18 @@ def tps_per_bandwidth(runs: pd.DataFrame, tps_col: str = "decode_tps",
 
 
 def run_inputs(host: Any, server: Any) -> dict[str, Any]:
-    """Roofline inputs from a run's params (benchlib.params HostParams / ServerParams), as row columns."""
+    """Roofline inputs of one of our runs, from its params (HostParams / ServerParams, or the same sections as
+    dicts in a manifest): bandwidth, active parameters, quantization and bytes per parameter (given, else
+    looked up from the quantization). Missing numbers are NaN."""
+    def get(section: Any, key: str) -> Any:
+        return section.get(key) if isinstance(section, Mapping) else getattr(section, key, None)
+
+    quantization = str(get(server, "quantization") or "")
+    given = number(get(server, "bytes_per_param"))
+    looked_up = bytes_per_param(quantization)
     return {
-        "memory_bandwidth_gbs": host.memory_bandwidth_gbs,
-        "active_params_b": server.active_params_b,
-        "quantization": server.quantization,
-        "bytes_per_param": server.bytes_per_param if server.bytes_per_param is not None
-        else bytes_per_param(server.quantization or ""),
+        "memory_bandwidth_gbs": number(get(host, "memory_bandwidth_gbs")),
+        "active_params_b": number(get(server, "active_params_b")),
+        "quantization": quantization,
+        "bytes_per_param": given if not math.isnan(given) else (looked_up if looked_up is not None else math.nan),
     }
-
-
-def run_roofline(summary: pd.DataFrame, host: Any, server: Any, tps_col: str = "decode_tps_mean",
-                 context_tokens: float = 0.0, kv_bytes_per_token: float = 0.0) -> pd.DataFrame:
-    """Roofline rows for our own per-task summary, inputs from params (context/KV optional)."""
-    out = summary.copy()
-    for column, val in run_inputs(host, server).items():
-        out[column] = val
-    out["context_tokens"] = context_tokens
-    out["kv_bytes_per_token"] = kv_bytes_per_token
-    return roofline_table(out, tps_col=tps_col)

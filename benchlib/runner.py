@@ -24,15 +24,27 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
+from tqdm.auto import tqdm
 
-from benchlib import aio, crosscheck
+from benchlib import aio, analysis, crosscheck, manifest, scoring
+from benchlib import media as media_builders
 from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
+from benchlib.embedded import EmbeddedServer
+from benchlib.media import UnsupportedMedia
 from benchlib.params import BenchParams
 from benchlib.paths import run_dir
-from benchlib.records import (STATUS_OK, STATUS_UNSUPPORTED, RequestLog, RequestRecord, read_requests,
-                              request_key, write_atomic, write_csv_atomic)
-from benchlib.scoring import Response, score
+from benchlib.records import (
+    STATUS_OK,
+    STATUS_UNSUPPORTED,
+    RequestLog,
+    RequestRecord,
+    read_requests,
+    request_key,
+    write_atomic,
+    write_csv_atomic,
+)
 from benchlib.tasks import Task, Variant, tasks_for
+from benchlib.telemetry import Telemetry
 
 # HTTP statuses that, on a request carrying media, mean "this deployment does not take that input".
 UNSUPPORTED_MEDIA_STATUSES = {400, 415, 422, 501}
@@ -111,8 +123,6 @@ class Session:
         if task.system:
             messages.append({"role": "system", "content": task.system})
         if media:
-            from benchlib import media as media_builders  # imported only when a task carries media
-
             if self.params.server.kind == "ollama":
                 payload = media_builders.build_ollama_message(text, media, self.params.server)
                 messages.append(payload.message)
@@ -185,11 +195,9 @@ class Session:
         compute_rates(record)
 
     def _score(self, record: RequestRecord, task: Task, variant: Variant) -> None:
-        from benchlib import scoring
-
-        response = Response(text=record.response_text, reasoning=record.reasoning_text,
+        response = scoring.Response(text=record.response_text, reasoning=record.reasoning_text,
                             tool_calls=record.tool_calls, finish_reason=record.finish_reason)
-        verdict = score(task.checker, response, variant.expected, task.checker_args)
+        verdict = scoring.score(task.checker, response, variant.expected, task.checker_args)
         record.checker, record.passed, record.score, record.check_detail = (
             task.checker, verdict.passed, verdict.score, verdict.detail)
         record.looping = scoring.detect_looping(record.response_text)
@@ -231,7 +239,7 @@ class Session:
         try:
             request = self.build(task, variant, record)
         except Exception as exc:  # noqa: BLE001 — e.g. Ollama cannot carry audio: a row, not a crash
-            if type(exc).__name__ == "UnsupportedMedia":
+            if isinstance(exc, UnsupportedMedia):
                 record.status, record.error_kind = STATUS_UNSUPPORTED, "modality_not_supported"
             else:
                 record.status, record.error_kind = "failed", "payload_error"
@@ -272,16 +280,12 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
     """
     out_dir, run_id, salt = _prepare_out_dir(params, suite, fresh, root)
     session = Session(params, suite, out_dir, run_id, salt)
-    from benchlib import telemetry as telemetry_module
-
-    session.telemetry = telemetry_module.Telemetry(params.telemetry, out_dir)
+    session.telemetry = Telemetry(params.telemetry, out_dir)
     try:
         session.telemetry.start()
         if needs_server and params.telemetry.idle_baseline_s:
             session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
         if needs_server and params.server.kind == "embedded" and not params.server.base_url:
-            from benchlib.embedded import EmbeddedServer
-
             session.server = EmbeddedServer(params.server.embedded, params.server.model, out_dir / "server.log")
             base_url = session.server.start()
             session.telemetry.set_server_pid(session.server.pid)
@@ -292,8 +296,6 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
             session.telemetry.baseline("loaded", params.telemetry.loaded_baseline_s, kind="loaded")
         if params.server.base_url:
             session.backend = make_backend(params.server, params.run, concurrency)
-            from benchlib import manifest
-
             session.server_before = manifest.server_state(params)  # e.g. Ollama /api/ps before any request
         yield session
     finally:
@@ -308,8 +310,6 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
 def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,
               progress: bool = True) -> SuiteResult:
     """Run every task of a suite (resuming finished keys), then write summary, windows and manifest."""
-    from tqdm.auto import tqdm
-
     tasks = tasks_for(suite, params.tasks)
     needs_server = any(t.requires in params.server.modalities for t in tasks)
     with open_session(params, suite, fresh=fresh, root=root, needs_server=needs_server) as session:
@@ -317,8 +317,7 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
         warmups, by_task = session.plan_suite(tasks)
         todo = [p for p in warmups if p.record.request_key not in done]
         total = len(todo) + sum(1 for items in by_task.values() for p in items if p.record.request_key not in done)
-        bar = tqdm(total=total, desc=f"{suite} · {params.server.model}", unit="req", disable=not progress)
-        with bar:
+        with progress_bar(total, f"{suite} · {params.server.model}", progress) as bar:
             if todo:
                 session.execute(todo, progress=bar)
             for name, items in by_task.items():
@@ -332,10 +331,26 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
     return result
 
 
+def progress_line(desc: str, done: int, total: int) -> str:
+    """The final count of a progress bar as plain text."""
+    return f"{desc}: {done}/{total} requests done" + ("" if done == total else f" ({total - done} not sent)")
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, desc: str, enabled: bool = True) -> Iterator[Any]:
+    """A tqdm bar (a widget in notebooks) that ends with a plain text line of the final count: an executed
+    notebook that is not trusted shows the widget's first frame ("0/16") but prints the line."""
+    bar = tqdm(total=total, desc=desc, unit="req", disable=not enabled)
+    try:
+        with bar:
+            yield bar
+    finally:
+        if enabled:
+            print(progress_line(desc, bar.n, total), flush=True)
+
+
 def finish_suite(session: Session) -> SuiteResult:
     """Summary (with validity), telemetry windows with tokens per joule, manifest — each written atomically."""
-    from benchlib import analysis, manifest, telemetry as telemetry_module
-
     run = session.params.run
     requests = read_requests(session.log.path)
     requests = requests[requests["run_id"] == session.run_id].reset_index(drop=True)
@@ -347,7 +362,7 @@ def finish_suite(session: Session) -> SuiteResult:
         summary = summary.merge(crosscheck.flag_counts(requests), how="left", on=keys)
     windows = session.telemetry.windows_frame()
     if len(windows):
-        windows = telemetry_module.add_token_efficiency(windows, requests)
+        windows = analysis.add_token_efficiency(windows, requests)
         write_csv_atomic(session.out_dir / "windows.csv", windows)
         summary = analysis.join_windows(summary, windows)
     write_csv_atomic(session.out_dir / "summary.csv", summary)

@@ -523,7 +523,7 @@ def entity_recall(response: Response, expected: dict, min_recall: float = 0.7, *
 # ---------------------------------------------------------------------------------------------------------
 # Tool calling
 # ---------------------------------------------------------------------------------------------------------
-def _call_parts(call: dict[str, Any]) -> tuple[str, Any]:
+def call_parts(call: dict[str, Any]) -> tuple[str, Any]:
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
     name = call.get("name") or function.get("name") or ""
     args = call.get("arguments", function.get("arguments", {}))
@@ -548,7 +548,7 @@ def tool_call(response: Response, expected: dict, required_args: dict[str, list[
                        (f" (the text names {want})" if named else ""))
     problems = []
     for call in response.tool_calls:
-        name, args = _call_parts(call)
+        name, args = call_parts(call)
         name = name.rsplit(".", 1)[-1]  # "functions.web_search" -> "web_search"
         if name != want:
             problems.append(f"called {name or '?'}")

@@ -24,23 +24,10 @@ from __future__ import annotations
 import httpx
 import pandas as pd
 import pytest
+from helpers import make_params, send
 
-from benchlib import aio, crosscheck
-from benchlib.client import ChatRequest, make_backend, ollama_keep_alive
-from benchlib.records import RequestRecord
-from conftest import make_params
-
-
-def send(params, max_tokens=64, thinking=False):
-    backend = make_backend(params.server, params.run)
-    record = RequestRecord(model=params.server.model, task="t", suite="s", host=params.host.name)
-    request = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=max_tokens, thinking=thinking)
-    try:
-        aio.run(backend.execute(request, record))
-    finally:
-        aio.run(backend.aclose())
-    assert record.status == "ok", record.error_message
-    return record
+from benchlib import crosscheck
+from benchlib.client import ollama_keep_alive
 
 
 def wire(fake_server):

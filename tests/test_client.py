@@ -13,12 +13,12 @@ import statistics
 
 import httpx
 import pytest
+from helpers import make_params
+from servers import closed_port
 
 from benchlib import aio
 from benchlib.client import ChatRequest, StreamState, compute_rates, finalize, make_backend
 from benchlib.records import RequestRecord
-from servers import closed_port
-from conftest import make_params
 
 
 def send(params, messages=None, max_tokens=64, **request):

@@ -7,10 +7,10 @@ import json
 
 import matplotlib.pyplot as plt
 import pytest
+from helpers import SYN_HOST, SYN_MODEL, write_synthetic_run
 
-from benchlib import explore
+from benchlib import evidence, explore, timeline
 from benchlib.paths import NOTEBOOKS_DIR, PROJECT_ROOT
-from test_paper import SYN_HOST, SYN_MODEL, write_synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,10 @@ def test_requests_and_load_request(root):
     assert listed["requests"][0].startswith("warm-up 0 · ")
     assert [r.split(" · ")[0] for r in listed["requests"]] == ["warm-up 0", "repeat 0", "repeat 1", "repeat 2"]
     first = explore.load_request(root, SYN_HOST, SYN_MODEL, "text")
-    assert first["is_warmup"] is True and first["decode_tps"] == 99.0  # the file's first request
+    assert first["is_warmup"] is False and first["repeat"] == 0  # the first scored request, not the warm-up
+    assert first["decode_tps"] == 30.0
+    warm = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", listed["requests"][0])
+    assert warm["is_warmup"] is True and warm["decode_tps"] == 99.0  # still reachable by its label
     measured = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 1)
     assert measured["decode_tps"] == 22.0 and measured["is_warmup"] is False
     assert measured["path"].endswith("/text")
@@ -50,17 +53,17 @@ def test_requests_and_load_request(root):
 
 def test_request_media_resolves_testdata(root):
     vision = explore.load_request(root, SYN_HOST, SYN_MODEL, "vision")
-    media = explore.request_media(vision["task"], vision["variant"])
+    media = evidence.request_media(vision["task"], vision["variant"])
     assert [m.kind for m in media["items"]] == ["image"] and media["items"][0].exists
     assert media["items"][0].path.suffix == ".png"
     audio = explore.load_request(root, SYN_HOST, SYN_MODEL, "audio")
-    assert [m.kind for m in explore.request_media(audio["task"], audio["variant"])["items"]] == ["audio"]
-    assert explore.request_media("basic_qa", vision["variant"])["note"].startswith("variant")
-    assert explore.request_media("basic_qa", explore.load_request(root, SYN_HOST, SYN_MODEL, "text")["variant"])[
+    assert [m.kind for m in evidence.request_media(audio["task"], audio["variant"])["items"]] == ["audio"]
+    assert evidence.request_media("basic_qa", vision["variant"])["note"].startswith("variant")
+    assert evidence.request_media("basic_qa", explore.load_request(root, SYN_HOST, SYN_MODEL, "text")["variant"])[
         "note"].startswith("text only")
-    assert "no request was sent" in explore.request_media("video_analysis", "*")["note"]
-    assert "not in testdata" in explore.request_media("no_such_task", "x")["note"]
-    frames = explore.video_frames(PROJECT_ROOT / "testdata" / "video" / "digits_8s_720p.mp4", count=3)
+    assert "no request was sent" in evidence.request_media("video_analysis", "*")["note"]
+    assert "not in testdata" in evidence.request_media("no_such_task", "x")["note"]
+    frames = evidence.video_frames(PROJECT_ROOT / "testdata" / "video" / "digits_8s_720p.mp4", count=3)
     assert len(frames) == 3 and all(f[:2] == b"\xff\xd8" for f in frames)  # JPEG
 
 
@@ -74,7 +77,8 @@ def test_metrics_and_verdict(root):
     verdict = explore.request_verdict(row)
     assert verdict["passed"] is False and verdict["summary"].startswith("contains: FAIL")
     assert verdict["detail"] == "expected answer missing"
-    warm = explore.load_request(root, SYN_HOST, SYN_MODEL, "text")
+    warm = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa",
+                                explore.list_requests(explore.read_suite(row["path"]))["requests"][0])
     assert explore.request_verdict(warm)["summary"] == "not scored: warm-up request"
     assert explore.request_metrics(warm).set_index("metric").loc["flags", "value"] == "is_warmup"
     refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
@@ -83,9 +87,9 @@ def test_metrics_and_verdict(root):
 
 def test_timeline_shades_the_request(root):
     row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
-    start, end = explore.request_span(row)
+    start, end = timeline.request_span(row)
     assert end - start == pytest.approx(1e9)
-    fig = explore.timeline_figure(row["path"], row)
+    fig = timeline.telemetry_figure(row["path"], row)
     try:
         axes = fig.axes
         assert len(axes) == 4  # cpu_percent and server RSS, full + zoom
@@ -96,22 +100,22 @@ def test_timeline_shades_the_request(root):
     finally:
         plt.close(fig)
     refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
-    assert explore.request_span(refused) is None
-    plt.close(explore.timeline_figure(refused["path"], refused))
+    assert timeline.request_span(refused) is None
+    plt.close(timeline.telemetry_figure(refused["path"], refused))
 
 
 def test_render_shows_prompt_media_response_and_timeline(root):
-    from IPython.display import Audio, HTML, Image
+    from IPython.display import HTML, Audio, Image
 
     row = explore.load_request(root, SYN_HOST, SYN_MODEL, "vision")
     shown = explore.render(row)
     assert any(isinstance(o, Image) for o in shown)
     html = " ".join(o.data for o in shown if isinstance(o, HTML))
     assert "prompt for image_description" in html and "answer to image_description" in html
-    assert any(isinstance(o, plt.Figure) for o in shown)
+    assert sum(isinstance(o, Image) for o in shown) == 2  # the task's image and the timeline (as a PNG)
     audio = explore.render(explore.load_request(root, SYN_HOST, SYN_MODEL, "audio"), show_timeline=False)
     assert any(isinstance(o, Audio) for o in audio)
-    assert not any(isinstance(o, plt.Figure) for o in audio)
+    assert not any(isinstance(o, Image) for o in audio)
 
 
 def test_dropdowns_cascade(root):
@@ -119,7 +123,8 @@ def test_dropdowns_cascade(root):
     explorer = explore.Explorer(root, show_timeline=False)
     assert explorer.suite.options == ("text", "vision", "audio", "video")
     assert explorer.task.options == ("basic_qa", "reasoning")
-    assert explorer.request.value.startswith("warm-up 0")
+    assert explorer.request.value.startswith("repeat 0")  # the first scored request by default
+    assert explorer.request.options[0].startswith("warm-up 0")
     explorer.suite.value = "vision"
     assert explorer.task.options == ("image_description",)
     assert explorer.selection()["task"] == "image_description"
@@ -145,7 +150,7 @@ def test_explore_notebook_runs_through_papermill(root, tmp_path):
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     markdown = " ".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
-    assert f"{SYN_HOST} · {SYN_MODEL} · text · basic_qa · warm-up 0" in markdown  # the first request by default
+    assert f"{SYN_HOST} · {SYN_MODEL} · text · basic_qa · repeat 0" in markdown  # the first scored request
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the timeline
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
     source = json.loads(notebook.read_text(encoding="utf-8"))

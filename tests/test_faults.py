@@ -6,10 +6,10 @@ import socket
 import time
 
 import pytest
+from helpers import make_params
+from servers import closed_port
 
 from benchlib.runner import run_suite
-from conftest import make_params
-from servers import closed_port
 
 TASKS = ["basic_qa"]  # 1 warm-up + 3 measured requests over three distinct variants
 

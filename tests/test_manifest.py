@@ -13,14 +13,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNvml
+from helpers import make_params, send
+from servers import FAKE_DIGEST
 
 from benchlib import manifest
 from benchlib.params import validate
 from benchlib.paths import PROJECT_ROOT
-from conftest import make_params
-from fake_nvml import FakeGpu, FakeNvml, NVML_ERROR_DRIVER_NOT_LOADED
-from servers import FAKE_DIGEST
-from test_backends import send
 
 SECRET = "sk-fb-test-7Qz3XkV9pLm2Rr8T"  # distinctive: if it shows up anywhere, it leaked
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import tomllib
 
+import tomllib
 import yaml
 
 from benchlib.paths import PROJECT_ROOT

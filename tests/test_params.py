@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 import papermill
 import pytest
 import yaml
 
-import ast
-
-from benchlib.params import NOTEBOOK_ORDER, ParamsError, SECTIONS, load_params
+from benchlib.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params
 from benchlib.paths import NOTEBOOKS_DIR, PARAMS_DIR
 
 

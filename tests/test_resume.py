@@ -14,10 +14,9 @@ import pytest
 import yaml
 
 from benchlib.params import load_params
+from benchlib.paths import PROJECT_ROOT
 from benchlib.records import read_requests
 from benchlib.runner import RunConflict, run_suite
-
-from benchlib.paths import PROJECT_ROOT
 
 RUNNER = textwrap.dedent("""
     import sys

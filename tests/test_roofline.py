@@ -73,7 +73,8 @@ def test_run_roofline_from_params():
     server = ServerParams(kind="openai", base_url="http://localhost:8000/v1", model="m", quantization="nvfp4",
                           active_params_b=3.8)
     summary = pd.DataFrame({"task": ["basic_qa"], "decode_tps_mean": [50.4]})
-    out = roofline.run_roofline(summary, host, server, context_tokens=1000, kv_bytes_per_token=1e5)
+    out = roofline.roofline_table(summary.assign(**roofline.run_inputs(host, server), context_tokens=1000,
+                                                 kv_bytes_per_token=1e5), tps_col="decode_tps_mean")
     assert out["bytes_per_param"].iloc[0] == 0.5625
     assert out["bytes_per_token_gb"].iloc[0] == pytest.approx(3.8 * 0.5625 + 0.1)
     assert out["efficiency"].iloc[0] == pytest.approx(50.4 / (273 / (3.8 * 0.5625 + 0.1)))

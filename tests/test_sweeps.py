@@ -17,12 +17,17 @@ import time
 
 import pandas as pd
 import pytest
+from servers import FAKE_TEMPLATE_TOKENS
 
-from benchlib import aio, sweeps
+from benchlib import aio
+from benchlib.load import concurrency as load_concurrency
+from benchlib.load import context as load_context
+from benchlib.load import health as load_health
+from benchlib.load import levels as load_levels
+from benchlib.load import prompts as load_prompts
 from benchlib.paths import PROJECT_ROOT
 from benchlib.records import read_requests
 from benchlib.runner import open_session
-from servers import FAKE_TEMPLATE_TOKENS
 
 
 def sweep_params(params_for, fake, **sweep):
@@ -35,7 +40,7 @@ def test_concurrency_sweep_levels_counts_and_throughput(params_for, outputs):
     fake = {"ttft": 0.05, "itl": 0.01, "tokens": 20}
     params = sweep_params(params_for, fake, concurrency=[1, 2, 4], requests_per_level=3)
     with open_session(params, "load", concurrency=4) as session:
-        levels = sweeps.run_concurrency_sweep(session, progress=False)
+        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
         out_dir = session.out_dir
     rows = read_requests(out_dir / "requests.csv")
     assert len(rows) == 3 + 3 + 4  # max(requests_per_level, level)
@@ -43,7 +48,7 @@ def test_concurrency_sweep_levels_counts_and_throughput(params_for, outputs):
     assert rows["request_key"].is_unique and set(rows["status"]) == {"ok"}
     assert rows.groupby("concurrency").size().to_dict() == {1: 3, 2: 3, 4: 4}
     assert rows["prompt"].is_unique  # unique prompts: no prompt cache has seen them
-    on_disk = pd.read_csv(out_dir / sweeps.CONCURRENCY_CSV)
+    on_disk = pd.read_csv(out_dir / load_levels.CONCURRENCY_CSV)
     assert list(on_disk["concurrency"]) == [1, 2, 4] == list(levels["concurrency"])
     assert list(levels["n_requests"]) == [3, 3, 4] and list(levels["n_failed"]) == [0, 0, 0]
     per_request = 0.05 + 19 * 0.01  # s on the server's schedule
@@ -55,22 +60,22 @@ def test_concurrency_sweep_levels_counts_and_throughput(params_for, outputs):
         assert level["ttft_s_p50"] == pytest.approx(0.05, abs=0.02)
         assert level["e2e_s_p50"] == pytest.approx(per_request, abs=0.03)
         assert level["decode_tps_p50"] == pytest.approx(100, rel=0.05)
-        for column in sweeps.HEALTH_COLUMNS:
+        for column in load_health.HEALTH_COLUMNS:
             assert column in on_disk
         assert level["loop_lag_samples"] > 0 and level["client_cpu_per_request_ms"] > 0
     assert not levels["knee"].any()  # the fake server scales linearly: no knee within the sweep
-    assert sweeps.frontier_figures(levels, pd.DataFrame())["max_concurrency_ok"] == 4
+    assert load_levels.frontier_figures(levels, pd.DataFrame())["max_concurrency_ok"] == 4
 
 
 def test_concurrency_sweep_resumes_without_resending(params_for, outputs):
     params = sweep_params(params_for, {"ttft": 0.01, "itl": 0.002, "tokens": 3}, concurrency=[1, 2],
                           requests_per_level=2)
     with open_session(params, "load", concurrency=2) as session:
-        first = sweeps.run_concurrency_sweep(session, progress=False)
+        first = load_concurrency.run_concurrency_sweep(session, progress=False)
         path = session.log.path
     size = path.stat().st_size
     with open_session(params, "load", concurrency=2) as session:
-        second = sweeps.run_concurrency_sweep(session, progress=False)
+        second = load_concurrency.run_concurrency_sweep(session, progress=False)
     assert path.stat().st_size == size  # nothing re-sent
     assert list(second["n_ok"]) == list(first["n_ok"]) == [2, 2]
     assert list(second["loop_lag_samples"]) == list(first["loop_lag_samples"])  # health carried over
@@ -85,25 +90,25 @@ def test_knee_rule_on_synthetic_levels():
     # GPU-like: scales to 16, then +4 % throughput for 3x TTFT: the knee is 16, 32 and 64 are saturated
     gpu = level_frame([1, 3, 8, 16, 32, 64], [50, 145, 370, 700, 728, 735],
                       [0.05, 0.05, 0.06, 0.08, 0.24, 0.60], [1.3, 1.3, 1.4, 1.5, 2.9, 5.8])
-    assert sweeps.find_knee(gpu) == 16
-    marked = sweeps.mark_knee(gpu)
+    assert load_levels.find_knee(gpu) == 16
+    marked = load_levels.mark_knee(gpu)
     assert list(marked.loc[marked["knee"], "concurrency"]) == [16]
     assert list(marked.loc[marked["saturated"], "concurrency"]) == [32, 64]
     assert marked.loc[4, "throughput_gain"] == pytest.approx(0.04)
     assert marked.loc[4, "latency_growth"] == pytest.approx(3.0)
     # one request at a time (llama-cpp-python): no gain from 1 to 2, latency doubles: knee at 1
     serial = level_frame([1, 2, 4], [40, 41, 40], [0.1, 0.5, 1.4], [0.5, 1.0, 2.0])
-    assert sweeps.find_knee(serial) == 1
+    assert load_levels.find_knee(serial) == 1
     # still scaling: no knee; flat throughput without latency growth is not a knee either
-    assert sweeps.find_knee(level_frame([1, 2, 4], [40, 78, 150], [0.1, 0.1, 0.11], [1, 1, 1.05])) is None
-    assert sweeps.find_knee(level_frame([1, 2, 4], [40, 41, 42], [0.1, 0.1, 0.11], [1, 1.1, 1.2])) is None
+    assert load_levels.find_knee(level_frame([1, 2, 4], [40, 78, 150], [0.1, 0.1, 0.11], [1, 1, 1.05])) is None
+    assert load_levels.find_knee(level_frame([1, 2, 4], [40, 41, 42], [0.1, 0.1, 0.11], [1, 1.1, 1.2])) is None
 
 
 def test_context_targets_clip_to_the_window():
-    targets = sweeps.context_targets([128, 1024, 4096, 32768], window=2048, max_tokens=16)
-    assert [t["target_tokens"] for t in targets] == [128, 1024, 2048 - 16 - sweeps.CONTEXT_MARGIN]
+    targets = load_prompts.context_targets([128, 1024, 4096, 32768], window=2048, max_tokens=16)
+    assert [t["target_tokens"] for t in targets] == [128, 1024, 2048 - 16 - load_prompts.CONTEXT_MARGIN]
     assert "4096, 32768" in targets[-1]["note"]
-    assert [t["target_tokens"] for t in sweeps.context_targets([64, 128], None, 16)] == [64, 128]
+    assert [t["target_tokens"] for t in load_prompts.context_targets([64, 128], None, 16)] == [64, 128]
 
 
 def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs):
@@ -115,9 +120,9 @@ def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs
                         sweep={"concurrency": [1], "requests_per_level": 1, "context_lengths": [60, 150, 400, 9000],
                                "max_tokens": 8})
     with open_session(params, "load") as session:
-        levels = sweeps.run_context_sweep(session, progress=False)
+        levels = load_context.run_context_sweep(session, progress=False)
         out_dir = session.out_dir
-    limit = 700 - 8 - sweeps.CONTEXT_MARGIN
+    limit = 700 - 8 - load_prompts.CONTEXT_MARGIN
     assert list(levels["target_tokens"]) == [60, 150, 400, limit]
     assert levels["exact"].all() and (levels["token_error"] == 0).all(), levels[["target_tokens", "prompt_tokens"]]
     assert (levels["template_tokens"] == FAKE_TEMPLATE_TOKENS).all()
@@ -130,19 +135,19 @@ def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs
     rows = read_requests(out_dir / "requests.csv")
     assert set(rows.loc[~rows["is_warmup"], "variant"]) == {f"n{n}" for n in (60, 150, 400, limit)}
     assert rows.loc[rows["is_warmup"], "variant"].tolist() == ["calibrate"]
-    on_disk = pd.read_csv(out_dir / sweeps.CONTEXT_CSV)
+    on_disk = pd.read_csv(out_dir / load_levels.CONTEXT_CSV)
     assert list(on_disk["target_tokens"]) == list(levels["target_tokens"])
-    assert sweeps.frontier_figures(pd.DataFrame(), levels)["max_context_ok"] == limit
+    assert load_levels.frontier_figures(pd.DataFrame(), levels)["max_context_ok"] == limit
 
 
 def test_context_sweep_calibrates_without_a_tokenizer(params_for, outputs, monkeypatch):
-    monkeypatch.setattr(sweeps.ServerTokenizer, "detect", classmethod(lambda cls, params: None))
+    monkeypatch.setattr(load_prompts.ServerTokenizer, "detect", classmethod(lambda cls, params: None))
     fake = {"prompt_tokens": "words", "ttft": 0.01, "itl": 0.002, "tokens": 3}
     params = params_for(fake, run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
                         sweep={"concurrency": [1], "requests_per_level": 1, "context_lengths": [100, 300, 600],
                                "max_tokens": 8})
     with open_session(params, "load") as session:
-        levels = sweeps.run_context_sweep(session, progress=False)
+        levels = load_context.run_context_sweep(session, progress=False)
     assert levels["method"].str.startswith("calibrated").all()
     errors = (levels["prompt_tokens"] - levels["target_tokens"]).abs() / levels["target_tokens"]
     assert (errors < 0.15).all(), levels[["target_tokens", "prompt_tokens"]]
@@ -154,7 +159,7 @@ def test_fit_to_tokens_is_exact_with_two_token_words():
     count = lambda text: sum(2 if w.endswith(".") else 1 for w in text.split())  # noqa: E731
     make = lambda n: " ".join(["intro"] + [("w." if i % 3 == 2 else "w") for i in range(n)])  # noqa: E731
     for target in (5, 6, 7, 50, 51):
-        text, counted, _ = sweeps.fit_to_tokens(count, make, target)
+        text, counted, _ = load_prompts.fit_to_tokens(count, make, target)
         assert counted == count(text) == target
 
 
@@ -162,7 +167,7 @@ def test_loop_lag_sampler_sees_a_blocked_loop():
     async def block(seconds):
         time.sleep(seconds)  # a synchronous call on the client's loop, as a careless callback would make
 
-    sampler = sweeps.LoopLagSampler().start()
+    sampler = load_health.LoopLagSampler().start()
     time.sleep(0.1)
     idle = sampler.stop()
     assert idle["loop_lag_samples"] >= 5 and idle["loop_lag_p50_ms"] < 5
@@ -175,10 +180,10 @@ def test_loop_lag_sampler_sees_a_blocked_loop():
 
 
 def test_client_bound_rule():
-    calm = sweeps.health_figures(0.2, 1.0, 10, {"loop_lag_p99_ms": 1.0})
+    calm = load_health.health_figures(0.2, 1.0, 10, {"loop_lag_p99_ms": 1.0})
     assert not calm["client_bound"] and calm["client_cpu_per_request_ms"] == pytest.approx(20)
-    assert sweeps.health_figures(0.6, 1.0, 10, {"loop_lag_p99_ms": 1.0})["client_bound"]
-    lagging = sweeps.health_figures(0.1, 1.0, 10, {"loop_lag_p99_ms": 7.5})
+    assert load_health.health_figures(0.6, 1.0, 10, {"loop_lag_p99_ms": 1.0})["client_bound"]
+    lagging = load_health.health_figures(0.1, 1.0, 10, {"loop_lag_p99_ms": 7.5})
     assert lagging["client_bound"] and "loop lag p99 7.5 ms" in lagging["client_bound_reason"]
 
 
@@ -202,15 +207,15 @@ def test_load_notebook_on_the_embedded_server(tmp_path):
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     run_dir = outputs / "e2e-load" / "gemma3-270m-q4_k_m" / "load"
-    for name in ("load.ipynb", "requests.csv", "summary.csv", sweeps.CONCURRENCY_CSV, sweeps.CONTEXT_CSV,
+    for name in ("load.ipynb", "requests.csv", "summary.csv", load_levels.CONCURRENCY_CSV, load_levels.CONTEXT_CSV,
                  "load_concurrency.png", "load_context.png", "manifest.json"):
         assert (run_dir / name).is_file(), f"{name} missing"
     rows = read_requests(run_dir / "requests.csv")
     measured = rows[~rows["is_warmup"]]
     assert set(measured["status"]) == {"ok"} and len(measured) == 2 + 2 + 2
-    concurrency = pd.read_csv(run_dir / sweeps.CONCURRENCY_CSV)
+    concurrency = pd.read_csv(run_dir / load_levels.CONCURRENCY_CSV)
     assert list(concurrency["concurrency"]) == [1, 2] and (concurrency["throughput_tps"] > 0).all()
-    context = pd.read_csv(run_dir / sweeps.CONTEXT_CSV)
+    context = pd.read_csv(run_dir / load_levels.CONTEXT_CSV)
     assert list(context["target_tokens"]) == [64, 128]
     assert context["method"].str.contains("llama-cpp-python").all()
     assert (context["token_error"].abs() <= 2).all(), context[["target_tokens", "prompt_tokens", "template_tokens"]]

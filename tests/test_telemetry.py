@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchlib.analysis import add_token_efficiency
 from benchlib.params import TelemetryParams
-from benchlib.telemetry import (TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, _Rapl, add_token_efficiency,
-                                read_telemetry, read_windows, select_gpus)
+from benchlib.telemetry import TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, read_telemetry, read_windows, select_gpus
+from benchlib.telemetry.host import Rapl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_nvml import (NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, UnsupportedEverywhere,  # noqa: E402
-                       all_unsupported_gpu)
+from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, UnsupportedEverywhere, all_unsupported_gpu  # noqa: E402
 
 FAST = TelemetryParams(power_hz=50, slow_hz=10)
 
@@ -150,7 +150,7 @@ def test_rapl_wraparound_is_undone(tmp_path):
     sub = domain / "intel-rapl:0:0"  # a sub-domain is part of its package: never added
     sub.mkdir()
     (sub / "energy_uj").write_text("5\n")
-    rapl = _Rapl(tmp_path / "powercap")
+    rapl = Rapl(tmp_path / "powercap")
     assert rapl.status["available"], rapl.status
     assert rapl.read() == 0.0
     (domain / "energy_uj").write_text("100\n")  # wrapped: 900 -> 1000 -> 100

@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from helpers import make_params
 
 from benchlib import aio, wire
 from benchlib.client import ChatRequest, make_backend
 from benchlib.records import RequestRecord
-from conftest import make_params
 
 
 @pytest.fixture(scope="module")

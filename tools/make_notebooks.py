@@ -42,13 +42,24 @@ def parameters_cell() -> str:
 PARAMETERS = parameters_cell()
 
 DERIVED = '''\
-from benchlib import params as bench_params, report, runner
+from benchlib import evidence, report, runner
+from benchlib import params as bench_params
 
 params = bench_params.from_notebook(params_file, host=host, server=server, run=run, tasks=tasks,
                                     telemetry=telemetry, sweep=sweep, thresholds=thresholds)
 SUITE = "{suite}"
 print(f"{{SUITE}} suite · {{params.server.model}} on {{params.host.name}} · run id {{params.identity()}}")
 '''
+
+EVIDENCE = {
+    "text": "Each prompt's expected answer beside what the model said, and the checker's verdict.",
+    "quality": "Each tool call the model made against the call the task expected; the entity and Kannada "
+               "answers beside their references.",
+    "vision": "Each image as it was sent, with the model's answer and the checker's verdict.",
+    "audio": "Each clip as a player, with the reference transcript, the model's transcript (hypothesis) and "
+             "its word error rate.",
+    "video": "The frames sent (sampled at 1 fps, as the runner sends them) with the model's answer.",
+}
 
 SUITES = {
     "text": ("Text suite", "The paper's five text tasks: basic Q&A, reasoning (snail puzzle), Python coding, "
@@ -65,6 +76,8 @@ SUITES = {
 
 def _notebook(cells: list) -> nbformat.NotebookNode:
     notebook = new_notebook(cells=cells)
+    for index, cell in enumerate(notebook.cells):  # stable ids: regenerating changes nothing that did not change
+        cell["id"] = f"cell-{index:02d}"
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return notebook
 
@@ -84,6 +97,9 @@ def suite_notebook(suite: str) -> nbformat.NotebookNode:
         new_markdown_cell("## Summary per task"),
         new_code_cell("report.summary_table(result.summary)"),
         new_code_cell("report.plot_suite(result.requests, result.out_dir);"),
+        new_markdown_cell(f"## Evidence\n{EVIDENCE[suite]} One card per prompt variant (its first measured "
+                          "request); warm-ups are left out."),
+        new_code_cell("evidence.show(result.requests, SUITE);"),
         new_markdown_cell("## Failures, truncations and flags\nEvery fault is a row with its reason; flags mark "
                           "truncated answers (finish_reason = length), suspected prompt-cache hits, cold loads, "
                           "client/server rate disagreement and looping."),
@@ -96,7 +112,7 @@ def suite_notebook(suite: str) -> nbformat.NotebookNode:
 
 
 def load_notebook() -> nbformat.NotebookNode:
-    """The load suite: concurrency and prompt-length sweeps with the client self-check (benchlib.sweeps)."""
+    """The load suite: concurrency and prompt-length sweeps with the client self-check (benchlib.load)."""
     parameters = new_code_cell(PARAMETERS)
     parameters.metadata["tags"] = ["parameters"]
     cells = [
@@ -107,31 +123,31 @@ def load_notebook() -> nbformat.NotebookNode:
                           "`outputs/<host>/<model>/load/requests.csv` as it finishes; per-level figures go to "
                           "`sweep_concurrency.csv` and `sweep_context.csv`; rerunning resumes."),
         parameters,
-        new_code_cell(DERIVED.format(suite="load") + "from benchlib import sweeps\n"),
+        new_code_cell(DERIVED.format(suite="load") + "from benchlib import load\n"),
         new_markdown_cell("## Run\nWarm-ups first (recorded, flagged), then each concurrency level with at most that "
                           "many requests in flight, then one calibration request and one request per prompt length."),
-        new_code_cell("result = sweeps.run_load(params, fresh=fresh)\nprint(f'results in {result.out_dir}')\n"
+        new_code_cell("result = load.run_load(params, fresh=fresh)\nprint(f'results in {result.out_dir}')\n"
                       "result.figures"),
         new_markdown_cell("## Concurrency: throughput vs latency\nAggregate output tok/s = completion tokens ÷ the "
                           "level's wall span. **Knee rule:** the knee is the first level whose next level adds less "
                           "than 10 % aggregate throughput while p50 TTFT or p50 e2e grows at least 1.5×; levels above "
                           "it are marked saturated. A server that answers one request at a time (the embedded "
                           "llama-cpp-python) shows queueing: flat throughput, growing TTFT."),
-        new_code_cell("sweeps.concurrency_table(result.concurrency)"),
-        new_code_cell("sweeps.plot_concurrency(result.concurrency, result.out_dir,\n"
+        new_code_cell("load.concurrency_table(result.concurrency)"),
+        new_code_cell("load.plot_concurrency(result.concurrency, result.out_dir,\n"
                       "                        title=f'{params.server.model} on {params.host.name}');"),
         new_markdown_cell("## Prompt length: TTFT and prefill speed\nPrompts are fitted to the target length with "
                           "the server's own tokenizer where it has one (otherwise a calibrated chars-per-token "
                           "model); `prompt_tokens` is what the server reported, `token_error` its distance from the "
                           "target."),
-        new_code_cell("sweeps.context_table(result.context)"),
-        new_code_cell("sweeps.plot_context(result.context, result.out_dir,\n"
+        new_code_cell("load.context_table(result.context)"),
+        new_code_cell("load.plot_context(result.context, result.out_dir,\n"
                       "                    title=f'{params.server.model} on {params.host.name}');"),
         new_markdown_cell("## Client self-check\nEvent-loop lag (a 10 ms sleeper on the client's loop: how late it "
                           "woke) and client CPU per level. `client_bound` marks a level where the loop lag p99 "
                           "exceeded 5 ms or the client used more than half a core: there the client, not the server, "
                           "may have set the pace."),
-        new_code_cell("sweeps.health_table(result.concurrency, result.context)"),
+        new_code_cell("load.health_table(result.concurrency, result.context)"),
         new_markdown_cell("## Summary per task, failures\n`max_concurrency_ok` and `max_context_ok` (the largest "
                           "level and prompt length that ran without a failure) feed the frontier."),
         new_code_cell("report.summary_table(result.summary)"),

@@ -1,0 +1,201 @@
+"""Per-level figures of the load sweeps from their request rows: aggregate throughput, latency
+percentiles, failures, the knee rule, context-length rows, and what feeds the frontier.
+
+Imports: records, schema; benchlib.load.health (column names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchlib.load.health import HEALTH_COLUMNS
+from benchlib.records import STATUS_FAILED, STATUS_OK
+
+SUITE = "load"
+
+
+CONCURRENCY_TASK = "concurrency"
+
+
+CONTEXT_TASK = "context"
+
+
+KNEE_GAIN = 0.10  # throughput gain below which adding streams no longer pays ...
+
+
+KNEE_LATENCY_GROWTH = 1.5  # ... while p50 TTFT or e2e grows at least this much
+
+
+CONCURRENCY_CSV = "sweep_concurrency.csv"
+
+
+CONTEXT_CSV = "sweep_context.csv"
+
+
+CONCURRENCY_COLUMNS = (["run_id", "host", "model", "server_software", "concurrency", "n_requests", "n_ok",
+                        "n_failed", "failures", "span_s", "completion_tokens", "throughput_tps", "decode_tps_mean",
+                        "decode_tps_p50", "ttft_s_p50", "ttft_s_p90", "ttft_s_p99", "e2e_s_p50", "e2e_s_p90",
+                        "e2e_s_p99", "throughput_gain", "latency_growth", "knee", "saturated"] + HEALTH_COLUMNS)
+
+
+CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software", "target_tokens", "requested_tokens", "method",
+                    "template_tokens", "content_tokens", "prompt_tokens", "token_error", "exact", "n_requests",
+                    "n_ok", "n_failed", "failures", "ttft_s_p50", "ttft_s_min", "e2e_s_p50", "prefill_tps",
+                    "server_prefill_tps", "cached_tokens", "note"] + HEALTH_COLUMNS)
+
+
+# ---- shared helpers -----------------------------------------------------------------------------------------
+def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column not in frame:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[column], errors="coerce")
+
+
+def quantile(series: pd.Series, q: float) -> float:
+    values = series.dropna()
+    return float(values.quantile(q)) if len(values) else np.nan
+
+
+def failure_text(rows: pd.DataFrame) -> str:
+    failed = rows[rows["status"] == STATUS_FAILED]
+    if failed.empty:
+        return ""
+    kinds = failed["error_kind"].fillna("").replace("", "unknown")
+    return "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().sort_index().items())
+
+
+def warmup_mask(frame: pd.DataFrame) -> pd.Series:
+    if "is_warmup" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["is_warmup"].map(lambda v: str(v).strip().lower() == "true")
+
+
+def measured_rows(requests: pd.DataFrame, task: str) -> pd.DataFrame:
+    if requests is None or requests.empty or "task" not in requests:
+        return pd.DataFrame(columns=list(requests.columns) if requests is not None else [])
+    rows = requests[(requests["task"] == task) & ~warmup_mask(requests)]
+    return rows
+
+
+def concurrency_levels(requests: pd.DataFrame, health: dict[int, dict[str, Any]] | None = None,
+                       identity: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per-level statistics from requests.csv rows (task 'concurrency'), health columns and the knee."""
+    rows = measured_rows(requests, CONCURRENCY_TASK)
+    out = []
+    for level, group in rows.groupby(numeric_column(rows, "concurrency").astype("Int64"), sort=True):
+        ok = group[group["status"] == STATUS_OK]
+        start = numeric_column(group, "start_ns")
+        end = start + numeric_column(group, "e2e_s").fillna(0) * 1e9
+        valid = start > 0
+        span = float((end[valid].max() - start[valid].min()) / 1e9) if valid.any() else np.nan
+        tokens = float(numeric_column(ok, "completion_tokens").fillna(0).sum())
+        row = {**(identity or {}), "concurrency": int(level), "n_requests": len(group), "n_ok": len(ok),
+               "n_failed": int((group["status"] == STATUS_FAILED).sum()), "failures": failure_text(group),
+               "span_s": span, "completion_tokens": tokens,
+               "throughput_tps": tokens / span if span and span > 0 and len(ok) else np.nan,
+               "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
+               "decode_tps_p50": quantile(numeric_column(ok, "decode_tps"), 0.5)}
+        for metric in ("ttft_s", "e2e_s"):
+            for q in (50, 90, 99):
+                row[f"{metric}_p{q}"] = quantile(numeric_column(ok, metric), q / 100)
+        row.update({c: np.nan for c in HEALTH_COLUMNS})
+        row.update((health or {}).get(int(level), {}))
+        out.append(row)
+    if not out:
+        return pd.DataFrame(columns=CONCURRENCY_COLUMNS)
+    frame = mark_knee(pd.DataFrame(out))
+    return frame[[c for c in CONCURRENCY_COLUMNS if c in frame]]
+
+
+def mark_knee(levels: pd.DataFrame, gain: float = KNEE_GAIN, growth: float = KNEE_LATENCY_GROWTH) -> pd.DataFrame:
+    """Add throughput_gain, latency_growth (vs the previous level), knee and saturated (see KNEE RULE above)."""
+    frame = levels.sort_values("concurrency").reset_index(drop=True).copy()
+    frame["throughput_gain"] = np.nan
+    frame["latency_growth"] = np.nan
+    frame["knee"] = False
+    frame["saturated"] = False
+    knee_at = find_knee(frame, gain, growth)
+    thr = numeric_column(frame, "throughput_tps")
+    ttft, e2e = numeric_column(frame, "ttft_s_p50"), numeric_column(frame, "e2e_s_p50")
+    for i in range(1, len(frame)):
+        frame.loc[i, "throughput_gain"] = thr[i] / thr[i - 1] - 1 if thr[i - 1] > 0 else np.nan
+        ratios = [b / a for a, b in ((ttft[i - 1], ttft[i]), (e2e[i - 1], e2e[i])) if a > 0 and b == b]
+        frame.loc[i, "latency_growth"] = max(ratios) if ratios else np.nan
+    if knee_at is not None:
+        frame["knee"] = frame["concurrency"] == knee_at
+        frame["saturated"] = frame["concurrency"] > knee_at
+    return frame
+
+
+def find_knee(levels: pd.DataFrame, gain: float = KNEE_GAIN, growth: float = KNEE_LATENCY_GROWTH) -> int | None:
+    """The first level after which aggregate throughput grows < `gain` while p50 TTFT or e2e grows ≥ `growth`×."""
+    frame = levels[numeric_column(levels, "n_ok").fillna(0) > 0] if "n_ok" in levels else levels
+    frame = frame.sort_values("concurrency").reset_index(drop=True)
+    thr = numeric_column(frame, "throughput_tps")
+    ttft, e2e = numeric_column(frame, "ttft_s_p50"), numeric_column(frame, "e2e_s_p50")
+    for i in range(1, len(frame)):
+        if not (thr[i - 1] > 0 and thr[i] == thr[i]):
+            continue
+        ratios = [b / a for a, b in ((ttft[i - 1], ttft[i]), (e2e[i - 1], e2e[i])) if a > 0 and b == b]
+        if thr[i] < (1 + gain) * thr[i - 1] and ratios and max(ratios) >= growth:
+            return int(frame.loc[i - 1, "concurrency"])
+    return None
+
+
+def context_levels(requests: pd.DataFrame, plans: dict[int, dict] | None = None,
+                   health: dict[int, dict[str, Any]] | None = None,
+                   identity: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per-length statistics from requests.csv rows (task 'context'), the plan and health of each length."""
+    rows = measured_rows(requests, CONTEXT_TASK)
+    out = []
+    if not rows.empty:
+        targets = rows["variant"].astype(str).str.extract(r"^n(\d+)$")[0]
+        rows = rows.assign(_target=pd.to_numeric(targets, errors="coerce")).dropna(subset=["_target"])
+    for target, group in (rows.groupby("_target", sort=True) if not rows.empty else []):
+        target = int(target)
+        ok = group[group["status"] == STATUS_OK]
+        plan = (plans or {}).get(target, {})
+        prompt_tokens = numeric_column(ok, "prompt_tokens")
+        actual = float(prompt_tokens.median()) if prompt_tokens.notna().any() else np.nan
+        ttft = quantile(numeric_column(ok, "ttft_s"), 0.5)
+        row = {**(identity or {}), "target_tokens": target,
+               "requested_tokens": plan.get("requested_tokens", target), "method": plan.get("method", ""),
+               "template_tokens": plan.get("template_tokens", np.nan),
+               "content_tokens": plan.get("content_tokens", np.nan), "prompt_tokens": actual,
+               "token_error": actual - target if actual == actual else np.nan,
+               "exact": bool(prompt_tokens.notna().any() and (prompt_tokens.dropna() == target).all()),
+               "n_requests": len(group), "n_ok": len(ok), "n_failed": int((group["status"] == STATUS_FAILED).sum()),
+               "failures": failure_text(group), "ttft_s_p50": ttft, "ttft_s_min": float(numeric_column(ok, "ttft_s").min())
+               if len(ok) else np.nan, "e2e_s_p50": quantile(numeric_column(ok, "e2e_s"), 0.5),
+               "prefill_tps": actual / ttft if actual == actual and ttft and ttft > 0 else np.nan,
+               "server_prefill_tps": float(numeric_column(ok, "server_prefill_tps").mean()) if len(ok) else np.nan,
+               "cached_tokens": float(numeric_column(ok, "cached_tokens").mean()) if len(ok) else np.nan,
+               "note": plan.get("note", "")}
+        row.update({c: np.nan for c in HEALTH_COLUMNS})
+        row.update((health or {}).get(target, {}))
+        out.append(row)
+    return pd.DataFrame(out, columns=CONTEXT_COLUMNS)
+
+
+# ---- frontier figures, summary, figures ---------------------------------------------------------------------
+def max_ok(frame: pd.DataFrame, column: str) -> float:
+    """The largest level / length that ran with no failures (and at least one success); NaN when none did."""
+    if frame is None or frame.empty or column not in frame:
+        return np.nan
+    clean = frame[(numeric_column(frame, "n_failed").fillna(0) == 0) & (numeric_column(frame, "n_ok").fillna(0) > 0)]
+    return float(clean[column].max()) if len(clean) else np.nan
+
+
+def flag_column(series: pd.Series) -> pd.Series:
+    return series.map(lambda v: str(v).strip().lower() in ("true", "1", "1.0", "yes"))
+
+
+def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[str, float]:
+    """max_concurrency_ok, max_context_ok (target prompt tokens), knee_concurrency, peak throughput."""
+    knee = concurrency.loc[flag_column(concurrency["knee"]), "concurrency"] if "knee" in concurrency else []
+    return {"max_concurrency_ok": max_ok(concurrency, "concurrency"),
+            "max_context_ok": max_ok(context, "target_tokens"),
+            "knee_concurrency": float(knee.iloc[0]) if len(knee) else np.nan,
+            "peak_throughput_tps": float(numeric_column(concurrency, "throughput_tps").max()) if len(concurrency) else np.nan}

@@ -1,0 +1,55 @@
+"""The load suite end to end: one server start, the concurrency sweep, the context sweep, then the
+suite's summary (runner.finish_suite) with the sweep figures that feed the frontier.
+
+Imports: runner; benchlib.load.concurrency, .context, .levels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchlib.load.concurrency import run_concurrency_sweep
+from benchlib.load.context import run_context_sweep
+from benchlib.load.levels import SUITE, frontier_figures
+from benchlib.params import BenchParams
+from benchlib.records import STATUS_OK, write_csv_atomic
+from benchlib.runner import finish_suite, open_session
+
+
+@dataclass
+class LoadResult:
+    out_dir: Path
+    requests: pd.DataFrame
+    summary: pd.DataFrame
+    concurrency: pd.DataFrame
+    context: pd.DataFrame
+    figures: dict[str, float]
+    windows: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def ok(self) -> bool:
+        return bool((self.requests.get("status") == STATUS_OK).any()) if len(self.requests) else False
+
+
+def finish_load(session: Any, concurrency: pd.DataFrame, context: pd.DataFrame) -> LoadResult:
+    """runner.finish_suite (summary, windows, manifest), plus the sweep figures on every summary row."""
+    result = finish_suite(session)
+    figures = frontier_figures(concurrency, context)
+    summary = result.summary.copy()
+    for name, value in figures.items():
+        summary[name] = value
+    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    return LoadResult(result.out_dir, result.requests, summary, concurrency, context, figures, result.windows)
+
+
+def run_load(params: BenchParams, *, fresh: bool = False, root: Path | None = None, progress: bool = True,
+             context_repeats: int = 1) -> LoadResult:
+    """The load notebook's work: one session (server started once), concurrency sweep, context sweep, summary."""
+    top = max(params.sweep.concurrency) if params.sweep.concurrency else 1
+    with open_session(params, SUITE, fresh=fresh, root=root, concurrency=top) as session:
+        concurrency = run_concurrency_sweep(session, progress=progress)
+        context = run_context_sweep(session, repeats=context_repeats, progress=progress)
+        return finish_load(session, concurrency, context)

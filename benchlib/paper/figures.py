@@ -1,0 +1,255 @@
+"""The paper's bar and line figures: throughput and latency by task, energy efficiency, our runs against
+the published numbers, and the load sweeps.
+
+Imports: benchlib.paper.settings, .runs, .systems, .format, .style."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from benchlib.paper.format import Table, fmt
+from benchlib.paper.runs import Runs, source_label
+from benchlib.paper.settings import NO_RUNS, THIS_RUN
+from benchlib.paper.style import empty_figure, no_runs_note, system_colors, theme, wrap
+from benchlib.paper.systems import task_catalog, task_label, task_order
+from benchlib.records import STATUS_OK
+
+
+def _bar_frame(long: pd.DataFrame, metric: str, runs: Runs, request_col: str | None) -> pd.DataFrame:
+    """Per task × system values for a bar chart: published single values, ours as request rows (for sd bars)."""
+    rows = long[(long["metric"] == metric) & (long["status"] == "")].dropna(subset=["value"])
+    frames = [rows[rows["source"] != THIS_RUN][["task_id", "task", "system", "source", "value"]]]
+    if request_col and len(runs.requests):
+        req = runs.requests
+        ok = req[(req["status"] == STATUS_OK) & ~req["is_warmup"].astype(bool)].copy()
+        ok["system"] = ok["model"].astype(str) + " @ " + ok["host"].astype(str)
+        ok["value"] = pd.to_numeric(ok[request_col], errors="coerce")
+        ok = ok.dropna(subset=["value"])
+        valid = rows[rows["source"] == THIS_RUN][["task_id", "system"]].drop_duplicates()
+        ok = ok.merge(valid, left_on=["task", "system"], right_on=["task_id", "system"])
+        ok["source"] = THIS_RUN
+        ok["task"] = ok["task_id"].map(dict(zip(long["task_id"], long["task"])))
+        frames.append(ok[["task_id", "task", "system", "source", "value"]])
+    else:
+        frames.append(rows[rows["source"] == THIS_RUN][["task_id", "task", "system", "source", "value"]])
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task_id", "task", "system",
+                                                                                     "source", "value"])
+
+
+def _status_marks(long: pd.DataFrame, metric: str, catalog: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(task label, system) -> 'n/a' / 'not supported' / 'invalid' for the cells a bar chart leaves empty."""
+    rows = long[(long["metric"] == metric) & (long["status"] != "")]
+    marks = {}
+    for row in rows.itertuples():
+        mark = ("n/a" if row.status == "not applicable" else "not supported" if row.status == "not supported"
+                else "invalid")
+        marks[(task_label(row.task_id, catalog), row.system)] = mark
+    return marks
+
+
+def _hbar(ax: plt.Axes, data: pd.DataFrame, order: list[str], hue_order: list[str], colors: Mapping[str, Any],
+          xlabel: str, title: str, marks: Mapping[tuple[str, str], str] | None = None, spec: str = ".1f",
+          legend_below: bool = True) -> None:
+    """Horizontal grouped bars (task × system): value at each bar end, status marks where a bar is missing,
+    our runs hatched with sd whiskers, legend below the axes so it never covers a bar."""
+    if data.empty:
+        ax.set_axis_off()
+        no_runs_note(ax, "no data", "center")
+        return
+    sns.barplot(data=data, y="task", x="value", hue="system", order=order, hue_order=hue_order,
+                palette={s: colors.get(s, "0.5") for s in hue_order}, errorbar="sd", orient="h", ax=ax,
+                err_kws={"linewidth": 1.2}, capsize=0.15, saturation=0.9, width=0.8)
+    ours = set(data.loc[data["source"] == THIS_RUN, "system"])
+    for container, system in zip(ax.containers, hue_order):
+        if system in ours:
+            for patch in container.patches if hasattr(container, "patches") else container:
+                patch.set_hatch("///")
+                patch.set_edgecolor("white")
+    stats = data.groupby(["task", "system"])["value"].agg(["mean", "std"])
+    top = float((stats["mean"] + stats["std"].fillna(0)).max())
+    n = len(hue_order)
+    for i, task in enumerate(order):
+        for j, system in enumerate(hue_order):
+            y = i - 0.4 + 0.8 * (j + 0.5) / n
+            if (task, system) in stats.index:
+                mean, sd = stats.loc[(task, system)]
+                x = mean + (0 if math.isnan(sd) else sd)
+                ax.text(x + top * 0.01, y, format(mean, spec), va="center", fontsize=7, color="0.25")
+            elif marks and (task, system) in marks:
+                ax.text(top * 0.01, y, marks[(task, system)], va="center", fontsize=7, color="0.45", style="italic")
+    ax.set_xlim(0, top * 1.12)
+    ax.set(xlabel=xlabel, ylabel="", title=title)
+    handles, labels = ax.get_legend_handles_labels()
+    labels = [f"{lab}  [this run]" if lab in ours else lab for lab in labels]
+    if legend_below:
+        ax.legend(handles, labels, title="bars = mean; hatched = this run, whiskers = ± sd over requests",
+                  fontsize=8, title_fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08),
+                  ncol=2 if n > 2 else n, frameon=False)
+    else:
+        ax.legend(handles, labels, fontsize=8, loc="lower right")
+
+
+def fig_throughput(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
+    theme()
+    long, systems = tables["_task_metrics"].data, tables["_systems"].data
+    catalog = task_catalog()
+    data = _bar_frame(long, "decode_tps", runs, "decode_tps")
+    order = [task_label(t, catalog) for t in task_order(data["task_id"], catalog)]
+    hue = [s for s in dict.fromkeys(list(systems["system"]) + list(data["system"])) if s in set(data["system"])]
+    height = max(4.5, 0.2 * len(order) * max(len(hue), 1) + 2.4)
+    fig, ax = plt.subplots(figsize=(11, height))
+    _hbar(ax, data, order, hue, system_colors(systems), "decode throughput (tokens / s), higher is better",
+          "Generation throughput by task and system (000 §4, §9 video; our runs hatched)"
+          + (f"\nthis run: {NO_RUNS}" if runs.empty else ""), _status_marks(long, "decode_tps", catalog))
+    fig.tight_layout()
+    return fig
+
+
+def fig_latency(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
+    theme()
+    long, systems = tables["_task_metrics"].data, tables["_systems"].data
+    catalog = task_catalog()
+    e2e = _bar_frame(long, "e2e_latency", runs, "e2e_s")
+    ttft = _bar_frame(long[long["source"] == THIS_RUN], "ttft", runs, "ttft_s")
+    order = [task_label(t, catalog) for t in task_order(e2e["task_id"], catalog)]
+    hue = [s for s in dict.fromkeys(list(systems["system"]) + list(e2e["system"])) if s in set(e2e["system"])]
+    height = max(4.5, 0.2 * len(order) * max(len(hue), 1) + 2.4)
+    fig, axes = plt.subplots(1, 2, figsize=(16, height), gridspec_kw={"width_ratios": [1.7, 1 if len(ttft) else 0.55]})
+    colors = system_colors(systems)
+    _hbar(axes[0], e2e, order, hue, colors, "end-to-end latency (s), lower is better",
+          "End-to-end latency by task (000 §5; our runs hatched)" + (f"\nthis run: {NO_RUNS}" if runs.empty else ""),
+          _status_marks(long, "e2e_latency", catalog), spec=".2f")
+    if ttft.empty:
+        axes[1].set_axis_off()
+        axes[1].set_title("Time to first token (this run)")
+        no_runs_note(axes[1], f"this run: {NO_RUNS}" if runs.empty else "no TTFT measured", "center")
+    else:
+        ttft_order = [task_label(t, catalog) for t in task_order(ttft["task_id"], catalog)]
+        ttft = ttft.assign(value=ttft["value"] * 1000)
+        ttft_hue = list(dict.fromkeys(ttft["system"]))
+        _hbar(axes[1], ttft, ttft_order, ttft_hue, colors, "TTFT (ms), lower is better",
+              "Time to first token (this run only;\nthe paper reports none)", spec=".0f")
+    fig.tight_layout()
+    return fig
+
+
+def fig_energy(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
+    theme()
+    systems = tables["_systems"].data
+    if systems.empty:
+        return empty_figure("Energy efficiency", f"no systems: paper_000 not loaded and {NO_RUNS}")
+    colors = system_colors(systems)
+    fig, axes = plt.subplots(1, 2, figsize=(14, max(3.8, 0.75 * len(systems) + 2)))
+    for ax, column, label, title in (
+            (axes[0], "tps_per_w", "tokens/s per watt (higher is better)", "Energy efficiency: tok/s per W"),
+            (axes[1], "tokens_per_joule", "tokens per joule (higher is better)", "Energy efficiency: tokens per J")):
+        data = systems[["system", "source", column, "energy_note"]].copy()
+        data["value"] = pd.to_numeric(data[column], errors="coerce")
+        data["label"] = [f"{s}\n[{source_label(src)}]" for s, src in zip(data["system"], data["source"])]
+        plotted = data.fillna({"value": 0.0})
+        sns.barplot(data=plotted, y="label", x="value", hue="system", palette=colors, legend=False, ax=ax,
+                    orient="h", saturation=0.9)
+        top = float(data["value"].max()) if data["value"].notna().any() else 1.0
+        for i, row in enumerate(data.itertuples()):
+            if math.isnan(row.value):
+                reason = str(row.energy_note).removeprefix("no energy: ")
+                ax.text(top * 0.02, i, wrap(f"no energy data — {reason}", 70), va="center", fontsize=7.5,
+                        color="0.3", style="italic")
+            else:
+                ax.text(row.value + top * 0.01, i, f"{row.value:.2f}", va="center", fontsize=9)
+        ax.set(xlabel=label, ylabel="", title=title, xlim=(0, top * 1.25))
+    axes[1].set_yticklabels([])
+    note = ("Published: average throughput ÷ average inference power (000 §6), so tok/s/W = tok/J. "
+            "This run: decode tok/s ÷ mean window power, and completion tokens ÷ window energy.")
+    fig.text(0.01, 0.005, note, fontsize=8, color="0.35")
+    if runs.empty:
+        no_runs_note(axes[0], loc="lower right")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def fig_runs_vs_published(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
+    """Headline numbers per system, published (000) beside this run: average decode tok/s, average end-to-end
+    latency, accuracy over scored tasks."""
+    theme()
+    systems = tables["_systems"].data.copy()
+    if systems.empty:
+        return empty_figure("Our runs beside the published ones", f"no systems: paper_000 not loaded and {NO_RUNS}")
+    long = tables["_task_metrics"].data
+    acc = long[(long["metric"] == "accuracy") & (long["status"] == "")].dropna(subset=["value"])
+    systems["accuracy"] = systems["system"].map(acc.groupby("system")["value"].mean())
+    systems["label"] = [f"{s}\n[{source_label(src)}]" for s, src in zip(systems["system"], systems["source"])]
+    systems["kind"] = ["this run" if s == THIS_RUN else "published (seed 000)" for s in systems["source"]]
+    palette = {"published (seed 000)": sns.color_palette("deep")[0], "this run": sns.color_palette("dark")[3]}
+    fig, axes = plt.subplots(1, 3, figsize=(16, max(3.6, 0.8 * len(systems) + 1.8)), sharey=True)
+    for ax, column, label, spec in ((axes[0], "avg_decode_tps", "average decode tok/s (higher is better)", ".1f"),
+                                    (axes[1], "avg_e2e_s", "average end-to-end latency, s (lower is better)", ".2f"),
+                                    (axes[2], "accuracy", "accuracy: share correct (scored tasks)", ".0%")):
+        data = systems.assign(value=pd.to_numeric(systems[column], errors="coerce").fillna(0.0))
+        sns.barplot(data=data, y="label", x="value", hue="kind", palette=palette, dodge=False, ax=ax, orient="h",
+                    legend=(ax is axes[0]))
+        top = float(data["value"].max()) or 1.0
+        for i, raw in enumerate(pd.to_numeric(systems[column], errors="coerce")):
+            ax.text((raw if not math.isnan(raw) else 0) + top * 0.01, i, fmt(raw, spec, "n/a"), va="center", fontsize=9)
+        ax.set(xlabel=label, ylabel="", xlim=(0, (1.18 if column == "accuracy" else top * 1.22)))
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=2, fontsize=9, frameon=False)
+    axes[2].xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+    fig.suptitle("Our runs beside the published ones (source: seed 000 vs this run)"
+                 + (f" — this run: {NO_RUNS}, published numbers only" if runs.empty else ""), fontsize=13)
+    fig.text(0.01, 0.005, "Published accuracy is the paper's pass/fail summary coded 1 = 'reported correct'; ours "
+             "is the checker's passed ÷ scored. Different hardware per system: read across rows with care.",
+             fontsize=8, color="0.35")
+    fig.tight_layout(rect=(0, 0.04, 1, 0.9))
+    return fig
+
+
+LOAD_METRIC_NAMES = {"throughput_tps": "aggregate, all streams", "decode_tps_mean": "per stream (mean)",
+                     "ttft_s_p50": "TTFT p50", "e2e_s_p50": "end-to-end p50", "prefill_tps": "prefill rate"}
+
+
+LOAD_PANELS = [("concurrency", ("concurrency",), ("throughput_tps", "decode_tps_mean"), "output tok/s"),
+               ("concurrency", ("concurrency",), ("ttft_s_p50", "e2e_s_p50"), "p50 latency (s)"),
+               ("context", ("prompt_tokens", "target_tokens"), ("ttft_s_p50",), "p50 TTFT (s)"),
+               ("context", ("prompt_tokens", "target_tokens"), ("prefill_tps",), "prefill tok/s")]
+
+
+def fig_load(runs: Runs) -> plt.Figure | None:
+    """Load sweeps when the load suite wrote them: throughput and latency per concurrency level (knee marked),
+    TTFT and prefill rate per prompt length."""
+    if not runs.load:
+        return None
+    theme()
+    fig, axes = plt.subplots(2, 2, figsize=(14, 8.5), squeeze=False)
+    for ax, (kind, xs, ys, ylabel) in zip(axes.flat, LOAD_PANELS):
+        frame = runs.load.get(kind)
+        xcol = next((c for c in xs if frame is not None and c in frame and frame[c].notna().any()), None)
+        present = [c for c in ys if frame is not None and c in frame and frame[c].notna().any()]
+        if frame is None or xcol is None or not present:
+            ax.set_axis_off()
+            no_runs_note(ax, f"no {kind} sweep yet" if frame is None else f"sweep_{kind}.csv: no {ylabel}",
+                          "center")
+            continue
+        data = frame.assign(system=frame["model"].astype(str) + " @ " + frame["host"].astype(str))
+        long = data.melt(id_vars=["system", xcol] + (["knee"] if "knee" in data else []), value_vars=present,
+                         var_name="metric", value_name="value").dropna(subset=["value"])
+        long["metric"] = long["metric"].map(lambda m: LOAD_METRIC_NAMES.get(m, m))
+        sns.lineplot(data=long, x=xcol, y="value", hue="system", style="metric", markers=True, dashes=False, ax=ax)
+        if "knee" in long:
+            knees = long[long["knee"].astype(str).str.lower() == "true"]
+            ax.scatter(knees[xcol], knees["value"], s=160, facecolor="none", edgecolor="black", zorder=5,
+                       label="knee")
+        if kind == "concurrency":
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set(xlabel=xcol.replace("_", " "), ylabel=ylabel, title=f"Load sweep: {ylabel} vs {xcol.replace('_', ' ')}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

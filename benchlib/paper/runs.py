@@ -1,0 +1,240 @@
+"""Reading what the paper is built from: our runs under outputs/ (Runs: requests, summaries, windows,
+sweeps and manifests of every suite folder) and the published reference sets.
+
+Imports: records, reference, analysis; benchlib.paper.settings."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from benchlib import analysis, reference, roofline
+from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, _shown, seed_prefix
+from benchlib.params import NOTEBOOK_ORDER
+from benchlib.paths import outputs_root
+from benchlib.records import read_requests
+from benchlib.schema import number
+
+
+def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
+    """The reference rows of the named sets ('paper_000', ... or seed prefixes '000'), numbers as floats."""
+    prefixes = [seed_prefix(s) for s in (sets if sets is not None else REFERENCE_SETS)]
+    return reference.load_reference(prefixes)
+
+
+def seed_rows(ref: pd.DataFrame, prefix: str) -> pd.DataFrame:
+    return ref[ref["source"].str.startswith(prefix)] if len(ref) else ref
+
+
+def source_label(source: str) -> str:
+    """'000_341285de21da4f3a.txt' -> 'seed 000'; 'this run' stays."""
+    match = re.match(r"^(\d{3})_", str(source))
+    return f"seed {match.group(1)}" if match else str(source)
+
+
+def column_label(system: str, source: str) -> str:
+    return f"{system} [{source_label(source)}]"
+
+
+@dataclass
+class Runs:
+    """Every run under an outputs root: per-task summaries, trimmed request rows, windows, one meta row per
+    host × model, and the load sweeps when present."""
+
+    root: Path
+    summary: pd.DataFrame
+    requests: pd.DataFrame
+    windows: pd.DataFrame
+    meta: pd.DataFrame
+    load: dict[str, pd.DataFrame] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return self.meta.empty
+
+    @property
+    def systems(self) -> list[str]:
+        return self.meta["system"].tolist() if len(self.meta) else []
+
+
+META_COLUMNS = ["host", "model", "system", "source", "hardware", "accelerator", "cpu", "memory_gb",
+                "memory_bandwidth_gbs", "power_envelope_w", "unified_memory", "server_kind", "server_software",
+                "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
+                "context_window", "modalities", "thinking", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
+                "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path"]
+
+
+REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup",
+                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed"]
+
+
+def suite_dirs(root: Path) -> tuple[list[Path], list[str]]:
+    """outputs/<host>/<model>/<suite>/ folders holding results, and the archived ones skipped."""
+    root = Path(root)
+    found, skipped = [], []
+    if not root.is_dir():
+        return found, skipped
+    for path in sorted(p for p in root.glob("*/*/*") if p.is_dir()):
+        if ".archived-" in path.name:
+            skipped.append(str(path.relative_to(root)))
+            continue
+        if (path / "requests.csv").is_file() or (path / "summary.csv").is_file() or path.name == "load":
+            found.append(path)
+    return found, skipped
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
+        return pd.DataFrame()
+
+
+def _suite_summary(path: Path, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(summary, trimmed requests, windows) of one suite folder, recomputed from requests.csv when it exists."""
+    windows = _read_csv(path / "windows.csv")
+    run_id = _read_json(path / "run.json").get("run_id")
+    requests = read_requests(path / "requests.csv") if (path / "requests.csv").is_file() else pd.DataFrame()
+    if len(requests) and run_id and "run_id" in requests and (requests["run_id"] == run_id).any():
+        requests = requests[requests["run_id"] == run_id]
+    if len(requests):
+        max_error = (params.get("run") or {}).get("max_error_rate")
+        summary = analysis.summarize_requests(requests, max_error_rate=max_error)
+        summary = analysis.join_windows(summary, windows) if len(windows) else summary
+    else:
+        summary = _read_csv(path / "summary.csv")
+    if len(summary) and len(windows) and "energy_reason" in windows and "window" in windows:
+        task_windows = windows[windows.get("kind", "task") == "task"] if "kind" in windows else windows
+        reasons = (task_windows.dropna(subset=["energy_reason"]).groupby("window")["energy_reason"]
+                   .agg(lambda s: "; ".join(sorted(set(map(str, s))))))
+        summary["energy_reason"] = summary["task"].map(reasons)
+    keep = [c for c in REQUEST_KEEP if c in requests]
+    return summary, (requests[keep].copy() if len(requests) else pd.DataFrame(columns=REQUEST_KEEP)), windows
+
+
+def load_runs(outputs_dir: str | Path | None = None) -> Runs:
+    """Load every run under outputs_dir (default outputs_root()); an empty or missing root gives empty frames."""
+    root = Path(outputs_dir) if outputs_dir else outputs_root()
+    dirs, skipped = suite_dirs(root)
+    summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": []}
+    per_system: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in dirs:
+        manifest = _read_json(path / "manifest.json")
+        params = manifest.get("params") or {}
+        host_p, server_p = params.get("host") or {}, params.get("server") or {}
+        host = str(host_p.get("name") or path.parent.parent.name)
+        model = str(server_p.get("model") or path.parent.name)
+        if path.name == "load":  # sweeps only: concurrency > 1 and long prompts are not per-task speed rows
+            for kind in ("concurrency", "context"):
+                frame = _read_csv(path / f"sweep_{kind}.csv")
+                if len(frame):
+                    load[kind].append(frame.assign(host=host, model=model))
+            continue
+        summary, reqs, wins = _suite_summary(path, params)
+        if summary.empty and reqs.empty:
+            continue
+        for frame in (summary, reqs):
+            if len(frame):
+                frame["host"], frame["model"] = host, model
+                frame["suite"] = frame["suite"] if "suite" in frame else path.name
+        summaries.append(summary)
+        requests.append(reqs)
+        if len(wins):
+            windows.append(wins.assign(host=host, model=model, suite=path.name))
+        entry = per_system.setdefault((host, model), {"manifest": manifest, "suites": [], "paths": set(),
+                                                      "run_ids": set(), "windows": []})
+        if manifest and not entry["manifest"]:
+            entry["manifest"] = manifest
+        entry["suites"].append(path.name)
+        entry["paths"].add(str(path.parent))
+        if manifest.get("run_id"):
+            entry["run_ids"].add(str(manifest["run_id"]))
+        if len(wins):
+            entry["windows"].append(wins)
+    summary = pd.concat([s for s in summaries if len(s)], ignore_index=True) if any(len(s) for s in summaries) \
+        else pd.DataFrame(columns=["host", "model", "suite", "modality", "task"] + analysis.SUMMARY_COLUMNS)
+    reqs = pd.concat([r for r in requests if len(r)], ignore_index=True) if any(len(r) for r in requests) \
+        else pd.DataFrame(columns=REQUEST_KEEP)
+    wins = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame()
+    meta = pd.DataFrame([_meta_row(host, model, entry, summary) for (host, model), entry in per_system.items()],
+                        columns=META_COLUMNS)
+    return Runs(root=root, summary=summary, requests=reqs, windows=wins, meta=meta,
+                load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped)
+
+
+
+
+def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataFrame) -> dict[str, Any]:
+    manifest = entry["manifest"] or {}
+    params = manifest.get("params") or {}
+    host_p, server_p, run_p = params.get("host") or {}, params.get("server") or {}, params.get("run") or {}
+    software = str(server_p.get("software") or server_p.get("kind") or "")
+    packages = manifest.get("packages") or {}
+    server_info = manifest.get("server") or {}
+    version = packages.get(software) or ""
+    if not version and isinstance(server_info.get("version"), dict):
+        version = str(server_info["version"].get("version", ""))
+    mine = summary[(summary["host"] == host) & (summary["model"] == model)] if len(summary) else summary
+    wins = pd.concat(entry["windows"], ignore_index=True) if entry["windows"] else pd.DataFrame()
+    idle = wins[wins["kind"] == "idle"] if len(wins) and "kind" in wins else pd.DataFrame()
+    idle_power = pd.to_numeric(idle.get("avg_power_w", pd.Series(dtype=float)), errors="coerce").dropna()
+    reasons = sorted({str(r) for r in wins.get("energy_reason", pd.Series(dtype=object)).dropna() if str(r)}) \
+        if len(wins) else []
+    energy = pd.to_numeric(wins.get("energy_j", pd.Series(dtype=float)), errors="coerce").dropna() if len(wins) \
+        else pd.Series(dtype=float)
+    mem_sources = sorted({str(s) for s in wins.get("mem_source", pd.Series(dtype=object)).dropna() if str(s)}) \
+        if len(wins) else []
+
+    def count(column: str) -> int:
+        return int(pd.to_numeric(mine.get(column, pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
+
+    return {
+        "host": host, "model": model, "system": f"{model} @ {host}", "source": THIS_RUN,
+        "hardware": str(host_p.get("hardware") or ""), "accelerator": str(host_p.get("accelerator") or ""),
+        "cpu": str(manifest.get("cpu") or ""), "memory_gb": number(host_p.get("memory_gb")),
+        "power_envelope_w": number(host_p.get("power_envelope_w")), "unified_memory": bool(host_p.get("unified_memory")),
+        "server_kind": str(server_p.get("kind") or ""), "server_software": software, "server_version": str(version),
+        **roofline.run_inputs(host_p, server_p),
+        "total_params_b": number(server_p.get("total_params_b")),
+        "context_window": number(server_p.get("context_window")),
+        "modalities": ", ".join(server_p.get("modalities") or []),
+        "thinking": bool(run_p.get("thinking", False)),
+        "suites": ", ".join(sorted(entry["suites"], key=lambda s: NOTEBOOK_ORDER.index(s) if s in NOTEBOOK_ORDER else 99)),
+        "run_ids": ", ".join(sorted(entry["run_ids"])),
+        "n_requests": count("n_requests"), "n_ok": count("n_ok"), "n_failed": count("n_failed"),
+        "n_unsupported": count("n_unsupported"),
+        "idle_power_w": float(idle_power.mean()) if len(idle_power) else math.nan,
+        "energy_reason": "" if len(energy) else ("; ".join(reasons) if reasons else "no telemetry windows recorded"),
+        "mem_source": ", ".join(mem_sources),
+        "git_commit": str(manifest.get("git_commit") or ""),
+        "path": ", ".join(sorted(entry["paths"])),
+    }
+
+
+def runs_text(runs: Runs) -> str:
+    """One line per run found (or 'no runs yet')."""
+    if runs.empty:
+        return f"{NO_RUNS}: nothing under {_shown(runs.root)} (published numbers only)"
+    lines = [f"{len(runs.meta)} run(s) under {_shown(runs.root)}:"]
+    for row in runs.meta.itertuples():
+        lines.append(f"  {row.system}: suites {row.suites}; {row.n_ok} ok / {row.n_failed} failed / "
+                     f"{row.n_unsupported} unsupported requests")
+    if runs.skipped:
+        lines.append(f"  skipped (archived): {', '.join(runs.skipped)}")
+    return "\n".join(lines)

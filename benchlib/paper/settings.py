@@ -1,0 +1,131 @@
+"""Notebook parameters of paper/assemble.ipynb (Settings), the names of the paper's tables, figures,
+reference sets and regimes, and the task order the paper prints.
+
+Imports: benchlib.analysis layer (frontier, reference) and paths; nothing else from benchlib.paper."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from benchlib import frontier, reference
+from benchlib.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
+
+THIS_RUN = "this run"
+
+
+NO_RUNS = "no runs yet"
+
+
+# Parameter names of paper/assemble.ipynb -> seed prefixes of benchlib.reference.REFERENCE_FILES.
+REFERENCE_SETS = {"paper_000": "000", "heros_001": "001", "bandwidth_002": "002", "quant_004": "004"}
+
+
+DEFAULT_REGIMES = ("workstation", "edge", "audio", "serving", "all")
+
+
+THRESHOLD_PRESETS = {"heros_swap": frontier.HEROS_SWAP_THRESHOLDS, "heros_phase1": frontier.HEROS_PHASE1_THRESHOLDS}
+
+
+ALL_REGIME = frontier.Regime("all", "Every axis at once (the paper's split frontier)", dict(frontier.ALL_AXES),
+                             "All regime axes together: no single winner expected", "")
+
+
+# Paper task order (000 §4-5, §9); tasks the paper lacks follow in task-file order.
+PAPER_TASKS = ["basic_qa", "reasoning", "coding", "multilingual", "summarization", "image_description",
+               "color_identification", "transcription", "audio_qa", "video_analysis"]
+
+
+PAPER_TASK_TITLES = {v: k for k, v in reference.PAPER_TASK_IDS.items()}
+PAPER_TASK_TITLES["video_analysis"] = "Video description"
+
+
+
+
+TABLES = ["runs", "setup", "platform", "throughput", "latency_accuracy", "memory_power_thermal",
+          "frontier", "frontier_dominance", "frontier_systems", "capability_context", "roofline", "decisions"]
+
+
+LONG_TABLE = "published_and_runs_long"  # CSV only: every published row plus ours, tidy, with a source column
+
+
+FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontier", "roofline", "runs_vs_published"]
+
+
+OPTIONAL_TABLES = ["load_concurrency", "load_context"]
+
+
+OPTIONAL_FIGURES = ["load_sweeps"]
+
+
+AXIS_LABELS = {
+    "avg_decode_tps": "average decode throughput (tok/s)",
+    "modality_count": "input modalities in the deployment",
+    "video_support": "video support (1 = yes)",
+    "tps_per_w": "tokens/s per watt",
+    "peak_temp_c": "peak temperature (°C)",
+    "context_window_k": "context window (K tokens)",
+    "asr_decode_tps": "ASR (transcription) decode tok/s",
+    "short_qa_decode_tps": "short-answer (basic Q&A) decode tok/s",
+}
+
+
+AXIS_FORMATS = {"avg_decode_tps": ".1f", "modality_count": ".0f", "video_support": ".0f", "tps_per_w": ".2f",
+                "peak_temp_c": ".0f", "context_window_k": ".3g", "asr_decode_tps": ".1f",
+                "short_qa_decode_tps": ".1f"}
+
+
+@dataclass
+class Settings:
+    """Resolved notebook parameters."""
+
+    outputs_dir: Path
+    out_dir: Path
+    reference_sets: list[str] = field(default_factory=lambda: list(REFERENCE_SETS))
+    regimes: list[str] = field(default_factory=lambda: list(DEFAULT_REGIMES))
+    thresholds: str = "heros_swap"
+    figure_formats: list[str] = field(default_factory=lambda: ["png", "svg"])
+    dpi: int = 130
+
+    @classmethod
+    def from_parameters(cls, outputs_dir: str = "", reference_sets: Sequence[str] | None = None, out_dir: str = "",
+                        regimes: Sequence[str] | None = None, thresholds: str = "heros_swap",
+                        figure_formats: Sequence[str] | None = None, dpi: int = 130) -> "Settings":
+        """Empty outputs_dir -> outputs_root(); empty out_dir -> paper/out; names are checked here."""
+        sets = list(reference_sets if reference_sets is not None else REFERENCE_SETS)
+        for name in sets:
+            seed_prefix(name)
+        keys = list(regimes if regimes is not None else DEFAULT_REGIMES)
+        unknown = [k for k in keys if k not in frontier.REGIMES and k != "all"]
+        if unknown:
+            raise ValueError(f"regimes: unknown {unknown} (known: {', '.join(list(frontier.REGIMES) + ['all'])})")
+        if thresholds not in THRESHOLD_PRESETS:
+            raise ValueError(f"thresholds: unknown preset {thresholds!r} (known: {', '.join(THRESHOLD_PRESETS)})")
+        formats = [f.lower().lstrip(".") for f in (figure_formats or ["png", "svg"])]
+        return cls(outputs_dir=Path(outputs_dir).expanduser().resolve() if outputs_dir else outputs_root(),
+                   out_dir=Path(out_dir).expanduser().resolve() if out_dir else PAPER_OUT_DIR,
+                   reference_sets=sets, regimes=keys, thresholds=thresholds, figure_formats=formats, dpi=int(dpi))
+
+    def describe(self) -> str:
+        return (f"outputs: {_shown(self.outputs_dir)} · out: {_shown(self.out_dir)} · reference: "
+                f"{', '.join(self.reference_sets)} · regimes: {', '.join(self.regimes)} · "
+                f"thresholds: {self.thresholds}")
+
+    def regime_objects(self) -> dict[str, frontier.Regime]:
+        return {k: (ALL_REGIME if k == "all" else frontier.REGIMES[k]) for k in self.regimes}
+
+
+def seed_prefix(name: str) -> str:
+    if name in REFERENCE_SETS:
+        return REFERENCE_SETS[name]
+    if name in reference.REFERENCE_FILES:
+        return name
+    raise ValueError(f"reference_sets: unknown set {name!r} (known: {', '.join(REFERENCE_SETS)})")
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,300 @@
+"""Deployments as rows: published systems and our runs side by side (one row per system with the frontier's
+axes), per-task metrics in long form, and the roofline's points.
+
+Imports: analysis layer; benchlib.paper.settings and .runs."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import pandas as pd
+
+from benchlib import analysis, metrics, reference, roofline
+from benchlib.load import levels as load_levels
+from benchlib.paper.format import isnan
+from benchlib.paper.runs import Runs, seed_rows
+from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
+from benchlib.schema import number
+from benchlib.tasks import load_tasks
+
+
+def task_catalog() -> pd.DataFrame:
+    """task -> title, suite, modality (from testdata/tasks), with the paper's titles for its tasks."""
+    rows = []
+    try:
+        for task in load_tasks().values():
+            rows.append({"task_id": task.name, "title": task.title or task.name, "suite": task.suite,
+                         "modality": task.requires})
+    except Exception:  # noqa: BLE001 — a broken task file must not stop the paper
+        pass
+    catalog = pd.DataFrame(rows, columns=["task_id", "title", "suite", "modality"])
+    for task_id in PAPER_TASKS:
+        if task_id not in set(catalog["task_id"]):
+            modality = {"image_description": "vision", "color_identification": "vision", "transcription": "audio",
+                        "audio_qa": "audio", "video_analysis": "video"}.get(task_id, "text")
+            catalog.loc[len(catalog)] = {"task_id": task_id, "title": task_id, "suite": modality, "modality": modality}
+    catalog["label"] = [PAPER_TASK_TITLES.get(t, title) for t, title in zip(catalog["task_id"], catalog["title"])]
+    catalog["order"] = [PAPER_TASKS.index(t) if t in PAPER_TASKS else 100 + i for i, t in enumerate(catalog["task_id"])]
+    return catalog.sort_values("order").reset_index(drop=True)
+
+
+def task_label(task_id: str, catalog: pd.DataFrame) -> str:
+    match = catalog.loc[catalog["task_id"] == task_id, "label"]
+    return str(match.iloc[0]) if len(match) else str(task_id)
+
+
+def task_order(task_ids: Iterable[str], catalog: pd.DataFrame) -> list[str]:
+    order = {t: i for i, t in enumerate(catalog["task_id"])}
+    return sorted(dict.fromkeys(task_ids), key=lambda t: (order.get(t, 10_000), t))
+
+
+SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization", "memory_bandwidth_gbs",
+                  "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w", "peak_power_w",
+                  "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
+                  "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
+                  "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
+                  "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "energy_note"]
+
+
+def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
+    """The paper's (000) three systems with the frontier axes, source = the seed file."""
+    rows = seed_rows(ref, "000")
+    if rows.empty or (rows["model"] != "").sum() == 0:
+        return pd.DataFrame(columns=SYSTEM_COLUMNS)
+    systems = reference.paper_systems(rows)
+    systems["source"] = rows["source"].iloc[0]
+    systems["tokens_per_joule"] = systems["tps_per_w"]  # tok/s ÷ W = tok/J; the paper prints no token counts
+    systems["memory_gb"] = systems["baseline_memory_gb"]
+    systems["memory_kind"] = "observed baseline (paper §6)"
+    systems["energy_note"] = "tok/s/W recomputed as average throughput ÷ average inference power (§6)"
+    systems["bytes_per_param"] = systems["quantization"].map(roofline.bytes_per_param)
+    return systems.reindex(columns=SYSTEM_COLUMNS)
+
+
+def _sweep_figures(runs: Runs, host: str, model: str) -> dict[str, float]:
+    """What the load notebook measured for one host × model: the frontier's serving figures (NaN if not run)."""
+    mine = {}
+    for kind in ("concurrency", "context"):
+        frame = runs.load.get(kind, pd.DataFrame())
+        mine[kind] = frame[(frame["host"] == host) & (frame["model"] == model)] if len(frame) else frame
+    if mine["concurrency"].empty and mine["context"].empty:
+        return {"peak_throughput_tps": math.nan, "max_concurrency_ok": math.nan, "max_context_ok_k": math.nan,
+                "knee_concurrency": math.nan}
+    figures = load_levels.frontier_figures(mine["concurrency"], mine["context"])
+    return {"peak_throughput_tps": figures["peak_throughput_tps"], "max_concurrency_ok": figures["max_concurrency_ok"],
+            "max_context_ok_k": figures["max_context_ok"] / 1000, "knee_concurrency": figures["knee_concurrency"]}
+
+
+def run_systems(runs: Runs) -> pd.DataFrame:
+    """Our runs as systems (analysis.systems_from_summary), plus memory, energy and roofline inputs."""
+    if runs.empty or runs.summary.empty:
+        return pd.DataFrame(columns=SYSTEM_COLUMNS)
+    context = {r.model: r.context_window / 1000 for r in runs.meta.itertuples() if not math.isnan(r.context_window)}
+    systems = analysis.systems_from_summary(runs.summary, context_window_k=context)
+    meta = runs.meta.set_index("system")
+    out = []
+    for row in systems.to_dict("records"):
+        info = meta.loc[row["system"]] if row["system"] in meta.index else pd.Series(dtype=object)
+        mine = runs.summary[(runs.summary["host"] == row["host"]) & (runs.summary["model"] == row["model"])]
+        mem = pd.to_numeric(mine.get("mem_peak_gb", pd.Series(dtype=float)), errors="coerce").dropna()
+        temps = pd.to_numeric(mine.get("temp_avg_c", pd.Series(dtype=float)), errors="coerce").dropna()
+        peaks = pd.to_numeric(mine.get("peak_power_w", pd.Series(dtype=float)), errors="coerce").dropna()
+        energy = pd.to_numeric(mine.get("energy_j", pd.Series(dtype=float)), errors="coerce")
+        tokens = pd.to_numeric(mine.get("completion_tokens_sum", pd.Series(dtype=float)), errors="coerce")
+        both = energy.notna() & tokens.notna() & (energy > 0)
+        row.update({
+            "source": THIS_RUN,
+            "hardware": info.get("hardware", "") or info.get("cpu", ""),
+            "quantization": info.get("quantization", ""),
+            "memory_bandwidth_gbs": info.get("memory_bandwidth_gbs", math.nan),
+            "active_params_b": info.get("active_params_b", math.nan),
+            "bytes_per_param": info.get("bytes_per_param", math.nan),
+            "tps_per_w_reported": math.nan,
+            "tokens_per_joule": metrics.tokens_per_joule(tokens[both].sum(), energy[both].sum()),
+            "avg_temp_c": float(temps.mean()) if len(temps) else math.nan,
+            "peak_power_w": float(peaks.max()) if len(peaks) else math.nan,
+            "memory_gb": float(mem.max()) if len(mem) else math.nan,
+            "memory_kind": _memory_kind(info.get("mem_source", "")),
+            "energy_note": (f"no energy: {info.get('energy_reason')}" if info.get("energy_reason") else
+                            "tok/s/W = average decode tok/s ÷ mean task-window power; tok/J = tokens ÷ window energy"),
+            **_sweep_figures(runs, row["host"], row["model"]),
+        })
+        out.append(row)
+    return pd.DataFrame(out).reindex(columns=SYSTEM_COLUMNS)
+
+
+def _memory_kind(source: str) -> str:
+    text = str(source or "")
+    if "server_rss" in text:
+        return "server process RSS peak"
+    if "nvml" in text:
+        return "GPU memory peak (NVML)"
+    return text or "not measured"
+
+
+def all_systems(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:
+    frames = [f for f in (published_systems(ref), run_systems(runs)) if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=SYSTEM_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    for column in SYSTEM_COLUMNS:
+        if column not in ("system", "model", "host", "source", "hardware", "quantization", "memory_kind",
+                          "energy_note"):
+            out[column] = pd.to_numeric(out[column], errors="coerce")
+    return out
+
+
+def run_systems_memory(runs: Runs, system: str) -> str:
+    mine = runs.summary[(runs.summary["host"] + "|" + runs.summary["model"]) ==
+                        "|".join(reversed(system.split(" @ ", 1)))] if len(runs.summary) else runs.summary
+    mem = pd.to_numeric(mine.get("mem_peak_gb", pd.Series(dtype=float)), errors="coerce").dropna()
+    if not len(mem):
+        return "not measured"
+    meta = runs.meta.set_index("system")
+    kind = _memory_kind(meta.loc[system, "mem_source"]) if system in meta.index else ""
+    return f"{mem.max():.2f} GB ({kind})"
+
+
+def run_avg_power(runs: Runs, host: str) -> float:
+    mine = runs.summary[runs.summary["host"] == host] if len(runs.summary) else runs.summary
+    power = pd.to_numeric(mine.get("avg_power_w", pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(power.mean()) if len(power) else math.nan
+
+
+def run_peak_temp(runs: Runs, host: str) -> str:
+    mine = runs.summary[runs.summary["host"] == host] if len(runs.summary) else runs.summary
+    temp = pd.to_numeric(mine.get("temp_peak_c", pd.Series(dtype=float)), errors="coerce").dropna()
+    return f"{temp.max():.0f} C" if len(temp) else ""
+
+
+TASK_LONG_COLUMNS = ["task_id", "task", "modality", "system", "model", "host", "source", "metric", "value",
+                     "value_sd", "n", "status", "value_text"]
+
+
+def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per task × system: decode_tps, e2e_latency, accuracy (published from 000 §4/§5/§9, ours from summaries),
+    ttft for ours. status: '' | 'not applicable' (published) | 'not supported' | 'invalid: …' (ours)."""
+    catalog = task_catalog() if catalog is None else catalog
+    rows = []
+    paper = seed_rows(ref, "000")
+    if len(paper):
+        sel = paper[(paper["task_id"] != "") & paper["metric"].isin(["decode_tps", "e2e_latency", "accuracy"])
+                    & paper["section"].str.match(r"§(4|5|9)")]
+        for r in sel.itertuples():
+            na = str(r.value_text).lower() in ("not applicable", "n/a")
+            rows.append({"task_id": r.task_id, "task": task_label(r.task_id, catalog), "modality": r.modality,
+                         "system": f"{r.model} @ {r.host}", "model": r.model, "host": r.host, "source": r.source,
+                         "metric": r.metric, "value": r.value, "value_sd": math.nan, "n": math.nan,
+                         "status": "not applicable" if na else "", "value_text": r.value_text})
+    for r in runs.summary.to_dict("records") if len(runs.summary) else []:
+        n_ok = int(number(r.get("n_ok")) or 0)
+        if n_ok == 0 and number(r.get("n_unsupported")) > 0 and not number(r.get("n_failed")):
+            status = "not supported"
+        elif str(r.get("valid")).lower() in ("false", "0"):
+            status = f"invalid: {r.get('note') or 'no ok requests'}"
+        else:
+            status = ""
+        base = {"task_id": r["task"], "task": task_label(r["task"], catalog), "modality": r.get("modality", ""),
+                "system": f"{r['model']} @ {r['host']}", "model": r["model"], "host": r["host"], "source": THIS_RUN,
+                "n": n_ok, "status": status, "value_text": ""}
+        scored = int(number(r.get("n_scored")) or 0)
+        for metric, column, sd in (("decode_tps", "decode_tps_mean", "decode_tps_sd"),
+                                   ("e2e_latency", "e2e_s_mean", "e2e_s_sd"), ("ttft", "ttft_s_p50", None),
+                                   ("accuracy", "accuracy", None)):
+            rows.append({**base, "metric": metric, "value": number(r.get(column)),
+                         "value_sd": number(r.get(sd)) if sd else math.nan,
+                         "value_text": (f"{int(number(r.get('n_passed')) or 0)}/{scored}" if metric == "accuracy"
+                                        and scored else "")})
+    return pd.DataFrame(rows, columns=TASK_LONG_COLUMNS)
+
+
+def system_order(systems: pd.DataFrame, long: pd.DataFrame) -> list[tuple[str, str]]:
+    """(system, source) pairs: published first (paper order), then ours."""
+    pairs = list(dict.fromkeys(zip(systems["system"], systems["source"]))) if len(systems) else []
+    for pair in zip(long["system"], long["source"]):
+        if pair not in pairs:
+            pairs.append(pair)
+    return pairs
+
+
+ROOFLINE_COLUMNS = ["label", "source", "host", "model", "quantization", "memory_bandwidth_gbs", "active_params_b",
+                    "bytes_per_param", "bytes_per_param_source", "bytes_per_token_gb", "decode_tps", "ceiling_tps",
+                    "efficiency", "implied_bandwidth_gbs", "note"]
+
+
+def _active_params(ref: pd.DataFrame, model: str) -> float:
+    rows = ref[(ref["model"] == model) & (ref["metric"] == "params_active")] if len(ref) else ref
+    values = rows["value"].dropna()
+    return float(values.iloc[0]) if len(values) else math.nan
+
+
+def roofline_points(ref: pd.DataFrame, runs: Runs, systems: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured point: the paper's systems (000), 002's Ollama runs, 004's quantizations, our runs."""
+    frames = []
+    published = systems[systems["source"] != THIS_RUN]
+    if len(published):
+        frame = pd.DataFrame({
+            "label": [f"{m} {q.split(' ')[0]} · {h}" for m, q, h in zip(published["model"], published["quantization"],
+                                                                         published["host"])],
+            "source": published["source"], "host": published["host"], "model": published["model"],
+            "quantization": published["quantization"], "memory_bandwidth_gbs": published["memory_bandwidth_gbs"],
+            "active_params_b": published["active_params_b"], "decode_tps": published["avg_decode_tps"],
+            "note": "average throughput (§6); parameters as §2 reports them"})
+        frames.append(roofline.roofline_table(frame))
+    if len(seed_rows(ref, "002")):
+        runs002 = reference.bandwidth_runs(ref)
+        frame = pd.DataFrame({
+            "label": [f"{m} · {h}" for m, h in zip(runs002["model"], runs002["host"])],
+            "source": seed_rows(ref, "002")["source"].iloc[0], "host": runs002["host"], "model": runs002["model"],
+            "quantization": runs002["quantization"], "memory_bandwidth_gbs": runs002["memory_bandwidth_gbs"],
+            "active_params_b": [_active_params(ref, m) for m in runs002["model"]],
+            "decode_tps": runs002["decode_tps"],
+            "note": "Ollama default quantization (not stated in the seed): no ceiling drawn"})
+        frames.append(roofline.roofline_table(frame))
+    if len(seed_rows(ref, "004")):
+        runs004 = reference.quant_runs(ref)
+        frame = pd.DataFrame({
+            "label": [f"{m} {q} · {h}" for m, q, h in zip(runs004["model"], runs004["quantization"], runs004["host"])],
+            "source": seed_rows(ref, "004")["source"].iloc[0], "host": runs004["host"], "model": runs004["model"],
+            "quantization": runs004["quantization"], "memory_bandwidth_gbs": runs004["memory_bandwidth_gbs"],
+            "active_params_b": runs004["active_params_b"], "decode_tps": runs004["decode_tps"],
+            "note": "~4B parameters read per token (the blog's figure); 500-token generation"})
+        frames.append(roofline.roofline_table(frame))
+    ours = systems[systems["source"] == THIS_RUN]
+    if len(ours):
+        frame = pd.DataFrame({
+            "label": [f"{m} · {h}" for m, h in zip(ours["model"], ours["host"])], "source": THIS_RUN,
+            "host": ours["host"], "model": ours["model"], "quantization": ours["quantization"],
+            "memory_bandwidth_gbs": ours["memory_bandwidth_gbs"], "active_params_b": ours["active_params_b"],
+            "bytes_per_param": ours["bytes_per_param"], "decode_tps": ours["avg_decode_tps"], "note": ""})
+        table = roofline.roofline_table(frame)
+        notes = []
+        for row in table.itertuples():
+            missing = []
+            if isnan(row.memory_bandwidth_gbs):
+                missing.append("bandwidth unknown (host.memory_bandwidth_gbs not set)")
+            if isnan(row.active_params_b):
+                missing.append("server.active_params_b not set")
+            if isnan(row.bytes_per_param):
+                missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
+            notes.append("; ".join(missing) if missing else "average decode tok/s over our speed tasks")
+        table["note"] = notes
+        frames.append(table)
+    if not frames:
+        return pd.DataFrame(columns=ROOFLINE_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    out["implied_bandwidth_gbs"] = pd.to_numeric(out["decode_tps"], errors="coerce") * out["bytes_per_token_gb"]
+    return out.reindex(columns=ROOFLINE_COLUMNS)
+
+
+def published_and_runs_long(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:
+    """Every selected reference row (time units harmonized) and our summaries in the same long format."""
+    frames = [reference.harmonize_units(ref).drop(columns=["task_id"], errors="ignore")] if len(ref) else []
+    for meta in runs.meta.itertuples():
+        mine = runs.summary[(runs.summary["host"] == meta.host) & (runs.summary["model"] == meta.model)]
+        frames.append(analysis.to_long(mine, source=THIS_RUN, meta={
+            "hardware": meta.hardware or meta.cpu, "quantization": meta.quantization,
+            "server": f"{meta.server_software} {meta.server_version}".strip()}))
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=reference.REFERENCE_COLUMNS)

@@ -1,0 +1,358 @@
+"""The paper's descriptive tables: runs, setup, platform, throughput, latency & accuracy, memory/power/
+thermal, capability/context, roofline and load sweeps.
+
+Imports: analysis layer; benchlib.paper.settings, .runs, .systems, .format."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from benchlib import reference
+from benchlib.paper.format import Table, fmt, isnan, smart
+from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
+from benchlib.paper.settings import NO_RUNS, THIS_RUN, _shown
+from benchlib.paper.systems import (
+    run_avg_power,
+    run_peak_temp,
+    run_systems_memory,
+    system_order,
+    task_label,
+    task_order,
+)
+
+
+def runs_table(runs: Runs) -> Table:
+    columns = ["system", "host", "model", "suites", "n_requests", "n_ok", "n_failed", "n_unsupported",
+               "server_software", "server_version", "run_ids", "git_commit", "path"]
+    if runs.empty:
+        data = pd.DataFrame([{"system": NO_RUNS, "path": _shown(runs.root)}]).reindex(columns=columns)
+    else:
+        data = runs.meta.reindex(columns=columns).copy()
+        data["path"] = [", ".join(_shown(Path(p)) for p in str(v).split(", ")) for v in data["path"]]
+    return Table("runs", "Runs found in outputs/", data,
+                 caption=("Our runs (archived folders skipped). " + (f"{NO_RUNS}: every table below is the "
+                          "published data alone." if runs.empty else "They appear as 'this run' beside the seeds.")))
+
+
+def setup_table(ref: pd.DataFrame, runs: Runs) -> Table:
+    rows = []
+    paper = seed_rows(ref, "000")
+    s2 = reference.select(paper, "§2") if len(paper) else paper
+    for model, group in (s2.groupby("model", sort=False) if len(s2) else []):
+        texts = dict(zip(group["metric"], group["value_text"]))
+        params = " / ".join(t for t in (texts.get("params_active", ""), texts.get("params_total", "")) if t)
+        rows.append({"system": f"{model} @ {group['host'].iloc[0]}", "source": group["source"].iloc[0],
+                     "model_id": texts.get("model_id", ""), "parameters": params,
+                     "architecture": texts.get("architecture", ""), "context_window": texts.get("context_window", ""),
+                     "modalities": texts.get("modalities", ""), "hardware": texts.get("primary_hardware", ""),
+                     "quantization": group["quantization"].iloc[0], "server": group["server"].iloc[0] or "not stated",
+                     "memory_baseline": texts.get("baseline_memory", ""),
+                     "thinking_mode": texts.get("thinking_mode", "")})
+    for row in runs.meta.itertuples():
+        params = " / ".join(p for p in (
+            f"{row.active_params_b:g}B active" if not math.isnan(row.active_params_b) else "",
+            f"{row.total_params_b:g}B total" if not math.isnan(row.total_params_b) else "") if p)
+        mem = run_systems_memory(runs, row.system)
+        rows.append({"system": row.system, "source": THIS_RUN, "model_id": row.model,
+                     "parameters": params or "not given in params",
+                     "architecture": "not recorded",
+                     "context_window": f"{row.context_window:,.0f} tokens" if not math.isnan(row.context_window)
+                     else "not given in params",
+                     "modalities": row.modalities, "hardware": row.hardware or row.cpu,
+                     "quantization": row.quantization or "not given",
+                     "server": f"{row.server_software} {row.server_version}".strip() or row.server_kind,
+                     "memory_baseline": mem, "thinking_mode": "on" if row.thinking else "off (run.thinking: false)"})
+    data = pd.DataFrame(rows, columns=["system", "source", "model_id", "parameters", "architecture",
+                                       "context_window", "modalities", "hardware", "quantization", "server",
+                                       "memory_baseline", "thinking_mode"])
+    display = data.assign(source=data["source"].map(source_label))
+    return Table("setup", "Experimental setup (000 §2)", data, display,
+                 caption="Model identifiers, parameters, context, modalities and hardware per deployment.")
+
+
+def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
+    rows = []
+    hosts = ref[(ref["host"] != "") & ref["metric"].isin(["memory_bandwidth", "device_memory", "tdp", "idle_power",
+                                                            "avg_power", "peak_temp", "gpu_architecture"])] \
+        if len(ref) else ref
+    for (source, host), group in (hosts.groupby(["source", "host"], sort=False) if len(hosts) else []):
+        by = {m: g.iloc[0] for m, g in group.groupby("metric")}
+
+        def val(metric: str) -> float:
+            return float(by[metric]["value"]) if metric in by and pd.notna(by[metric]["value"]) else math.nan
+
+        def text(metric: str) -> str:
+            return str(by[metric]["value_text"]) if metric in by else ""
+
+        if source.startswith("000"):
+            power = by.get("avg_power")
+            low, high = (power["value_low"], power["value_high"]) if power is not None else (math.nan, math.nan)
+            avg = val("avg_power")
+            rows.append({"host": host, "source": source, "hardware": group["hardware"].iloc[0],
+                         "architecture": text("gpu_architecture"), "memory": text("device_memory"),
+                         "memory_bandwidth_gbs": val("memory_bandwidth"), "tdp_w": val("tdp"),
+                         "idle_power_w": val("idle_power"),
+                         "inference_power_w": avg if not math.isnan(avg) else (low + high) / 2,
+                         "inference_power": text("avg_power"), "peak_temp": text("peak_temp"), "note": ""})
+        else:
+            rows.append({"host": host, "source": source, "hardware": group["hardware"].iloc[0], "architecture": "",
+                         "memory": text("device_memory"), "memory_bandwidth_gbs": val("memory_bandwidth"),
+                         "tdp_w": math.nan, "idle_power_w": math.nan, "inference_power_w": math.nan,
+                         "inference_power": "", "peak_temp": "", "note": "no power/thermal figures in this seed"})
+    for row in runs.meta.drop_duplicates("host").itertuples():
+        bandwidth_known = not math.isnan(row.memory_bandwidth_gbs)
+        rows.append({"host": row.host, "source": THIS_RUN, "hardware": row.hardware,
+                     "architecture": row.accelerator or (f"CPU only: {row.cpu}" if row.cpu else "CPU only"),
+                     "memory": f"{row.memory_gb:g} GB" if not math.isnan(row.memory_gb) else "",
+                     "memory_bandwidth_gbs": row.memory_bandwidth_gbs, "tdp_w": row.power_envelope_w,
+                     "idle_power_w": row.idle_power_w,
+                     "inference_power_w": run_avg_power(runs, row.host),
+                     "inference_power": "", "peak_temp": run_peak_temp(runs, row.host),
+                     "note": "; ".join(n for n in (
+                         "" if bandwidth_known else "bandwidth unknown (host.memory_bandwidth_gbs not set)",
+                         f"no energy: {row.energy_reason}" if row.energy_reason else "") if n)})
+    data = pd.DataFrame(rows, columns=["host", "source", "hardware", "architecture", "memory", "memory_bandwidth_gbs",
+                                       "tdp_w", "idle_power_w", "inference_power_w", "inference_power", "peak_temp",
+                                       "note"])
+    display = data.copy()
+    display["memory_bandwidth_gbs"] = [
+        fmt(v, ".0f") if not math.isnan(v) else ("bandwidth unknown" if s == THIS_RUN else "–")
+        for v, s in zip(data["memory_bandwidth_gbs"], data["source"])]
+    for column in ("tdp_w", "idle_power_w", "inference_power_w"):
+        display[column] = [fmt(v, ".1f") for v in data[column]]
+    display["inference_power_w"] = [t if t else fmt(v, ".1f") for t, v in zip(data["inference_power"],
+                                                                                data["inference_power_w"])]
+    display = display.drop(columns=["inference_power"]).rename(columns={
+        "memory_bandwidth_gbs": "memory bandwidth (GB/s)", "tdp_w": "TDP / envelope (W)", "idle_power_w": "idle (W)",
+        "inference_power_w": "inference power (W)", "peak_temp": "peak temp (°C)"})
+    display["source"] = display["source"].map(source_label)
+    return Table("platform", "Hardware platforms (000 §3, 002 and 004 hosts, our hosts)", data, display,
+                 caption="Memory bandwidth sets the decode ceiling (see the roofline); power and temperature as "
+                         "reported. Our host's bandwidth is shown only when the params file states it.")
+
+
+def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str = THIS_RUN) -> str:
+    if row is None:
+        return "not run" if source == THIS_RUN else "–"
+    if row["status"] == "not applicable":
+        return "n/a"
+    if row["status"] == "not supported":
+        return "not supported"
+    if str(row["status"]).startswith("invalid"):
+        return str(row["status"])  # e.g. 'invalid: every request failed
+    value = row["value"]
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    text = format(value, spec)
+    if with_sd and row["source"] == THIS_RUN:
+        sd = row["value_sd"]
+        text += (f" ± {sd:{spec}}" if not math.isnan(sd) else "") + f" (n={int(row['n'])})"
+    return text
+
+
+def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.DataFrame) -> Table:
+    metric = long[long["metric"] == "decode_tps"]
+    order = system_order(systems, metric)
+    tasks = task_order(metric["task_id"], catalog)
+    data_rows, display_rows = [], []
+    for task in tasks:
+        rows = metric[metric["task_id"] == task]
+        data = {"task": task_label(task, catalog), "task_id": task,
+                "modality": next((m for m in rows["modality"] if isinstance(m, str) and m), "")}
+        shown = dict(data)
+        for system, source in order:
+            hit = rows[(rows["system"] == system) & (rows["source"] == source)]
+            row = hit.iloc[0] if len(hit) else None
+            data[column_label(system, source)] = row["value"] if row is not None else math.nan
+            shown[column_label(system, source)] = _cell(row, ".1f", with_sd=True, source=source)
+        data_rows.append(data)
+        display_rows.append(shown)
+    data = pd.DataFrame(data_rows)
+    display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore")
+    return Table("throughput", "Generation throughput, decode tok/s per task (000 §4, §9 video) beside our runs",
+                 data, display,
+                 caption="Published: the paper's per-task token rates. This run: mean ± sd over measured requests "
+                         "(n = ok requests). 'n/a' = not applicable in that deployment, 'not supported' = the run "
+                         "declared no such input, 'not run' = that suite was not executed.")
+
+
+def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.DataFrame,
+                           ref: pd.DataFrame) -> Table:
+    sub = long[long["metric"].isin(["e2e_latency", "accuracy", "ttft"])]
+    order = system_order(systems, sub)
+    tasks = task_order(sub["task_id"], catalog)
+    data_rows, display_rows = [], []
+    for task in tasks:
+        rows = sub[sub["task_id"] == task]
+        data = {"task": task_label(task, catalog), "task_id": task,
+                "modality": next((m for m in rows["modality"] if isinstance(m, str) and m), "")}
+        shown = dict(data)
+        for system, source in order:
+            mine = rows[(rows["system"] == system) & (rows["source"] == source)]
+            label = column_label(system, source)
+            for metric, name, spec in (("e2e_latency", "e2e s", ".2f"), ("ttft", "TTFT p50 s", ".3f"),
+                                       ("accuracy", "accuracy", ".0%")):
+                if metric == "ttft" and source != THIS_RUN:
+                    continue  # the paper reports no first-token latency (its §10 names it as future work)
+                hit = mine[mine["metric"] == metric]
+                row = hit.iloc[0] if len(hit) else None
+                data[f"{name} · {label}"] = row["value"] if row is not None else math.nan
+                if metric == "accuracy" and row is not None and source != THIS_RUN:
+                    cell = "reported correct" if row["status"] == "" and row["value"] == 1 else \
+                        _cell(row, spec, source=source)
+                elif metric == "accuracy" and row is not None and row["value_text"]:
+                    cell = f"{_cell(row, spec)} ({row['value_text']})" if not math.isnan(row["value"]) else "not scored"
+                elif metric == "accuracy" and row is not None and row["status"] == "" and math.isnan(row["value"]):
+                    cell = "not scored"
+                else:
+                    cell = _cell(row, spec, source=source)
+                shown[f"{name} · {label}"] = cell
+        data_rows.append(data)
+        display_rows.append(shown)
+    # the paper's average latency (§5 text) and ours (mean of per-task means, quality suite excluded)
+    average = {"task": "All tasks (average)", "task_id": "average", "modality": ""}
+    shown_avg = dict(average)
+    paper_avg = reference.select(seed_rows(ref, "000"), "§5", metric="e2e_latency", task="All tasks (average)") \
+        if len(ref) else ref
+    for system, source in order:
+        label = column_label(system, source)
+        if source == THIS_RUN:
+            s = systems[(systems["system"] == system) & (systems["source"] == source)]
+            value = float(s["avg_e2e_s"].iloc[0]) if len(s) else math.nan
+        else:
+            hit = paper_avg[(paper_avg["model"] + " @ " + paper_avg["host"]) == system] if len(paper_avg) else paper_avg
+            value = float(hit["value"].iloc[0]) if len(hit) else math.nan
+        average[f"e2e s · {label}"] = value
+        shown_avg[f"e2e s · {label}"] = fmt(value, ".2f")
+    data_rows.append(average)
+    display_rows.append(shown_avg)
+    data = pd.DataFrame(data_rows)
+    display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore").fillna("")
+    return Table("latency_accuracy", "End-to-end latency and accuracy per task (000 §5) beside our runs", data, display,
+                 caption="Published accuracy is the paper's pass/fail summary ('reported correct'); ours is passed ÷ "
+                         "scored requests by the task's checker. TTFT appears for our runs only. Our average excludes "
+                         "the quality suite, as the paper averages its speed tasks.")
+
+
+def memory_power_table(systems: pd.DataFrame) -> Table:
+    columns = ["system", "source", "memory_gb", "memory_kind", "avg_power_w", "peak_power_w", "avg_temp_c",
+               "peak_temp_c", "avg_decode_tps", "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "energy_note"]
+    data = systems.reindex(columns=columns).copy()
+    display = pd.DataFrame({
+        "system": data["system"], "source": data["source"].map(source_label),
+        "memory (GB)": [f"{fmt(v, '.1f')} ({k})" if not isnan(v) else "not measured"
+                        for v, k in zip(data["memory_gb"], data["memory_kind"])],
+        "avg power (W)": [fmt(v, ".1f", "no energy data") for v in data["avg_power_w"]],
+        "peak power (W)": [fmt(v, ".1f") for v in data["peak_power_w"]],
+        "avg / peak temp (°C)": [f"{fmt(a, '.1f')} / {fmt(p, '.0f')}" for a, p in zip(data["avg_temp_c"],
+                                                                                        data["peak_temp_c"])],
+        "avg throughput (tok/s)": [fmt(v, ".1f") for v in data["avg_decode_tps"]],
+        "tok/s/W (recomputed)": [fmt(v, ".2f") for v in data["tps_per_w"]],
+        "tok/s/W (printed)": [fmt(v, ".2f") for v in data["tps_per_w_reported"]],
+        "tokens per joule": [fmt(v, ".2f") for v in data["tokens_per_joule"]],
+        "note": data["energy_note"],
+    })
+    return Table("memory_power_thermal", "Memory, power and thermal efficiency (000 §6) beside our runs", data, display,
+                 caption="tok/s/W = average throughput ÷ average inference power, recomputed from the printed "
+                         "averages (0.20 / 0.22 / 0.59 as printed). Tokens per joule equals tok/s/W for the paper's "
+                         "steady-state figures; for our runs it is completion tokens ÷ measured window energy. "
+                         "Energy columns stay empty where the host has no energy sensor, with the reason.")
+
+
+def capability_table(ref: pd.DataFrame, runs: Runs, long: pd.DataFrame) -> Table:
+    rows = []
+    paper = seed_rows(ref, "000")
+    s9 = reference.select(paper, "§9") if len(paper) else paper
+    for model, group in (s9.groupby("model", sort=False) if len(s9) else []):
+        by = {m: g.iloc[0] for m, g in group.groupby("metric")}
+        rows.append({"system": f"{model} @ {group['host'].iloc[0]}", "source": group["source"].iloc[0],
+                     "video": by["video_support"]["value_text"] if "video_support" in by else "",
+                     "video_support": by["video_support"]["value"] if "video_support" in by else math.nan,
+                     "video_e2e_s": by["e2e_latency"]["value"] if "e2e_latency" in by else math.nan,
+                     "video_decode_tps": by["decode_tps"]["value"] if "decode_tps" in by else math.nan,
+                     "context_window_k": by["context_window"]["value"] if "context_window" in by else math.nan,
+                     "modalities": ""})
+    video = long[(long["task_id"] == "video_analysis") & (long["source"] == THIS_RUN)]
+    for meta in runs.meta.itertuples():
+        mine = video[video["system"] == meta.system]
+        declared = "video" in meta.modalities.split(", ")
+        if mine.empty:
+            text, support = ("declared, not run" if declared else "not declared; video suite not run"), math.nan
+            e2e = tps = math.nan
+        else:
+            status = mine["status"].iloc[0]
+            e2e = float(mine.loc[mine["metric"] == "e2e_latency", "value"].iloc[0])
+            tps = float(mine.loc[mine["metric"] == "decode_tps", "value"].iloc[0])
+            if status == "not supported":
+                text, support = "Not supported in this deployment", 0.0
+            elif status.startswith("invalid"):
+                text, support = f"failed ({status})", 0.0
+            else:
+                text, support = "Supported", 1.0
+        rows.append({"system": meta.system, "source": THIS_RUN, "video": text, "video_support": support,
+                     "video_e2e_s": e2e, "video_decode_tps": tps,
+                     "context_window_k": (meta.context_window / 1000 if not math.isnan(meta.context_window)
+                                          else math.nan),
+                     "modalities": meta.modalities})
+    data = pd.DataFrame(rows, columns=["system", "source", "video", "video_support", "video_e2e_s", "video_decode_tps",
+                                       "context_window_k", "modalities"])
+    display = pd.DataFrame({
+        "system": data["system"], "source": data["source"].map(source_label), "video understanding": data["video"],
+        "video benchmark": [f"{fmt(e, '.1f')} s, {fmt(t, '.1f')} tok/s" if not isnan(t) else "not applicable"
+                            for e, t in zip(data["video_e2e_s"], data["video_decode_tps"])],
+        "max context window": [f"{fmt(v, '.3g')}K" if not isnan(v) else "not given" for v in data["context_window_k"]],
+        "modalities (declared)": data["modalities"].replace("", "—"),
+    })
+    return Table("capability_context", "Video and context-length capability (000 §9) beside our runs", data, display,
+                 caption="Video support from the run's video suite (a request that succeeded); context window as "
+                         "configured (server.context_window).")
+
+
+def roofline_table(points: pd.DataFrame) -> Table:
+    display = pd.DataFrame({
+        "run": points["label"], "source": points["source"].map(source_label),
+        "bandwidth (GB/s)": [fmt(v, ".0f") if not isnan(v) else ("bandwidth unknown" if s == THIS_RUN else "–")
+                             for v, s in zip(points["memory_bandwidth_gbs"], points["source"])],
+        "active params (B)": [fmt(v, ".3g") for v in points["active_params_b"]],
+        "bytes/param": [f"{fmt(v, '.3g')} ({s})" if not isnan(v) else "unknown"
+                        for v, s in zip(points["bytes_per_param"], points["bytes_per_param_source"])],
+        "GB read/token": [fmt(v, ".3g") for v in points["bytes_per_token_gb"]],
+        "measured tok/s": [fmt(v, ".1f") for v in points["decode_tps"]],
+        "ceiling tok/s": [fmt(v, ".1f") for v in points["ceiling_tps"]],
+        "measured ÷ ceiling": [fmt(v, ".0%") for v in points["efficiency"]],
+        "note": points["note"],
+    })
+    return Table("roofline", "Bandwidth roofline: decode ceiling = bandwidth ÷ bytes read per token", points, display,
+                 caption="Bytes per token = active parameters × bytes per parameter (KV reads ignored, so the ceiling "
+                         "is an upper bound). implied_bandwidth_gbs in the CSV = measured tok/s × GB per token: the "
+                         "bandwidth a run used at least.")
+
+
+LOAD_DISPLAY = {
+    "concurrency": ["system", "concurrency", "n_ok", "n_failed", "throughput_tps", "decode_tps_mean", "ttft_s_p50",
+                    "e2e_s_p50", "knee", "saturated", "client_bound"],
+    "context": ["system", "target_tokens", "prompt_tokens", "exact", "n_ok", "n_failed", "ttft_s_p50", "prefill_tps",
+                "client_bound", "note"],
+}
+
+
+def load_tables(runs: Runs) -> dict[str, Table]:
+    """The load suite's sweeps (benchlib.sweeps: sweep_concurrency.csv, sweep_context.csv), when present."""
+    out = {}
+    for kind, frame in runs.load.items():
+        name = f"load_{kind}"
+        data = frame.assign(system=frame["model"].astype(str) + " @ " + frame["host"].astype(str))
+        data = data[["system"] + [c for c in data.columns if c != "system"]]
+        display = data[[c for c in LOAD_DISPLAY[kind] if c in data.columns]].copy()
+        for column in display.columns:
+            if pd.api.types.is_float_dtype(display[column]):
+                display[column] = [smart(v) for v in display[column]]
+        caption = ("Aggregate output tok/s and latency per concurrency level; the knee is the first level after "
+                   "which throughput grows < 10 % while p50 latency grows ≥ 1.5×; client_bound marks levels the "
+                   "client itself may have paced." if kind == "concurrency" else
+                   "TTFT and prefill rate per prompt length (server-counted prompt tokens beside the target).")
+        out[name] = Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=caption)
+    return out

@@ -1,0 +1,153 @@
+"""The paper's verdict tables: deployment frontiers per regime (who dominates whom on which axes, with the
+frontier text) and the decision framework's threshold verdicts.
+
+Imports: frontier, decisions; benchlib.paper.settings, .runs, .systems, .format."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from benchlib import analysis, frontier, reference
+from benchlib.paper.format import Table, fmt
+from benchlib.paper.runs import Runs, seed_rows, source_label
+from benchlib.paper.settings import AXIS_FORMATS, THIS_RUN, THRESHOLD_PRESETS
+from benchlib.schema import number
+
+
+def _axis_text(axis: str, direction: str, value: Any) -> str:
+    arrow = "↑" if direction == "max" else "↓"
+    return f"{axis} {arrow} {fmt(number(value), AXIS_FORMATS.get(axis, '.3g'), 'n/a')}"
+
+
+def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime],
+                    ref: pd.DataFrame) -> tuple[Table, Table]:
+    """(frontier, dominance): per regime × system the axis values, membership and dominators (with the axes
+    they are better on); and every dominated/dominator pair."""
+    printed = seed_rows(ref, "000")
+    printed = printed[printed["metric"] == "frontier_model"] if len(printed) else printed
+    rows, pairs = [], []
+    axis_columns = list(dict.fromkeys(a for r in regimes.values() for a in r.axes))
+    for key, regime in regimes.items():
+        if systems.empty:
+            continue
+        marked = frontier.pareto_frontier(systems, regime.axes, requires=regime.requires)
+        dom = frontier.dominance_pairs(systems[~marked["dominated_by"].str.startswith("not eligible")], regime.axes)
+        paper_model = regime.paper_model
+        paper_row = printed[printed["task"] == regime.title] if len(printed) else printed
+        for row in marked.to_dict("records"):
+            entry = {"regime_key": key, "regime": regime.title,
+                     "axes_spec": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in regime.axes.items()),
+                     "axes": ", ".join(_axis_text(a, d, row[a]) for a, d in regime.axes.items()),
+                     "system": row["system"], "source": row["source"], "on_frontier": bool(row["on_frontier"]),
+                     "dominated_by": row["dominated_by"],
+                     "paper_frontier_model": paper_model,
+                     "paper_reason": (str(paper_row["note"].iloc[0]) if len(paper_row) else "")}
+            entry.update({a: row[a] if a in regime.axes else math.nan for a in axis_columns})
+            if row["source"] != THIS_RUN and paper_model:
+                entry["matches_paper"] = bool(row["on_frontier"]) == (row["model"] == paper_model)
+            else:
+                entry["matches_paper"] = None
+            rows.append(entry)
+        for p in dom.itertuples():
+            pairs.append({"regime_key": key, "regime": regime.title, "dominated": p.dominated,
+                          "dominated_by": p.dominated_by, "better_on": ", ".join(p.better_on),
+                          "tied_on": ", ".join(p.tied_on)})
+    data = pd.DataFrame(rows, columns=["regime_key", "regime", "axes_spec", "system", "source", "on_frontier", "axes",
+                                       "dominated_by", "paper_frontier_model", "matches_paper", "paper_reason"]
+                        + axis_columns)
+    display = pd.DataFrame({
+        "regime": data["regime"], "system": data["system"], "source": data["source"].map(source_label),
+        "axes (↑ higher / ↓ lower is better)": data["axes"],
+        "on frontier": data["on_frontier"].map(lambda v: "**yes**" if v else "no"),
+        "dominated by (better on)": data["dominated_by"].replace("", "—"),
+        "paper (§7)": [("agrees" if m else "DIFFERS") if m is not None else ("extra system" if s == THIS_RUN else "")
+                       for m, s in zip(data["matches_paper"], data["source"])],
+    })
+    frontier_table = Table("frontier", "Deployment frontier per regime preset (000 §7), our runs as extra systems",
+                           data, display,
+                           caption="A system is on a regime's frontier when no other system is at least as good on "
+                                   "every axis and strictly better on one; a missing value counts as worst. "
+                                   "'Every axis at once' reproduces the paper's split frontier (no global winner).")
+    dominance = pd.DataFrame(pairs, columns=["regime_key", "regime", "dominated", "dominated_by", "better_on",
+                                             "tied_on"])
+    return frontier_table, Table("frontier_dominance", "Who dominates whom, on which axes", dominance,
+                                 dominance.drop(columns=["regime_key"]),
+                                 caption="Every dominated/dominator pair per regime with the axes the dominator is "
+                                         "strictly better on and those it ties on.")
+
+
+def frontier_systems_table(systems: pd.DataFrame) -> Table:
+    columns = ["system", "source", "avg_decode_tps", "modality_count", "video_support", "tps_per_w", "peak_temp_c",
+               "context_window_k", "asr_decode_tps", "short_qa_decode_tps", "avg_power_w", "avg_e2e_s",
+               "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency"]
+    data = systems.reindex(columns=columns)
+    display = data.copy()
+    display["source"] = display["source"].map(source_label)
+    for column in columns[2:]:
+        display[column] = [fmt(number(v), AXIS_FORMATS.get(column, ".3g"), "n/a") for v in data[column]]
+    return Table("frontier_systems", "Frontier inputs per system", data, display,
+                 caption="The axis values the regimes judge (n/a = not supported or not measured: worst on that axis).")
+
+
+def frontier_text(table: Table, dominance: Table | None = None) -> str:
+    """Plain-text frontier summary: per regime the axes, members, the paper's pick and the dominated systems,
+    then the full table."""
+    data = table.data
+    if data.empty:
+        return "deployment frontier: no systems (no reference data and no runs)"
+    lines = ["DEPLOYMENT FRONTIER (000 §7 regimes; our runs as extra systems)", ""]
+    for key, group in data.groupby("regime_key", sort=False):
+        regime = group["regime"].iloc[0]
+        lines.append(f"[{key}] {regime}")
+        lines.append(f"  axes:      {group['axes_spec'].iloc[0]}")
+        members = group.loc[group["on_frontier"], "system"].tolist()
+        lines.append(f"  frontier:  {'; '.join(members) if members else '(none)'}")
+        paper_model = group["paper_frontier_model"].iloc[0]
+        if paper_model:
+            published = group[group["source"] != THIS_RUN]
+            agrees = bool(published["matches_paper"].all()) if len(published) else False
+            lines.append(f"  paper:     {paper_model} — {'reproduced' if agrees else 'NOT reproduced'}")
+        for row in group.itertuples():
+            excluded = str(row.dominated_by).startswith("not eligible")
+            tag = "FRONTIER " if row.on_frontier else ("excluded " if excluded else "dominated")
+            src = source_label(row.source)
+            detail = f" ({row.dominated_by})" if excluded else (f" by {row.dominated_by}" if row.dominated_by else "")
+            lines.append(f"    {tag} {row.system} [{src}]: {row.axes}{detail}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap") -> Table:
+    preset = THRESHOLD_PRESETS[thresholds]
+    frames = []
+    if len(seed_rows(ref, "001")):
+        cands = reference.heros_decision_candidates(ref)
+        cands["source"] = seed_rows(ref, "001")["source"].iloc[0]
+        frames.append(cands)
+    if not runs.empty and len(runs.summary):
+        ours = analysis.decision_inputs(runs.summary)
+        ours["source"], ours["reported_decision"], ours["section"] = THIS_RUN, "", ""
+        frames.append(ours)
+    columns = ["candidate", "source", "section", "decode_tps", "ttft_ms", "model_memory_gb", "tools_passed",
+               "entity_recall", "vision_works", "verdict", "decision", "reported_decision"]
+    if not frames:
+        return Table("decisions", "Swap decisions", pd.DataFrame(columns=columns))
+    cands = pd.concat(frames, ignore_index=True)
+    decided = frontier.decide(cands, preset)
+    data = cands.merge(decided[["candidate", "verdict", "decision"]], on="candidate", how="left")
+    data = data.reindex(columns=columns)
+    display = data.copy()
+    display["source"] = display["source"].map(source_label)
+    for column, spec in (("decode_tps", ".1f"), ("ttft_ms", ".0f"), ("model_memory_gb", ".1f"),
+                         ("tools_passed", ".3g"), ("entity_recall", ".2f")):
+        display[column] = [fmt(number(v), spec) for v in data[column]]
+    display["vision_works"] = [fmt(v) if isinstance(v, (bool, np.bool_)) else "–" for v in data["vision_works"]]
+    limits = ", ".join(f"{k}={v}" for k, v in preset.model_dump().items() if v not in (None, False))
+    return Table("decisions", f"Swap decisions under the her-os thresholds ({thresholds}: {limits})", data, display,
+                 caption="001's decision tables re-judged by frontier.decide (SWAP = all pass, VERIFY = none fails but "
+                         "data missing, WAIT = a threshold fails); our runs judged the same way. Our memory is the "
+                         "peak telemetry memory (an upper bound).")

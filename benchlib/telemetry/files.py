@@ -1,0 +1,98 @@
+"""The telemetry files and their typed columns: telemetry.csv (the time series), telemetry_windows.csv
+(one row per window, appended and fsynced as each closes) and sensors.json; how a cell is written and
+how each file is read back.
+
+Imports: benchlib.schema; benchlib.telemetry.common."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+TELEMETRY_CSV = "telemetry.csv"
+
+
+WINDOWS_CSV = "telemetry_windows.csv"
+
+
+SENSORS_JSON = "sensors.json"
+
+
+TELEMETRY_COLUMNS = [
+    "t_ns", "t_unix", "gpu",
+    "power_w", "energy_mj", "mem_used_bytes", "gpu_proc_mem_bytes", "temp_c", "sm_clock_mhz", "throttle", "stale",
+    "cpu_percent", "server_rss_bytes", "server_cpu_s", "rapl_energy_uj", "mem_available_bytes",
+]
+
+
+WINDOW_COLUMNS = [
+    "window", "kind", "t_start_ns", "t_end_ns", "t_start_unix", "t_end_unix", "duration_s", "gpus",
+    "energy_j", "energy_source", "energy_reason", "avg_power_w", "peak_power_w", "power_source",
+    "idle_power_w", "net_energy_j", "counter_reset", "rapl_energy_j",
+    "temp_avg_c", "temp_peak_c", "throttle_seen",
+    "mem_baseline_bytes", "mem_peak_bytes", "mem_delta_bytes", "mem_source", "mem_available_drop_bytes",
+    "cpu_util_avg", "server_rss_peak_bytes", "server_cpu_s",
+    "n_samples", "stale_samples", "unavailable",
+]
+
+
+def csv_cell(value: Any) -> str:
+    """CSV cell: empty for missing, integers without '.0', floats exactly (unix times, counters)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        if value.is_integer() and abs(value) < 1e18:
+            return str(int(value))
+        return repr(value)  # shortest text that reads back to the same float
+    return str(value)
+
+
+def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
+    """Append one window row and fsync, like requests.csv: a crash loses at most the window in progress."""
+    fresh = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=WINDOW_COLUMNS, extrasaction="ignore")
+        if fresh:
+            writer.writeheader()
+        writer.writerow({k: csv_cell(v) if not isinstance(v, str) else v for k, v in row.items()})
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "throttle_seen",
+                "mem_source", "unavailable")
+
+
+def read_windows(path: Path | str) -> pd.DataFrame:
+    """telemetry_windows.csv (or the runner's windows.csv) with text columns as text and empties as NaN."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=WINDOW_COLUMNS)
+    frame = pd.read_csv(path, on_bad_lines="skip", engine="python",
+                        dtype={c: str for c in WINDOW_TEXT + ("efficiency_reason",)}, keep_default_na=False,
+                        na_values={c: [""] for c in WINDOW_COLUMNS if c not in WINDOW_TEXT})
+    for column in WINDOW_COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    if "counter_reset" in frame:
+        frame["counter_reset"] = frame["counter_reset"].map(lambda v: str(v).strip().lower() == "true")
+    return frame
+
+
+def read_telemetry(path: Path | str) -> pd.DataFrame:
+    """telemetry.csv as a DataFrame; a half-written last line (SIGKILL) is dropped."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
+    frame = pd.read_csv(path, on_bad_lines="skip", engine="python")
+    frame = frame[pd.to_numeric(frame["t_ns"], errors="coerce").notna()]
+    return frame.reset_index(drop=True)
