@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PARAMS ?= params/embedded.yaml
 ARGS   ?=
 
-.PHONY: run test paper validate bench clean-outputs notebooks
+.PHONY: run test paper validate bench clean-outputs notebooks explore
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ test: $(VENV)/.installed-test
 
 paper: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli paper
+
+# The request explorer in JupyterLab, opened on a git-ignored working copy (outputs/explore.ipynb).
+explore: $(VENV)/.installed-run
+	$(PY) -m benchlib.cli explore
 
 validate: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli validate $(PARAMS)

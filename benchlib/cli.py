@@ -9,12 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
 from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, outputs_root, run_dir
+from benchlib.report import console_table
+from benchlib.runner import RunConflict, prepare_out_dir
+from benchlib.schema import read_csv
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -32,9 +39,10 @@ def _display(path: str) -> str:
 def _kernel_manager_class():
     """Kernel manager that encrypts kernel traffic (CurveZMQ) where pyzmq supports it: the kernel then has
     nothing to warn about, and the terminal shows only the run's own output."""
+    # Notebook machinery is imported where notebooks run: nbformat alone takes ~1.6 s to import, which
+    # `frontier-bench validate` should not pay.
     import zmq
     from jupyter_client.manager import AsyncKernelManager
-
     if not zmq.has("curve") or "transport_encryption" not in AsyncKernelManager.class_trait_names():
         return AsyncKernelManager
 
@@ -47,8 +55,7 @@ def _kernel_manager_class():
 
 
 def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True) -> None:
-    import papermill
-
+    import papermill  # see _kernel_manager_class
     output.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
                                cwd=str(PROJECT_ROOT), progress_bar=progress, request_save_on_cell_execute=True,
@@ -57,8 +64,7 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: b
 
 def attach_manifest(executed: Path, suite_dir: Path) -> None:
     """Put the run's manifest into the executed notebook's metadata (provenance travels with it)."""
-    import nbformat
-
+    import nbformat  # see _kernel_manager_class
     manifest_path = suite_dir / "manifest.json"
     if not (executed.is_file() and manifest_path.is_file()):
         return
@@ -70,13 +76,11 @@ def attach_manifest(executed: Path, suite_dir: Path) -> None:
 def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
                   progress: bool = True) -> tuple[list[str], list[Path]]:
     """Execute each suite notebook; a failing notebook is reported and the next one still runs."""
-    from benchlib.runner import RunConflict, _prepare_out_dir
-
     failed, suite_dirs = [], []
     for suite in notebooks:
         suite_dir = run_dir(params.host.name, params.server.model, suite)
         try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
-            _prepare_out_dir(params, suite, fresh, None)
+            prepare_out_dir(params, suite, fresh, None)
         except RunConflict as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed.append(suite)
@@ -104,15 +108,11 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
 
 def print_summary(suite_dirs: list[Path]) -> bool:
     """Per-task table on the terminal; returns whether any request succeeded."""
-    import pandas as pd
-
-    from benchlib.report import console_table
-
     frames = []
     for suite_dir in suite_dirs:
         path = suite_dir / "summary.csv"
         if path.is_file():
-            frames.append(pd.read_csv(path).assign(suite=suite_dir.name))
+            frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name))
     if not frames:
         return False
     summary = pd.concat(frames, ignore_index=True)
@@ -166,6 +166,24 @@ def cmd_paper(args: argparse.Namespace) -> int:
     return 0
 
 
+def explore_copy(root: Path | None = None) -> Path:
+    """The explorer's working copy under outputs/ (git-ignored): open and save that one, so the committed
+    notebooks/explore.ipynb stays without outputs and unmodified. An existing copy is kept (your edits)."""
+    target = (root or outputs_root()) / "explore.ipynb"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(NOTEBOOKS_DIR / "explore.ipynb", target)
+    return target
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    target = explore_copy()
+    print(f"explorer: {_display(str(target))} (a working copy; notebooks/explore.ipynb stays clean)", flush=True)
+    if args.no_lab:
+        return 0
+    return subprocess.call([sys.executable, "-m", "jupyterlab", str(target), f"--notebook-dir={PROJECT_ROOT}"])
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         params = load_params(args.params)
@@ -188,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ and the reference data")
     paper.add_argument("--quiet", action="store_true")
     paper.set_defaults(func=cmd_paper)
+    explore = sub.add_parser("explore", help="open the request explorer (a working copy under outputs/) in JupyterLab")
+    explore.add_argument("--no-lab", action="store_true", help="only write the working copy and print its path")
+    explore.set_defaults(func=cmd_explore)
     validate = sub.add_parser("validate", help="check a params file and exit")
     validate.add_argument("params")
     validate.set_defaults(func=cmd_validate)

@@ -14,11 +14,9 @@ client delta counts are kept beside them. Every failure becomes an error kind + 
 from __future__ import annotations
 
 import asyncio
-import errno
 import itertools
 import json
 import math
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +25,10 @@ import httpx
 import openai
 
 from benchlib import metrics
+from benchlib.failures import RequestFailed, connect_failure, retry_after, server_message
 from benchlib.params import RunSettings, ServerParams
 from benchlib.records import STATUS_FAILED, STATUS_OK, RequestRecord
-from benchlib.wire import StreamingHTTP, WireFailure, direct_route
+from benchlib.wire import StreamingHTTP, direct_route
 
 NS = 1e9
 
@@ -136,25 +135,14 @@ def _decode_args(call: dict[str, Any]) -> dict[str, Any]:
     return {"name": call.get("name", ""), "arguments": arguments}
 
 
-class RequestFailed(Exception):
-    """A classified failure: kind (e.g. connection_refused, http_404, stream_cut) and the server's message."""
-
-    def __init__(self, kind: str, message: str, http_status: int | None = None, retry_after: float | None = None):
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-        self.http_status = http_status
-        self.retry_after = retry_after
-
-
 def classify_exception(exc: BaseException) -> RequestFailed:
     """Map SDK/httpx exceptions to stable error kinds a user can act on."""
     if isinstance(exc, RequestFailed):
         return exc
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        retry = _retry_after(exc.response.headers.get("retry-after") if exc.response is not None else None)
-        return RequestFailed(f"http_{status}", _server_message(exc), status, retry)
+        retry = retry_after(exc.response.headers.get("retry-after") if exc.response is not None else None)
+        return RequestFailed(f"http_{status}", _sdk_message(exc), status, retry)
     cause = exc.__cause__ or exc.__context__ if isinstance(exc, openai.APIError) else exc
     cause = cause or exc
     if isinstance(cause, httpx.ConnectTimeout) or isinstance(exc, httpx.ConnectTimeout):
@@ -163,19 +151,7 @@ def classify_exception(exc: BaseException) -> RequestFailed:
             isinstance(exc, openai.APITimeoutError):
         return RequestFailed("read_timeout", str(cause) or "read timed out")
     if isinstance(cause, httpx.ConnectError):
-        text = str(cause)
-        root = _root_os_error(cause)
-        if isinstance(root, socket.gaierror):
-            return RequestFailed("dns_failure", f"{text}: {root}")
-        if isinstance(root, ConnectionRefusedError) or getattr(root, "errno", None) == errno.ECONNREFUSED:
-            return RequestFailed("connection_refused", f"{text}: {root}")
-        lowered = f"{text} {root}".lower()
-        if any(s in lowered for s in ("name or service not known", "nodename nor servname", "name resolution",
-                                      "no address associated", "getaddrinfo")):
-            return RequestFailed("dns_failure", text)
-        if "refused" in lowered:
-            return RequestFailed("connection_refused", text)
-        return RequestFailed("connect_error", text)
+        return connect_failure(cause)
     if isinstance(cause, (httpx.RemoteProtocolError, httpx.ReadError)):
         return RequestFailed("stream_cut", str(cause) or type(cause).__name__)
     if isinstance(exc, openai.APIConnectionError):
@@ -183,44 +159,13 @@ def classify_exception(exc: BaseException) -> RequestFailed:
     return RequestFailed("client_error", f"{type(exc).__name__}: {exc}")
 
 
-def _root_os_error(exc: BaseException) -> BaseException | None:
-    """The most specific OSError under httpx/anyio wrappers ('All connection attempts failed' is an OSError
-    without errno whose context holds the real ConnectionRefusedError or gaierror)."""
-    seen: set[int] = set()
-    found: BaseException | None = None
-    stack: list[BaseException] = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError):
-            if isinstance(current, socket.gaierror) or current.errno is not None:
-                return current
-            found = found or current
-        stack.extend(getattr(current, "exceptions", ()) or ())
-        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return found
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            return str(inner.get("message") or inner.get("detail") or inner)[:2000]
-        return str(inner)[:2000]
+def _sdk_message(exc: openai.APIStatusError) -> str:
+    if exc.body is not None:
+        return server_message(exc.body if isinstance(exc.body, (dict, str, bytes)) else str(exc.body))
     try:
-        return exc.response.text[:2000]
+        return server_message(exc.response.text)
     except Exception:  # the body may be unread on a streamed response
         return str(exc.message)[:2000]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 class StampingTransport(httpx.AsyncBaseTransport):
@@ -369,8 +314,6 @@ class OpenAIBackend(Backend):
             exchange = await self.wire.post_stream("/chat/completions", body, on_line, on_wire=on_wire)
             record.http_status = exchange.status
             end = exchange.end_ns
-        except WireFailure as failure:
-            raise RequestFailed(failure.kind, failure.message, failure.http_status, failure.retry_after) from None
         finally:
             finalize(record, state, end or time.perf_counter_ns())
         self._check_complete(state, record)
@@ -504,6 +447,9 @@ class OllamaBackend(Backend):
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, transport=self.transport,
                                       headers=headers)
 
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
     def body(self, request: ChatRequest) -> dict[str, Any]:
         options: dict[str, Any] = {"num_predict": request.max_tokens, "temperature": request.temperature}
         if request.seed is not None:
@@ -533,8 +479,8 @@ class OllamaBackend(Backend):
                 record.http_status = response.status_code
                 if response.status_code >= 400:
                     text = (await response.aread()).decode("utf-8", "replace")
-                    raise RequestFailed(f"http_{response.status_code}", _ollama_error(text), response.status_code,
-                                        _retry_after(response.headers.get("retry-after")))
+                    raise RequestFailed(f"http_{response.status_code}", server_message(text), response.status_code,
+                                        retry_after(response.headers.get("retry-after")))
                 async for line in response.aiter_lines():
                     now = time.perf_counter_ns()
                     if not line.strip():
@@ -609,14 +555,6 @@ def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None
         record.server_decode_tps = final["eval_count"] / (eval_ns / NS)
     if final.get("load_duration") is not None:
         record.server_load_s = final["load_duration"] / NS
-
-
-def _ollama_error(text: str) -> str:
-    try:
-        data = json.loads(text)
-        return str(data.get("error", data))[:2000]
-    except (json.JSONDecodeError, AttributeError):
-        return text[:2000]
 
 
 def make_backend(server: ServerParams, run: RunSettings, concurrency: int = 1) -> Backend:

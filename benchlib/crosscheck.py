@@ -32,11 +32,12 @@ adds `cached_share`, `prefill_ratio`, `server_prefill_ratio`, `prefill_outlier` 
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+
+from benchlib.schema import finite, flag
 
 RATE_TOLERANCE = 0.10
 PREFILL_FACTOR = 3.0
@@ -54,26 +55,9 @@ COUNT_COLUMNS = ("n_flag_checked", "n_rate_mismatch", "n_cache_suspect", "n_cold
 
 
 # ---- scalar rules -------------------------------------------------------------------------------------------
-def _number(value: Any) -> float | None:
-    """A finite float, or None for missing / NaN / non-numeric values (CSV cells, None, '')."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    return str(value).strip().lower() in ("true", "1", "yes")
-
-
 def decode_ratio(client_tps: Any, server_tps: Any) -> float | None:
     """Client decode tok/s divided by the server's own; None unless both are positive numbers."""
-    client, server = _number(client_tps), _number(server_tps)
+    client, server = finite(client_tps), finite(server_tps)
     if client is None or server is None or client <= 0 or server <= 0:
         return None
     return client / server
@@ -81,28 +65,28 @@ def decode_ratio(client_tps: Any, server_tps: Any) -> float | None:
 
 def is_rate_mismatch(ratio: Any, tolerance: float = RATE_TOLERANCE) -> bool:
     """|ratio - 1| > tolerance (strictly: a ratio of exactly 0.9 or 1.1 passes)."""
-    value = _number(ratio)
+    value = finite(ratio)
     return value is not None and abs(value - 1.0) > tolerance + 1e-12
 
 
 def has_cached_prompt(cached_tokens: Any, prompt_tokens: Any = None, cache_share: float = CACHE_SHARE) -> bool:
     """At least `cache_share` of the prompt came from the server's cache (any cached token if size unknown)."""
-    value = _number(cached_tokens)
+    value = finite(cached_tokens)
     if value is None or value <= 0:
         return False
-    prompt = _number(prompt_tokens)
+    prompt = finite(prompt_tokens)
     return prompt is None or prompt <= 0 or value / prompt >= cache_share - 1e-12
 
 
 def is_cold(load_s: Any, cold_load_s: float = COLD_LOAD_S) -> bool:
     """Server load time strictly above the bound."""
-    value = _number(load_s)
+    value = finite(load_s)
     return value is not None and value > cold_load_s
 
 
 def _enough_tokens(completion_tokens: Any, min_decode_tokens: int) -> bool:
     """Unknown counts are checked; known ones must reach the minimum."""
-    value = _number(completion_tokens)
+    value = finite(completion_tokens)
     return value is None or value >= min_decode_tokens
 
 
@@ -116,7 +100,7 @@ def flag_record(record: Any, *, cold_load_s: float = COLD_LOAD_S, rate_tolerance
         _enough_tokens(getattr(record, "completion_tokens", None), min_decode_tokens)
     record.cache_suspect = has_cached_prompt(getattr(record, "cached_tokens", None),
                                              getattr(record, "prompt_tokens", None), cache_share) and not \
-        _truthy(getattr(record, "is_warmup", False))
+        flag(getattr(record, "is_warmup", False))
     record.cold = is_cold(getattr(record, "server_load_s", None), cold_load_s)
     return record
 
@@ -131,7 +115,7 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
 def _flag_column(frame: pd.DataFrame, name: str, default: bool = False) -> pd.Series:
     if name not in frame:
         return pd.Series(default, index=frame.index, dtype=bool)
-    return frame[name].map(_truthy).astype(bool)
+    return frame[name].map(flag).astype(bool)
 
 
 def _group_ratio(values: pd.Series, eligible: pd.Series, frame: pd.DataFrame, keys: Sequence[str],
@@ -198,17 +182,17 @@ def _reasons(row: dict[str, Any], cold_load_s: float, prefill_factor: float) -> 
     reasons = []
     if row.get("rate_mismatch"):
         reasons.append(f"decode client/server {row['decode_ratio']:.2f}")
-    cached = _number(row.get("cached_tokens"))
+    cached = finite(row.get("cached_tokens"))
     if row.get("cache_suspect") and cached and cached > 0:
-        prompt = _number(row.get("prompt_tokens"))
+        prompt = finite(row.get("prompt_tokens"))
         reasons.append(f"{cached:.0f}{f' of {prompt:.0f}' if prompt else ''} prompt tokens cached")
     if row.get("prefill_outlier"):
         for column, label in (("prefill_ratio", "client"), ("server_prefill_ratio", "server")):
-            value = _number(row.get(column))
+            value = finite(row.get(column))
             if value is not None and value > prefill_factor:
                 reasons.append(f"{label} prefill {value:.1f}x group median")
     if row.get("cold"):
-        reasons.append(f"load {_number(row.get('server_load_s')):.2f} s > {cold_load_s:g} s")
+        reasons.append(f"load {finite(row.get('server_load_s')):.2f} s > {cold_load_s:g} s")
     return "; ".join(reasons)
 
 

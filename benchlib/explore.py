@@ -11,7 +11,6 @@ Imports: records, schema, paths, params, evidence (media of a request), timeline
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import io
 import json
@@ -30,7 +29,7 @@ from benchlib.params import NOTEBOOK_ORDER
 from benchlib.paths import outputs_root
 from benchlib.records import STATUS_OK, read_requests
 from benchlib.schema import flag, number
-from benchlib.timeline import request_span, telemetry_figure
+from benchlib.timeline import telemetry_figure
 
 RUN_COLUMNS = ["host", "model", "suite", "path", "n_requests", "modalities"]
 FLAG_COLUMNS = ("truncated", "cache_suspect", "cold", "rate_mismatch", "looping", "is_warmup")
@@ -63,11 +62,7 @@ def list_runs(outputs_dir: str | Path | None = None) -> pd.DataFrame:
             params = _manifest(path).get("params") or {}
             host = (params.get("host") or {}).get("name") or path.parent.parent.name
             server = params.get("server") or {}
-            try:
-                with requests.open(newline="", encoding="utf-8") as handle:
-                    count = sum(1 for _ in csv.DictReader(handle))  # quoted prompts span several lines
-            except (OSError, csv.Error):
-                count = 0
+            count = len(read_requests(requests))
             rows.append({"host": str(host), "model": str(server.get("model") or path.parent.name),
                          "suite": path.name, "path": str(path), "n_requests": count,
                          "modalities": ", ".join(server.get("modalities") or [])})
@@ -178,7 +173,7 @@ def default_label(frame: pd.DataFrame, task: str | None) -> str | None:
 
 
 def _clean(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
+    if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, np.generic):
         return value.item()
@@ -275,7 +270,9 @@ def build(row: Mapping[str, Any], show_timeline: bool = True) -> list[Any]:
     timeline. Nothing is displayed here, so a widget can build first and swap its output in one step."""
     objects: list[Any] = []
     verdict = request_verdict(row)
-    sent = request_span(row) is not None or bool(row.get("prompt"))
+    # a task whose input the deployment does not take gets a row with the reason and no request
+    sent = not (row.get("status") == "unsupported" and row.get("error_kind") == "modality_not_supported"
+                and not row.get("http_status"))
     objects.append(Markdown(f"### {row.get('host')} · {row.get('model')} · {row.get('suite')} · {row.get('task')} · "
                             f"{row.get('label') or request_label(row)}\n"
                             f"status **{row.get('status')}** · {verdict['summary']} · request key "

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from benchlib.tasks import TaskError, load_tasks
+
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
 Modality = Literal["text", "vision", "audio", "video"]
 # Notebooks the main job can execute, in the order it executes them.
@@ -220,8 +222,6 @@ def validate(data: Any, source: str = "") -> BenchParams:
 
 
 def _check_task_names(params: BenchParams) -> None:
-    from benchlib.tasks import TaskError, load_tasks  # local import: tasks is a sibling module
-
     try:
         known = load_tasks()
     except TaskError as exc:  # a task file or its media is broken: same one-line, exit-2 treatment

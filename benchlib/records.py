@@ -18,6 +18,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from benchlib.schema import dataclass_kinds, log, read_csv
+
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_UNSUPPORTED = "unsupported"
@@ -103,7 +105,8 @@ class RequestRecord:
 
 
 COLUMNS = [f.name for f in fields(RequestRecord)]
-JSON_COLUMNS = ("itl_s", "tool_calls")
+REQUEST_KINDS = dataclass_kinds(RequestRecord)  # the one typed schema of requests.csv (benchlib.schema)
+JSON_COLUMNS = tuple(name for name, kind in REQUEST_KINDS.items() if kind == "json")
 
 
 def request_key(suite: str, task: str, variant: str, repeat: int, concurrency: int = 1, warmup: bool = False,
@@ -164,27 +167,17 @@ class RequestLog:
 
 
 def read_requests(path: Path) -> pd.DataFrame:
-    """requests.csv as a DataFrame with JSON columns decoded; a half-written last line (SIGKILL) is dropped."""
-    if not Path(path).is_file() or Path(path).stat().st_size == 0:
-        return pd.DataFrame(columns=COLUMNS)
-    frame = pd.read_csv(path, on_bad_lines="skip", engine="python", dtype={"variant": str, "request_key": str})
-    frame = frame[frame["request_key"].notna() & frame["status"].isin([STATUS_OK, STATUS_FAILED, STATUS_UNSUPPORTED])]
-    for column in JSON_COLUMNS:
-        if column in frame:
-            frame[column] = frame[column].apply(_loads_or_empty)
-    for column in ("is_warmup", "truncated", "cache_suspect", "cold", "rate_mismatch", "looping", "thinking"):
-        if column in frame:
-            frame[column] = frame[column].map(lambda v: str(v).strip().lower() == "true")
+    """requests.csv typed by REQUEST_KINDS (booleans are booleans, counts nullable integers, JSON decoded).
+
+    Rows that cannot be read whole (a torn last line) or that lack a request key or a known status are left
+    out with a warning naming the file and the count (schema.read_csv); never silently.
+    """
+    frame = read_csv(path, REQUEST_KINDS, label=str(path), required=("request_key", "status"))
+    known = frame["status"].isin([STATUS_OK, STATUS_FAILED, STATUS_UNSUPPORTED])
+    if not known.all():
+        log.warning("%s: %d row(s) with an unknown status were left out", path, int((~known).sum()))
+        frame = frame[known]
     return frame.reset_index(drop=True)
-
-
-def _loads_or_empty(value: Any) -> Any:
-    if isinstance(value, str) and value:
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return []
-    return []
 
 
 def write_atomic(path: Path, text: str) -> None:

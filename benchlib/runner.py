@@ -248,7 +248,7 @@ class Session:
         return Planned(record, request, task, variant)
 
 
-def _prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
+def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
     out_dir = run_dir(params.host.name, params.server.model, suite, root)
     run_id = params.identity()
     marker = out_dir / "run.json"
@@ -278,7 +278,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
 
     needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
     """
-    out_dir, run_id, salt = _prepare_out_dir(params, suite, fresh, root)
+    out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
     session = Session(params, suite, out_dir, run_id, salt)
     session.telemetry = Telemetry(params.telemetry, out_dir)
     try:

@@ -4,7 +4,8 @@ A file's columns are declared once (requests.csv by `records.RequestRecord`, tel
 `telemetry.files.WINDOW_TYPES`, sweep levels by `load.levels`); `read_csv` gives them back typed, so booleans
 are booleans and numbers are numbers wherever a frame is used, and nobody re-parses "True"/"true"/"1".
 
-Column kinds: "str", "int" (nullable Int64), "float", "bool" (False when empty), "optional_bool" (pandas'
+Column kinds: "str", "int" (nullable Int64, parsed exactly: nanosecond stamps stay exact), "float" (also
+optional counts such as prompt_tokens, so arithmetic on them gives NaN, not pandas.NA), "bool" (False when empty), "optional_bool" (pandas'
 nullable boolean: empty stays <NA>, e.g. `passed` on an unscored row) and "json" (lists/dicts stored as JSON).
 
 Old files keep loading: booleans written as Python's True/False or as true/false/1/0 all read back; a column
@@ -50,6 +51,20 @@ def finite(value: Any) -> float | None:
     """A finite float or None (for code that must not carry NaN or inf forward)."""
     out = number(value)
     return out if math.isfinite(out) else None
+
+
+def integer(value: Any) -> Any:
+    """An int (exact for big counters such as nanosecond stamps: never through a float), or pandas.NA."""
+    if isinstance(value, (bool, np.bool_)) or value is None or value is pd.NA:
+        return pd.NA
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        as_float = number(text)
+        return int(as_float) if math.isfinite(as_float) and as_float.is_integer() else pd.NA
 
 
 def flag(value: Any) -> bool:
@@ -101,7 +116,7 @@ def kind_of(annotation: Any) -> ColumnKind:
     if base is bool:
         return "optional_bool" if optional else "bool"
     if base is int:
-        return "int"
+        return "float" if optional else "int"  # an optional count reads as float with NaN, pandas' missing value
     if base is float:
         return "float"
     return "str"
@@ -123,8 +138,7 @@ def coerce(frame: pd.DataFrame, kinds: Mapping[str, ColumnKind]) -> pd.DataFrame
         elif kind == "float":
             out[name] = pd.to_numeric(column.map(number), errors="coerce").astype(float)
         elif kind == "int":
-            values = column.map(number)
-            out[name] = pd.array([int(v) if math.isfinite(v) else pd.NA for v in values], dtype="Int64")
+            out[name] = pd.array([integer(v) for v in column], dtype="Int64")
         elif kind == "bool":
             out[name] = column.map(flag).astype(bool)
         elif kind == "optional_bool":
@@ -175,5 +189,10 @@ def read_csv(path: str | Path, kinds: Mapping[str, ColumnKind] | None = None, *,
         log.warning("%s: %d row(s) could not be read (torn or malformed) and were left out", label or path, bad)
     frame = frame.replace({"": None}) if len(frame) else frame
     out = coerce(frame.reset_index(drop=True), kinds or {})
+    for name in out.columns:  # undeclared columns: numbers when every cell is one, else text (as pandas would)
+        if name not in (kinds or {}) and out[name].dtype == object:
+            numbers = pd.to_numeric(out[name], errors="coerce")
+            if numbers.notna().sum() == out[name].notna().sum():
+                out[name] = numbers.astype(float)
     out.attrs["dropped_rows"] = bad
     return out

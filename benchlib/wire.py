@@ -18,16 +18,14 @@ stamp.
 Scope: http:// and https:// (TLS via the ssl module), a keep-alive connection pool (one request per
 connection at a time), chunked / Content-Length / close-delimited bodies, no compression (Accept-Encoding:
 identity), no proxies (callers keep a full HTTP client for URLs a proxy applies to, see `direct_route`).
-Failures raise `WireFailure(kind, message, http_status, retry_after)` with the error kinds of
-benchlib.client (connect_timeout, connection_refused, dns_failure, connect_error, read_timeout, stream_cut,
-http_<status>).
-"""
+Failures raise benchlib.failures.RequestFailed(kind, message, http_status, retry_after), the type every
+HTTP path raises (connect_timeout, connection_refused, dns_failure, connect_error, read_timeout, stream_cut,
+http_<status>)."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import socket
 import ssl
 import struct
@@ -35,33 +33,20 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from typing import Any, Callable
+from typing import Callable
 
-_HEAD, _BODY = 0, 1
-_CHUNKED, _LENGTH, _CLOSE = 0, 1, 2
-_SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
-MAX_HEAD = 64 * 1024
-MAX_LINE = 16 * 1024 * 1024
+from benchlib.exchange import Exchange, LineHandler
+from benchlib.failures import RequestFailed, connect_failure
 
-LineHandler = Callable[[bytes, int], bool]  # (line without its newline, arrival ns) -> True when the stream is done
 # Kernel receive timestamps (struct timespec, CLOCK_REALTIME): SO_TIMESTAMPNS is 35 on Linux (Python does not
 # export the constant); the control message has the same type.
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+
+
 ANC_SIZE = 64
+
+
 READ_SIZE = 256 * 1024
-
-
-class WireFailure(Exception):
-    """A classified failure; `before_response` marks a reused connection that died before any byte came back."""
-
-    def __init__(self, kind: str, message: str, http_status: int | None = None, retry_after: float | None = None,
-                 before_response: bool = False):
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-        self.http_status = http_status
-        self.retry_after = retry_after
-        self.before_response = before_response
 
 
 def direct_route(url: str) -> bool:
@@ -77,278 +62,6 @@ def direct_route(url: str) -> bool:
         return bool(urllib.request.proxy_bypass(parts.hostname))
     except OSError:
         return False
-
-
-def error_message(body: bytes) -> str:
-    """The server's own words from an error body: {"error": {"message": ...}}, {"error": "..."}, {"detail": ...}."""
-    text = body.decode("utf-8", "replace")
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, ValueError):
-        return text.strip()[:2000]
-    if isinstance(data, dict):
-        inner = data.get("error", data)
-        if isinstance(inner, dict):
-            return str(inner.get("message") or inner.get("detail") or inner)[:2000]
-        return str(inner)[:2000]
-    return text.strip()[:2000]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-class Exchange:
-    """One request/response on a connection; fed from the protocol's callbacks."""
-
-    __slots__ = ("conn", "on_line", "future", "read_timeout", "status", "reason", "headers", "wire_ns",
-                 "first_byte_ns", "end_ns", "last_ns", "finished", "body_complete", "keep_alive", "_phase",
-                 "_framing", "_remaining", "_cstate", "_fbuf", "_lbuf", "_head", "_error_body", "_timer",
-                 "_received")
-
-    def __init__(self, conn: "_Connection", on_line: LineHandler, read_timeout: float, wire_ns: int):
-        self.conn = conn
-        self.on_line = on_line
-        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.read_timeout = read_timeout
-        self.status = 0
-        self.reason = ""
-        self.headers: dict[str, str] = {}
-        self.wire_ns = wire_ns
-        self.first_byte_ns = 0
-        self.end_ns = 0  # arrival of the line that ended the stream, or of the body's end
-        self.last_ns = wire_ns
-        self.finished = False  # on_line said the stream is done (e.g. [DONE]); the body may still trail
-        self.body_complete = False
-        self.keep_alive = True
-        self._phase = _HEAD
-        self._framing = _CLOSE
-        self._remaining = 0
-        self._cstate = _SIZE
-        self._fbuf = b""
-        self._lbuf = b""
-        self._head = b""
-        self._error_body: bytearray | None = None
-        self._received = 0
-        self._timer: asyncio.TimerHandle | None = None
-        if read_timeout and read_timeout > 0:
-            self._timer = asyncio.get_running_loop().call_later(read_timeout, self._check_idle)
-
-    # ---- timeout ------------------------------------------------------------------------------------
-    def _check_idle(self) -> None:
-        self._timer = None
-        if self.body_complete:
-            return
-        idle = (time.perf_counter_ns() - self.last_ns) / 1e9
-        if idle + 1e-3 >= self.read_timeout:
-            if not self.future.done():
-                self._fail(WireFailure("read_timeout", f"read timed out: no data from the server for "
-                                                       f"{self.read_timeout:g} s"))
-            else:  # the caller has its answer; the body's end never came: drop the connection
-                self.conn.drop()
-            return
-        self._timer = asyncio.get_running_loop().call_later(self.read_timeout - idle, self._check_idle)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    # ---- input --------------------------------------------------------------------------------------
-    def feed(self, data: bytes, now: int) -> None:
-        self.last_ns = now
-        if not self.first_byte_ns:
-            self.first_byte_ns = now
-        self._received += len(data)
-        try:
-            while self._phase == _HEAD:
-                data = self._head + data if self._head else data
-                end = data.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(data) > MAX_HEAD:
-                        raise WireFailure("stream_cut", f"response head over {MAX_HEAD} bytes")
-                    self._head = data
-                    return
-                self._head = b""
-                self._parse_head(data[:end])
-                data = data[end + 4:]
-                if 100 <= self.status < 200:  # interim response (100 Continue): the real head follows
-                    continue
-                self._phase = _BODY
-                if self._framing == _LENGTH and self._remaining == 0:
-                    self._complete(now)
-                    return
-            if data:
-                self._body(data, now)
-        except BaseException as exc:  # noqa: BLE001 — a parse error or the caller's own failure ends the exchange
-            self._fail(exc)
-
-    def _parse_head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-            raise WireFailure("stream_cut", f"not an HTTP response: {lines[0][:200]!r}")
-        try:
-            self.status = int(parts[1])
-        except ValueError:
-            raise WireFailure("stream_cut", f"bad status line: {lines[0][:200]!r}") from None
-        self.reason = parts[2] if len(parts) > 2 else ""
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if sep:
-                key = name.strip().lower()
-                headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-        self.headers = headers
-        if 100 <= self.status < 200:
-            return
-        connection = headers.get("connection", "").lower()
-        self.keep_alive = "close" not in connection and (parts[0] != "HTTP/1.0" or "keep-alive" in connection)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._framing, self._cstate = _CHUNKED, _SIZE
-        elif "content-length" in headers:
-            self._framing, self._remaining = _LENGTH, int(headers["content-length"])
-        else:
-            self._framing, self.keep_alive = _CLOSE, False
-        if self.status >= 400:
-            self._error_body = bytearray()
-
-    def _body(self, data: bytes, now: int) -> None:
-        if self._framing == _LENGTH:
-            piece = data[:self._remaining]
-            self._remaining -= len(piece)
-            self._payload(piece, now)
-            if self._remaining == 0:
-                self._complete(now)
-            return
-        if self._framing == _CLOSE:
-            self._payload(data, now)
-            return
-        buf = self._fbuf + data if self._fbuf else data
-        self._fbuf = b""
-        pos, size = 0, len(buf)
-        while pos < size:
-            state = self._cstate
-            if state == _DATA:
-                take = min(self._remaining, size - pos)
-                self._payload(buf[pos:pos + take] if (pos or take != size) else buf, now)
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._cstate = _DATA_END
-            elif state == _DATA_END:
-                if size - pos < 2:
-                    self._fbuf = buf[pos:]
-                    return
-                pos += 2
-                self._cstate = _SIZE
-            else:  # _SIZE or _TRAILER: a CRLF-terminated line
-                end = buf.find(b"\r\n", pos)
-                if end < 0:
-                    if size - pos > MAX_HEAD:
-                        raise WireFailure("stream_cut", "chunk size line too long")
-                    self._fbuf = buf[pos:]
-                    return
-                line = buf[pos:end]
-                pos = end + 2
-                if state == _TRAILER:
-                    if not line:
-                        self._complete(now)
-                        return
-                    continue
-                try:
-                    chunk = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise WireFailure("stream_cut", f"bad chunk size {line[:40]!r}") from None
-                if chunk == 0:
-                    self._cstate = _TRAILER
-                else:
-                    self._remaining, self._cstate = chunk, _DATA
-
-    def _payload(self, piece: bytes, now: int) -> None:
-        if self._error_body is not None:
-            self._error_body += piece
-            return
-        if self.finished:
-            return
-        buf = self._lbuf + piece if self._lbuf else piece
-        start = 0
-        on_line = self.on_line
-        while True:
-            end = buf.find(b"\n", start)
-            if end < 0:
-                break
-            line = buf[start:end]
-            start = end + 1
-            if line[-1:] == b"\r":
-                line = line[:-1]
-            if on_line(line, now):
-                self._lbuf = b""
-                self._finish(now)
-                return
-        self._lbuf = buf[start:] if start else buf
-        if len(self._lbuf) > MAX_LINE:
-            raise WireFailure("stream_cut", f"a stream line over {MAX_LINE} bytes")
-
-    def _finish(self, now: int) -> None:
-        self.finished = True
-        self.end_ns = now
-        if not self.future.done():
-            self.future.set_result(self)
-
-    def _complete(self, now: int) -> None:
-        """The whole body has arrived."""
-        self.body_complete = True
-        self._cancel_timer()
-        if self._error_body is not None:
-            message = error_message(bytes(self._error_body)) or self.reason or f"HTTP {self.status}"
-            failure = WireFailure(f"http_{self.status}", message, self.status,
-                                  _retry_after(self.headers.get("retry-after")))
-            if not self.future.done():
-                self.future.set_exception(failure)
-        else:
-            if self._lbuf and not self.finished:  # a last line without its newline
-                line, self._lbuf = self._lbuf, b""
-                if self.on_line(line.rstrip(b"\r"), now):
-                    self._finish(now)
-            if not self.future.done():
-                self.end_ns = self.end_ns or now
-                self.future.set_result(self)
-        self.conn.exchange_done(self)
-
-    def _fail(self, exc: BaseException) -> None:
-        self._cancel_timer()
-        if not self.future.done():
-            self.future.set_exception(exc)
-        self.conn.drop()
-
-    def abandon(self) -> None:
-        """The client gave up on this exchange (cancelled, or failed already): stop the timer, forget the future."""
-        self._cancel_timer()
-        if not self.future.done():
-            self.future.cancel()
-
-    # ---- connection events --------------------------------------------------------------------------
-    def lost(self, exc: BaseException | None, now: int) -> None:
-        if self.body_complete:
-            return
-        if self._phase == _BODY and self._framing == _CLOSE and exc is None:
-            self._complete(now)  # a close-delimited body ends with the connection
-            return
-        self._cancel_timer()
-        if self.future.done():
-            return
-        if not self._received:
-            reason = f": {exc}" if exc else ""
-            self.future.set_exception(WireFailure("stream_cut", f"server closed the connection before "
-                                                                f"responding{reason}", before_response=True))
-            return
-        where = "in the response head" if self._phase == _HEAD else f"mid-stream after {self._received} bytes"
-        self.future.set_exception(WireFailure("stream_cut", f"connection closed {where}"
-                                                            f"{f': {exc}' if exc else ''}"))
 
 
 class _Pooled:
@@ -540,21 +253,12 @@ class StreamingHTTP:
                                        server_hostname=self.host if context else None),
                 self.connect_timeout)
         except asyncio.TimeoutError:
-            raise WireFailure("connect_timeout", f"connect to {self.host_header} timed out after "
+            raise RequestFailed("connect_timeout", f"connect to {self.host_header} timed out after "
                                                  f"{self.connect_timeout:g} s") from None
-        except socket.gaierror as exc:
-            raise WireFailure("dns_failure", f"{self.host}: {exc}") from None
         except ssl.SSLError as exc:
-            raise WireFailure("connect_error", f"TLS handshake with {self.host_header} failed: {exc}") from None
+            raise RequestFailed("connect_error", f"TLS handshake with {self.host_header} failed: {exc}") from None
         except OSError as exc:
-            text = str(exc)
-            lowered = text.lower()
-            if any(s in lowered for s in ("name or service not known", "nodename nor servname",
-                                          "name resolution", "no address associated", "getaddrinfo")):
-                raise WireFailure("dns_failure", f"{self.host}: {text}") from None
-            if exc.errno == errno.ECONNREFUSED or "refused" in lowered or "connect call failed" in lowered:
-                raise WireFailure("connection_refused", text) from None
-            raise WireFailure("connect_error", text or type(exc).__name__) from None
+            raise connect_failure(exc, self.host) from None
         self.live.add(conn)
         return conn
 
@@ -571,10 +275,10 @@ class StreamingHTTP:
                     infos = await asyncio.wait_for(loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM),
                                                    self.connect_timeout)
                 except asyncio.TimeoutError:
-                    raise WireFailure("connect_timeout", f"resolving {self.host} timed out after "
+                    raise RequestFailed("connect_timeout", f"resolving {self.host} timed out after "
                                                          f"{self.connect_timeout:g} s") from None
                 except socket.gaierror as exc:
-                    raise WireFailure("dns_failure", f"{self.host}: {exc}") from None
+                    raise connect_failure(exc, self.host) from None
             self._addresses = infos
         errors: list[str] = []
         refused = False
@@ -588,7 +292,7 @@ class StreamingHTTP:
                 await asyncio.wait_for(loop.sock_connect(sock, address), remaining)
             except asyncio.TimeoutError:
                 sock.close()
-                raise WireFailure("connect_timeout", f"connect to {self.host_header} timed out after "
+                raise RequestFailed("connect_timeout", f"connect to {self.host_header} timed out after "
                                                      f"{self.connect_timeout:g} s") from None
             except OSError as exc:
                 sock.close()
@@ -610,7 +314,7 @@ class StreamingHTTP:
             self.live.add(conn)
             return conn
         message = "; ".join(errors) or f"no address for {self.host}"
-        raise WireFailure("connection_refused" if refused else "connect_error", message)
+        raise RequestFailed("connection_refused" if refused else "connect_error", message)
 
     async def _acquire(self) -> tuple[_Connection, bool]:
         while self.idle:
@@ -633,7 +337,7 @@ class StreamingHTTP:
                           accept: str = "text/event-stream") -> Exchange:
         """Send one POST; `on_line(line, arrival_ns)` gets every body line as it arrives (in the read callback:
         keep it short, raise to abort). Returns once on_line returned True or the body ended; a status >= 400
-        raises WireFailure(http_<status>) with the server's message. `on_wire(ns)` gets the instant right before
+        raises RequestFailed(http_<status>) with the server's message. `on_wire(ns)` gets the instant right before
         the request is written to a ready connection (after any connect), again if a stale keep-alive connection
         forced one retry on a fresh connection."""
         payload = self.request_bytes(path, body, content_type, accept)
@@ -650,10 +354,10 @@ class StreamingHTTP:
                 conn.drop()
                 if reused and attempt == 0:
                     continue
-                raise WireFailure("stream_cut", f"sending the request failed: {exc}") from None
+                raise RequestFailed("stream_cut", f"sending the request failed: {exc}") from None
             try:
                 return await exchange.future
-            except WireFailure as failure:
+            except RequestFailed as failure:
                 if failure.before_response and reused and attempt == 0:
                     continue  # the server had closed this idle connection; a fresh one gets the request
                 raise
@@ -667,10 +371,3 @@ class StreamingHTTP:
             conn.close()
         self.idle.clear()
         self.live.clear()
-
-
-def stats(exchange: Exchange) -> dict[str, Any]:
-    """Diagnostics of one exchange (for debugging and tests)."""
-    return {"status": exchange.status, "wire_ns": exchange.wire_ns, "first_byte_ns": exchange.first_byte_ns,
-            "end_ns": exchange.end_ns, "finished": exchange.finished, "body_complete": exchange.body_complete,
-            "keep_alive": exchange.keep_alive}

@@ -26,8 +26,8 @@ import pandas as pd
 import pytest
 from helpers import make_params, send
 
-from benchlib import crosscheck
-from benchlib.client import ollama_keep_alive
+from benchlib import aio, crosscheck
+from benchlib.client import make_backend, ollama_keep_alive
 
 
 def wire(fake_server):
@@ -198,3 +198,10 @@ def test_embedded_log_implausible_prompt_time_yields_no_server_rates():
     assert bogus.prompt_tokens == 77 and bogus.completion_tokens("length") == 64  # counts stay usable
     assert sane.prefill_tps == pytest.approx(137 / 0.48265) and sane.prompt_timing_note == ""
     assert sane.decode_wall_tps == pytest.approx(63 / (1.68725 - 0.48265))
+
+
+def test_ollama_backend_closes_its_client(params_for):
+    backend = make_backend(params_for(kind="ollama").server, params_for(kind="ollama").run)
+    assert not backend.http.is_closed
+    aio.run(backend.aclose())
+    assert backend.http.is_closed

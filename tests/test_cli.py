@@ -108,3 +108,15 @@ def test_exit_code_is_nonzero_only_when_nothing_succeeded(fake_server, tmp_path)
                         host={"name": "cli-host-2"})
     result = cli("run", str(mixed), "--only", "text", "--no-paper", "--quiet", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_explore_opens_a_working_copy_not_the_committed_notebook(tmp_path, monkeypatch):
+    from benchlib import cli
+
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    assert cli.main(["explore", "--no-lab"]) == 0
+    copy = tmp_path / "outputs" / "explore.ipynb"
+    assert copy.read_bytes() == (PROJECT_ROOT / "notebooks" / "explore.ipynb").read_bytes()
+    copy.write_text(copy.read_text() + " ")  # the user's saved edits survive the next call
+    cli.main(["explore", "--no-lab"])
+    assert copy.read_text().endswith(" ")

@@ -156,3 +156,31 @@ def test_explore_notebook_runs_through_papermill(root, tmp_path):
     source = json.loads(notebook.read_text(encoding="utf-8"))
     dirty = [c for c in source["cells"] if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
     assert not dirty  # committed without outputs
+
+
+def test_rough_edges_labels_unsent_rows_and_one_figure(root):
+    # a load row's variant already names its level: said once
+    assert explore.request_label({"repeat": 3, "variant": "c2", "concurrency": 2}) == "repeat 3 · c2"
+    assert explore.request_label({"repeat": 0, "variant": "q", "concurrency": 4}) == "repeat 0 · q · c4"
+    # a request never sent: the reason in full, no empty prompt/response boxes, no timeline
+    refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
+    refused["error_message"] = "declared without 'video' input " + "x" * 300
+    objects = explore.build(refused)
+    from IPython.display import HTML, Image
+
+    html = " ".join(o.data for o in objects if isinstance(o, HTML))
+    assert "No request was sent" in html and "x" * 300 in html and "(empty)" not in html
+    assert not any(isinstance(o, Image) for o in objects)
+    # the timeline arrives as a finished PNG, its figure already closed
+    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
+    before = plt.get_fignums()
+    images = [o for o in explore.build(row) if isinstance(o, Image)]
+    assert len(images) == 1 and images[0].data[:4] == b"\x89PNG" and plt.get_fignums() == before
+
+
+def test_progress_ends_with_a_plain_count(capsys):
+    from benchlib.runner import progress_bar
+
+    with progress_bar(3, "text · m", enabled=True) as bar:
+        bar.update(2)
+    assert "text · m: 2/3 requests done (1 not sent)" in capsys.readouterr().out

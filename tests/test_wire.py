@@ -21,6 +21,7 @@ from helpers import make_params
 
 from benchlib import aio, wire
 from benchlib.client import ChatRequest, make_backend
+from benchlib.failures import RequestFailed
 from benchlib.records import RequestRecord
 
 
@@ -177,7 +178,7 @@ def test_http_error_carries_the_servers_message():
     error = b'{"error": {"message": "model is loading"}}'
     script = ScriptedServer([[b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: %d\r\n\r\n"
                               % len(error) + error]])
-    with pytest.raises(wire.WireFailure) as failure:
+    with pytest.raises(RequestFailed) as failure:
         collect(serve(script))
     assert failure.value.kind == "http_503" and failure.value.message == "model is loading"
     assert failure.value.retry_after == 2.0

@@ -15,18 +15,14 @@ from benchlib.load.health import HEALTH_COLUMNS, client_health
 from benchlib.load.levels import CONCURRENCY_CSV, CONCURRENCY_TASK, concurrency_levels
 from benchlib.records import read_requests, write_csv_atomic
 from benchlib.runner import Planned, progress_bar
+from benchlib.schema import read_csv
 
 CONCURRENCY_PROMPT = "Count from 1 to 1000, one number per line, without stopping:"
 
 
 def read_previous(path: Path, run_id: str, key: str) -> dict[Any, dict[str, Any]]:
     """Health columns of levels written by an earlier (resumed) run of the same run id."""
-    if not path.is_file():
-        return {}
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError):
-        return {}
+    frame = read_csv(path, label=str(path))
     if "run_id" in frame:
         frame = frame[frame["run_id"].astype(str) == str(run_id)]
     return {row[key]: {c: row[c] for c in HEALTH_COLUMNS if c in row} for _, row in frame.iterrows()}

@@ -12,6 +12,7 @@ import pandas as pd
 
 from benchlib.load.health import HEALTH_COLUMNS
 from benchlib.records import STATUS_FAILED, STATUS_OK
+from benchlib.schema import flag
 
 SUITE = "load"
 
@@ -50,7 +51,7 @@ CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software", "target_tokens
 def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
     if column not in frame:
         return pd.Series(np.nan, index=frame.index, dtype=float)
-    return pd.to_numeric(frame[column], errors="coerce")
+    return pd.to_numeric(frame[column], errors="coerce").astype(float)
 
 
 def quantile(series: pd.Series, q: float) -> float:
@@ -69,7 +70,7 @@ def failure_text(rows: pd.DataFrame) -> str:
 def warmup_mask(frame: pd.DataFrame) -> pd.Series:
     if "is_warmup" not in frame:
         return pd.Series(False, index=frame.index)
-    return frame["is_warmup"].map(lambda v: str(v).strip().lower() == "true")
+    return frame["is_warmup"].map(flag)
 
 
 def measured_rows(requests: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -189,7 +190,7 @@ def max_ok(frame: pd.DataFrame, column: str) -> float:
 
 
 def flag_column(series: pd.Series) -> pd.Series:
-    return series.map(lambda v: str(v).strip().lower() in ("true", "1", "1.0", "yes"))
+    return series.map(flag)
 
 
 def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[str, float]:

@@ -19,7 +19,7 @@ from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, _shown, s
 from benchlib.params import NOTEBOOK_ORDER
 from benchlib.paths import outputs_root
 from benchlib.records import read_requests
-from benchlib.schema import number
+from benchlib.schema import number, read_csv
 
 
 def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -98,11 +98,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    if not path.is_file() or path.stat().st_size == 0:
-        return pd.DataFrame()
+    """A per-suite CSV (summary, sweep levels): typed where declared, numbers inferred elsewhere."""
     try:
-        return pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
+        return read_csv(path, label=str(path))
+    except OSError:
         return pd.DataFrame()
 
 

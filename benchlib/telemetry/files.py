@@ -14,6 +14,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from benchlib.schema import ColumnKind, read_csv
+
 TELEMETRY_CSV = "telemetry.csv"
 
 
@@ -69,30 +71,20 @@ def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
 
 
 WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "throttle_seen",
-                "mem_source", "unavailable")
+               "mem_source", "unavailable")
+# The typed schema of a window row: text, exact nanosecond edges, the reset flag, everything else a number.
+WINDOW_KINDS: dict[str, ColumnKind] = {
+    c: ("str" if c in WINDOW_TEXT else "int" if c in ("t_start_ns", "t_end_ns") else
+        "bool" if c == "counter_reset" else "float") for c in WINDOW_COLUMNS}
+TELEMETRY_KINDS: dict[str, ColumnKind] = {c: ("int" if c == "t_ns" else "float") for c in TELEMETRY_COLUMNS}
 
 
 def read_windows(path: Path | str) -> pd.DataFrame:
-    """telemetry_windows.csv (or the runner's windows.csv) with text columns as text and empties as NaN."""
-    path = Path(path)
-    if not path.is_file() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=WINDOW_COLUMNS)
-    frame = pd.read_csv(path, on_bad_lines="skip", engine="python",
-                        dtype={c: str for c in WINDOW_TEXT + ("efficiency_reason",)}, keep_default_na=False,
-                        na_values={c: [""] for c in WINDOW_COLUMNS if c not in WINDOW_TEXT})
-    for column in WINDOW_COLUMNS:
-        if column not in frame:
-            frame[column] = None
-    if "counter_reset" in frame:
-        frame["counter_reset"] = frame["counter_reset"].map(lambda v: str(v).strip().lower() == "true")
-    return frame
+    """telemetry_windows.csv (or the runner's windows.csv, whose extra efficiency columns come back as numbers
+    or text) typed by WINDOW_KINDS; a torn row is left out with a warning."""
+    return read_csv(path, WINDOW_KINDS, label=str(path), required=("window", "t_start_ns"))
 
 
 def read_telemetry(path: Path | str) -> pd.DataFrame:
-    """telemetry.csv as a DataFrame; a half-written last line (SIGKILL) is dropped."""
-    path = Path(path)
-    if not path.is_file() or path.stat().st_size == 0:
-        return pd.DataFrame(columns=TELEMETRY_COLUMNS)
-    frame = pd.read_csv(path, on_bad_lines="skip", engine="python")
-    frame = frame[pd.to_numeric(frame["t_ns"], errors="coerce").notna()]
-    return frame.reset_index(drop=True)
+    """telemetry.csv typed by TELEMETRY_KINDS; a half-written last line (SIGKILL) is left out with a warning."""
+    return read_csv(path, TELEMETRY_KINDS, label=str(path), required=("t_ns",))
