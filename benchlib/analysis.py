@@ -12,18 +12,18 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib import metrics
+from benchlib import metrics, stats
 from benchlib.records import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.reference import REFERENCE_COLUMNS
-from benchlib.schema import flag, number, optional_flag
+from benchlib.schema import flag, json_value, number, optional_flag
 
 GROUP_KEYS = ("host", "model", "suite", "modality", "task")
-STAT_METRICS = ("decode_tps", "ttft_s", "e2e_s")
-STATS = ("count", "mean", "sd", "p50", "p90", "p99")
+STAT_METRICS = metrics.REQUEST_METRICS  # decode_tps, ttft_s, ttfo_s, e2e_s, tpot_s, itl_s, prefill_tps
+STATS = ("count", "mean", "mean_lo", "mean_hi", "sd", "p50", "p50_lo", "p50_hi", "p90", "p99")
 COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup"]
 SUMMARY_COLUMNS = (COUNT_COLUMNS + [f"{m}_{s}" for m in STAT_METRICS for s in STATS]
-                   + ["prefill_tps_mean", "completion_tokens_sum", "accuracy", "score_mean", "error_rate", "valid",
-                      "failures", "note"])
+                   + ["completion_tokens_sum", "accuracy", "accuracy_lo", "accuracy_hi", "score_mean", "n_echo",
+                      "error_rate", "valid", "failures", "percentile_note", "note"])
 # Telemetry window columns carried into the summary (all optional).
 WINDOW_COLUMNS = ("duration_s", "energy_j", "net_energy_j", "avg_power_w", "peak_power_w", "idle_power_w",
                   "temp_avg_c", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes", "throttle_seen",
@@ -44,17 +44,32 @@ def measured(requests: pd.DataFrame) -> pd.DataFrame:
 
 
 def describe(values: Iterable[float]) -> dict[str, float]:
-    """count, mean, sd (sample, ddof=1), p50, p90, p99 of the non-missing values; NaN where undefined."""
+    """count, mean with its 95 % bootstrap interval (mean_lo, mean_hi), sd (ddof=1), p50 with its interval,
+    p90 and p99 of the non-missing values; a percentile is NaN below the samples it needs (benchlib.stats)."""
     series = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").dropna().astype(float)
-    n = len(series)
+    data = series.to_numpy()
+    n = len(data)
+    mean_lo, mean_hi = stats.bootstrap_interval(data, "mean")
+    p50_lo, p50_hi = stats.bootstrap_interval(data, "median")
     return {
         "count": float(n),
-        "mean": float(series.mean()) if n else np.nan,
+        "mean": float(data.mean()) if n else np.nan,
+        "mean_lo": mean_lo, "mean_hi": mean_hi,
         "sd": float(series.std(ddof=1)) if n > 1 else np.nan,
-        "p50": float(series.quantile(0.5)) if n else np.nan,
-        "p90": float(series.quantile(0.9)) if n else np.nan,
-        "p99": float(series.quantile(0.99)) if n else np.nan,
+        "p50": stats.percentile(data, 0.50), "p50_lo": p50_lo, "p50_hi": p50_hi,
+        "p90": stats.percentile(data, 0.90),
+        "p99": stats.percentile(data, 0.99),
     }
+
+
+def _pooled(column: pd.Series) -> list[float]:
+    """Every value of a list column (ITL gaps of each request; JSON text as written) in one list."""
+    out: list[float] = []
+    for value in column:
+        value = json_value(value)
+        if isinstance(value, (list, tuple)):
+            out.extend(float(v) for v in value)
+    return out
 
 
 def failures_by_kind(requests: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
@@ -88,13 +103,15 @@ def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[
         "n_passed": int((passed == 1.0).sum()), "n_warmup": int(warm.sum()),
     }
     for metric in STAT_METRICS:
-        stats = describe(ok[metric] if metric in ok else [])
-        row.update({f"{metric}_{name}": val for name, val in stats.items()})
-    prefill = pd.to_numeric(ok["prefill_tps"], errors="coerce").dropna() if "prefill_tps" in ok else pd.Series(dtype=float)
-    row["prefill_tps_mean"] = float(prefill.mean()) if len(prefill) else np.nan
+        values = _pooled(ok[metric]) if metric == "itl_s" and metric in ok else (ok[metric] if metric in ok else [])
+        figures = describe(values)
+        row.update({f"{metric}_{name}": val for name, val in figures.items()})
     tokens = pd.to_numeric(ok["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in ok else pd.Series(dtype=float)
     row["completion_tokens_sum"] = float(tokens.sum()) if len(tokens) else np.nan
     row["accuracy"] = row["n_passed"] / row["n_scored"] if row["n_scored"] else np.nan
+    row["accuracy_lo"], row["accuracy_hi"] = stats.wilson_interval(row["n_passed"], row["n_scored"])
+    row["n_echo"] = int(ok["echo"].map(flag).sum()) if "echo" in ok else 0
+    row["percentile_note"] = stats.percentile_note(int(row["decode_tps_count"] or row["ttft_s_count"] or 0))
     scores = pd.to_numeric(ok["score"], errors="coerce").dropna() if "score" in ok else pd.Series(dtype=float)
     row["score_mean"] = float(scores.mean()) if len(scores) else np.nan
     attempted = n_ok + n_failed
@@ -397,7 +414,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
 def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,
                     speed_suite: str = "text", tools_task: str = "tool_calling", tool_tests: int = 8,
                     entity_task: str = "entity_extraction", vision_modality: str = "vision") -> pd.DataFrame:
-    """One candidate row per host × model with the columns frontier.decide() judges.
+    """One candidate row per host × model with the columns decisions.decide() judges.
 
     decode_tps / ttft_ms: mean over the speed suite's tasks (suite column, else modality 'text') of the task
     means; model_memory_gb from the mapping (keyed by model; e.g. the server's reported weights) else the

@@ -113,7 +113,8 @@ def finalize(record: RequestRecord, state: StreamState, end_ns: int) -> None:
 
 
 def compute_rates(record: RequestRecord) -> None:
-    """Decode tok/s = (tokens − 1) / (t_last − t_first); TPOT its inverse; prefill tok/s = prompt tokens / TTFT.
+    """Decode tok/s = (tokens − 1) / (t_last − t_first); TPOT its inverse; prefill tok/s = (prompt − cached
+    tokens) / TTFT at concurrency 1 (None above it).
 
     t_last − t_first is the sum of the ITL list, so rates can be recomputed when a better token count
     arrives later (e.g. from the embedded server's log).
@@ -122,7 +123,11 @@ def compute_rates(record: RequestRecord) -> None:
     decode_s = sum(record.itl_s)
     record.tpot_s = metrics.none_if_nan(metrics.tpot_s(tokens, decode_s))
     record.decode_tps = metrics.none_if_nan(metrics.decode_tps(tokens, decode_s))
-    record.prefill_tps = metrics.none_if_nan(metrics.prefill_tps(record.prompt_tokens, record.ttft_s))
+    # prefill rate counts only the tokens the server computed (cached ones were not), and only where TTFT is
+    # prefill: at concurrency > 1 it also holds queueing behind other streams
+    computed = (record.prompt_tokens or 0) - (record.cached_tokens or 0)
+    record.prefill_tps = metrics.none_if_nan(metrics.prefill_tps(computed, record.ttft_s)) \
+        if record.concurrency <= 1 else None
 
 
 def _decode_args(call: dict[str, Any]) -> dict[str, Any]:
@@ -427,9 +432,9 @@ def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> No
     if prompt_n is not None:
         record.server_prompt_tokens = int(prompt_n)
     if prompt_n and prompt_ms:
-        record.server_prefill_tps = prompt_n / (prompt_ms / 1000.0)
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ms / 1000.0))
     if predicted_n and predicted_ms:
-        record.server_decode_tps = predicted_n / (predicted_ms / 1000.0)
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(predicted_n, predicted_ms / 1000.0))
     if timings.get("cache_n") is not None and record.cached_tokens is None:
         record.cached_tokens = int(timings["cache_n"])
 
@@ -550,9 +555,9 @@ def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None
     record.server_prompt_tokens = final.get("prompt_eval_count")
     prompt_ns, eval_ns = final.get("prompt_eval_duration"), final.get("eval_duration")
     if final.get("prompt_eval_count") and prompt_ns:
-        record.server_prefill_tps = final["prompt_eval_count"] / (prompt_ns / NS)
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(final["prompt_eval_count"], prompt_ns / NS))
     if final.get("eval_count") and eval_ns:
-        record.server_decode_tps = final["eval_count"] / (eval_ns / NS)
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(final["eval_count"], eval_ns / NS))
     if final.get("load_duration") is not None:
         record.server_load_s = final["load_duration"] / NS
 

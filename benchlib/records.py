@@ -92,6 +92,7 @@ class RequestRecord:
     passed: bool | None = None
     score: float | None = None
     check_detail: str = ""
+    echo: bool = False  # long verbatim spans of the prompt were cut from the answer before the checker ran
     looping: bool = False
     # client health
     client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)

@@ -177,7 +177,7 @@ def _unit_denominator(unit: str) -> float:
 def heros_decision_candidates(ref: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per decision table of the her-os report (001), with the values that table judged.
 
-    Columns match frontier.decide: decode_tps, ttft_ms, model_memory_gb (the 'VRAM' / 'Model VRAM' the
+    Columns match decisions.decide: decode_tps, ttft_ms, model_memory_gb (the 'VRAM' / 'Model VRAM' the
     table used), tools_passed (of 8; a '%' share is converted), entity_recall, vision_works; plus the
     report's own decision text (reported_decision). Values a table did not show stay NaN.
     """

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from benchlib import aio, analysis, crosscheck, manifest, scoring
 from benchlib import media as media_builders
 from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
+from benchlib.echo import strip_echo
 from benchlib.embedded import EmbeddedServer
 from benchlib.media import UnsupportedMedia
 from benchlib.params import BenchParams
@@ -195,11 +196,14 @@ class Session:
         compute_rates(record)
 
     def _score(self, record: RequestRecord, task: Task, variant: Variant) -> None:
-        response = scoring.Response(text=record.response_text, reasoning=record.reasoning_text,
-                            tool_calls=record.tool_calls, finish_reason=record.finish_reason)
+        """The checker judges only what the model added: echoed prompt spans are cut first (benchlib.echo)."""
+        added = strip_echo(record.response_text, [record.prompt, variant.prompt, task.system])
+        response = scoring.Response(text=added.text, reasoning=record.reasoning_text,
+                                    tool_calls=record.tool_calls, finish_reason=record.finish_reason)
         verdict = scoring.score(task.checker, response, variant.expected, task.checker_args)
-        record.checker, record.passed, record.score, record.check_detail = (
-            task.checker, verdict.passed, verdict.score, verdict.detail)
+        record.checker, record.passed, record.score = task.checker, verdict.passed, verdict.score
+        record.check_detail = "; ".join(p for p in (added.note(), verdict.detail) if p)
+        record.echo = added.found
         record.looping = scoring.detect_looping(record.response_text)
 
     # ---- planning ------------------------------------------------------------------------------------

@@ -47,6 +47,15 @@ def number(value: Any) -> float:
         return math.nan
 
 
+def short_number(value: Any) -> str:
+    """A value as text for a verdict line: three significant digits, "n/a" when NaN, other text as it is."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return "n/a" if math.isnan(out) else f"{out:.3g}"
+
+
 def finite(value: Any) -> float | None:
     """A finite float or None (for code that must not carry NaN or inf forward)."""
     out = number(value)
@@ -92,7 +101,7 @@ def optional_flag(value: Any) -> Any:
     return pd.NA
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     if isinstance(value, (list, dict)):
         return value
     if isinstance(value, str) and value:
@@ -144,7 +153,7 @@ def coerce(frame: pd.DataFrame, kinds: Mapping[str, ColumnKind]) -> pd.DataFrame
         elif kind == "optional_bool":
             out[name] = pd.array([optional_flag(v) for v in column], dtype="boolean")
         elif kind == "json":
-            out[name] = column.map(_json)
+            out[name] = column.map(json_value)
         else:  # pragma: no cover — a typo in a schema
             raise ValueError(f"unknown column kind {kind!r} for {name}")
     return out

@@ -13,6 +13,7 @@ from benchlib import aio, analysis
 from benchlib.client import ChatRequest, make_backend
 from benchlib.params import validate
 from benchlib.records import RequestLog, RequestRecord
+from benchlib.scoring import Response
 from benchlib.tasks import load_tasks
 
 
@@ -134,3 +135,35 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
     old = _record("text", "text", "basic_qa", _variant("basic_qa"), 0, 5000.0, 1)
     RequestLog(archived / "requests.csv").append(old)
     return root
+
+
+def perfect_answer(checker: str, expected) -> Response:
+    """An answer each checker must accept, built from the task variant's expected value."""
+    r = lambda text="", **kw: Response(text=text, **kw)  # noqa: E731
+    first = lambda item: item[0] if isinstance(item, list) else str(item)  # noqa: E731
+    if checker == "color_grid":
+        return r("\n".join(f"{c['color']}: row {c['row']}, column {c['col']}" for c in expected))
+    if checker == "wer":
+        return r(expected)
+    if checker in ("keyword_groups", "ordered_items"):
+        return r(", ".join(first(g) for g in expected))
+    if checker == "no_looping":
+        return r("A steady tone; there is no speech.", finish_reason="stop")
+    if checker == "entity_recall":
+        return r(json.dumps({"persons": expected["persons"], "places": expected["places"]}))
+    if checker == "tool_call":
+        fn = expected["function"]
+        arg = "name" if fn == "get_entity_details" else "query"
+        value = " ".join((expected.get("contains") or {}).values()) or "something"
+        return r(tool_calls=[{"name": fn, "arguments": {arg: value}}])
+    if checker == "script_share":
+        return r("ನಮಸ್ಕಾರ! ನಾನು ಚೆನ್ನಾಗಿದ್ದೇನೆ, ಧನ್ಯವಾದಗಳು.")
+    if checker == "contains_any":
+        return r(str(expected[0]))
+    if checker == "number":
+        return r(f"The answer is {expected}.")
+    if checker == "python_code":
+        return r(f"def {expected['function']}(x):\n    return x\n")
+    if checker == "keywords":
+        return r(" ".join(expected))
+    raise AssertionError(f"no perfect answer for checker {checker}")

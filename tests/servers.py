@@ -23,6 +23,9 @@ Model-info routes follow the documented shapes: Ollama GET /api/version, /api/ps
 "fault_when" limits the fault to requests whose messages contain that text (so one run mixes failures
 and successes). A fault "http_401_echo" answers 401 quoting the Authorization header it received, as a
 careless server might, so tests can prove the key is scrubbed from every output.
+"echo": true answers with the last user message's text, word by word (as a base model that repeats its prompt
+does); "replies": [{"when": text, "text": ..., "tool_call": {...}}] then appends the first reply whose "when"
+occurs in the request's messages (an echo followed by a correct answer), or answers with it alone.
 A fault "http_429_once" answers 429 the first time a given prompt is seen, then streams normally.
 Prompt length (load sweeps): POST /extras/tokenize {"input": text} -> {"tokens": [...]} is llama-cpp-python's
 route, with a fake tokenizer of one token per whitespace-separated word; "prompt_tokens": "words" makes the
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import socket
 import sys
 import threading
@@ -45,11 +49,17 @@ from typing import Any
 
 DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "prompt_tokens": 12, "fault": None,
             "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0,
-            "fault_when": None, "server_itl": None, "prompt_n": None, "reasoning_field": "reasoning_content"}
+            "fault_when": None, "server_itl": None, "prompt_n": None, "reasoning_field": "reasoning_content",
+            "echo": False, "replies": None}
 FAKE_DIGEST = "5c8f8b1d6e3a2f4b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
 FAKE_DETAILS = {"parent_model": "", "format": "gguf", "family": "gemma3", "families": ["gemma3"],
                 "parameter_size": "268.10M", "quantization_level": "Q4_K_M"}
 FAKE_SIZE = 291_000_000
+def _tokens(text: str) -> list[str]:
+    """Words with the whitespace after each (line breaks survive streaming)."""
+    return re.findall(r"\S+\s*", text)
+
+
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
 FAKE_TEMPLATE_TOKENS = 3  # per message: the fake chat template's role marker and turn delimiters
 
@@ -234,6 +244,9 @@ class FakeServer:
             status = int(fault.split("_")[1])
             return await self._json(writer, status, {"error": {"message": f"fake {status} for testing"}},
                                     {"Retry-After": str(spec["retry_after"])} if status == 429 else None)
+        words = self._scripted_words(body, spec)
+        if words is not None:
+            spec["tokens"] = len(words)
         if fault == "stall":  # accept, then never answer: a read timeout
             await asyncio.sleep(3600)
             return False
@@ -265,6 +278,8 @@ class FakeServer:
                 return False
             reasoning = index < spec["reasoning_tokens"]
             word = WORDS[index % len(WORDS)] + " "
+            if words is not None and not reasoning:
+                word = words[index - spec["reasoning_tokens"]]
             if fault == "empty":
                 word = ""
             if fault == "bad_chunk" and index == 1:
@@ -283,6 +298,30 @@ class FakeServer:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
+
+    @staticmethod
+    def _scripted_words(body: dict, spec: dict) -> list[str] | None:
+        """The answer's words for "echo" / "replies" (None: the default alphabet); sets spec["tool_call"]."""
+        if not spec["echo"] and not spec["replies"]:
+            return None
+        def text(message: dict) -> str:
+            content = message.get("content", "")
+            if isinstance(content, list):
+                content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return str(content or "")
+
+        messages = body.get("messages", [])
+        words: list[str] = []
+        if spec["echo"]:
+            users = [m for m in messages if m.get("role") == "user"]
+            words += _tokens(text(users[-1]) + "\n") if users else []
+        plain = "\n".join(text(m) for m in messages)
+        for reply in spec["replies"] or []:
+            if reply.get("when", "") in plain:
+                words += _tokens(str(reply.get("text", "")))
+                spec["tool_call"] = reply.get("tool_call") or spec["tool_call"]
+                break
+        return words or ["(nothing) "]
 
     @staticmethod
     def _token_chunk(word: str, reasoning: bool, ollama: bool, reasoning_field: str = "reasoning_content") -> bytes:

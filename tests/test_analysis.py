@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib import analysis, frontier, reference
+from benchlib import analysis, decisions, frontier, reference
 from benchlib.records import COLUMNS, RequestLog, RequestRecord
 
 
@@ -54,8 +54,12 @@ def test_summary_excludes_warmup_and_failed_rows(requests_frame):
     assert qa["decode_tps_mean"] == pytest.approx(20.0)
     assert qa["decode_tps_sd"] == pytest.approx(10.0)
     assert qa["decode_tps_p50"] == pytest.approx(20.0)
-    assert qa["decode_tps_p90"] == pytest.approx(28.0)
-    assert qa["decode_tps_p99"] == pytest.approx(29.8)
+    # three samples: p90 and p99 would be the maximum in disguise, so they are not reported (and it says so)
+    assert math.isnan(qa["decode_tps_p90"]) and math.isnan(qa["decode_tps_p99"])
+    assert qa["percentile_note"] == "p90/p99 not shown: n=3 (p90 needs 10, p99 needs 100)"
+    assert qa["decode_tps_mean_lo"] <= 20.0 <= qa["decode_tps_mean_hi"] and qa["decode_tps_mean_hi"] <= 30.0
+    assert qa["decode_tps_mean_lo"] >= 10.0
+    assert (qa["accuracy_lo"], qa["accuracy_hi"]) == pytest.approx((0.0945, 0.9055), abs=1e-3)  # Wilson, 1 of 2
     assert qa["ttft_s_mean"] == pytest.approx(0.2) and qa["e2e_s_p50"] == pytest.approx(2.0)
     assert qa["prefill_tps_mean"] == pytest.approx(200.0)
     assert (qa["n_scored"], qa["n_passed"], qa["accuracy"]) == (2, 1, 0.5)
@@ -169,15 +173,38 @@ def test_systems_and_decision_inputs_feed_frontier():
     assert frontier.frontier_members(systems, frontier.REGIMES["workstation"].axes) == ["fast @ h"]
     assert frontier.frontier_members(systems, frontier.REGIMES["edge"].axes) == ["slow @ h"]
     cands = analysis.decision_inputs(joined, model_memory_gb={"fast": 10.0})
-    decided = frontier.decide(cands, {"min_decode_tps": 30, "max_ttft_ms": 500, "max_model_memory_gb": 25})
-    assert decided.set_index("candidate")["verdict"].to_dict() == {"fast @ h": frontier.SWAP,
-                                                                 "slow @ h": frontier.WAIT}
+    decided = decisions.decide(cands, {"min_decode_tps": 30, "max_ttft_ms": 500, "max_model_memory_gb": 25})
+    assert decided.set_index("candidate")["verdict"].to_dict() == {"fast @ h": decisions.SWAP,
+                                                                 "slow @ h": decisions.WAIT}
     by_model = cands.set_index("model")
     assert np.isnan(by_model.loc["slow", "model_memory_gb"])
     assert by_model.loc["fast", "decode_tps"] == pytest.approx(40.0)  # text suite only
     assert (by_model.loc["fast", "tools_passed"], by_model.loc["fast", "entity_recall"]) == (7.0, 0.9)
     assert bool(by_model.loc["fast", "vision_works"]) and not bool(by_model.loc["slow", "vision_works"])
-    heros = frontier.decide(cands, frontier.HEROS_SWAP_THRESHOLDS).set_index("candidate")
+    heros = decisions.decide(cands, decisions.HEROS_SWAP_THRESHOLDS).set_index("candidate")
     assert heros.loc["fast @ h", ["status_decode_tps", "status_model_memory_gb", "status_tools_passed",
                                   "status_vision_works"]].tolist() == ["PASS"] * 4
     assert heros.loc["slow @ h", ["status_model_memory_gb", "status_vision_works"]].tolist() == ["NO DATA", "FAIL"]
+
+
+def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():
+    gaps_a, gaps_b = [0.01] * 60, [0.01] * 58 + [0.5, 0.5]  # two 0.5 s stalls among 120 gaps
+    rows = [RequestRecord(task="t", request_key=f"k{i}", itl_s=g, tpot_s=sum(g) / len(g), ttfo_s=0.2 + i,
+                          ttft_s=0.1, decode_tps=50.0).to_row() for i, g in enumerate((gaps_a, gaps_b))]
+    summary = analysis.summarize_requests(pd.DataFrame(rows)).iloc[0]
+    assert summary["itl_s_count"] == 120
+    assert summary["itl_s_p50"] == pytest.approx(0.01)
+    assert summary["itl_s_p99"] > 0.01 and not math.isnan(summary["itl_s_p99"])  # the stall shows at n >= 100
+    assert summary["ttfo_s_mean"] == pytest.approx(0.7) and summary["tpot_s_count"] == 2
+    assert summary["ttft_s_count"] == 2
+
+
+def test_prefill_rate_counts_computed_tokens_at_concurrency_one_only():
+    from benchlib.client import compute_rates
+
+    record = RequestRecord(prompt_tokens=100, cached_tokens=60, ttft_s=0.2, completion_tokens=2, itl_s=[0.1])
+    compute_rates(record)
+    assert record.prefill_tps == pytest.approx(40 / 0.2)  # the 60 cached tokens were not computed
+    queued = RequestRecord(prompt_tokens=100, ttft_s=0.2, concurrency=4, completion_tokens=2, itl_s=[0.1])
+    compute_rates(queued)
+    assert queued.prefill_tps is None  # TTFT at 4 streams includes queueing

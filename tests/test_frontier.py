@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib import frontier, reference
+from benchlib import decisions, frontier, reference
 from benchlib.params import ThresholdParams
 
 
@@ -96,17 +96,17 @@ def _by_section(frame: pd.DataFrame, cands: pd.DataFrame) -> pd.DataFrame:
 
 def test_swap_framework_reproduces_the_reports_decisions(ref):
     cands = reference.heros_decision_candidates(ref)
-    decided = _by_section(frontier.decide(cands, frontier.HEROS_SWAP_THRESHOLDS), cands)
+    decided = _by_section(decisions.decide(cands, decisions.HEROS_SWAP_THRESHOLDS), cands)
     expected = {
-        "§6 Decision Against Plan Criteria (table)": frontier.WAIT,
-        "§9 Gemma 4 31B: Decision (table)": frontier.WAIT,
-        "§9 Gemma 4 26B-A4B FP8: Decision (table)": frontier.WAIT,
-        "§10 Decision framework re-evaluation (table)": frontier.VERIFY,
-        "§12 Phase 3: Decision (table)": frontier.SWAP,
+        "§6 Decision Against Plan Criteria (table)": decisions.WAIT,
+        "§9 Gemma 4 31B: Decision (table)": decisions.WAIT,
+        "§9 Gemma 4 26B-A4B FP8: Decision (table)": decisions.WAIT,
+        "§10 Decision framework re-evaluation (table)": decisions.VERIFY,
+        "§12 Phase 3: Decision (table)": decisions.SWAP,
     }
     assert decided["verdict"].to_dict() == expected
     for section, reported in cands.set_index("section")["reported_decision"].items():
-        assert frontier.reported_verdict(reported) == expected[section], reported
+        assert decisions.reported_verdict(reported) == expected[section], reported
     ollama = decided.loc["§6 Decision Against Plan Criteria (table)"]
     assert ollama["decision"] == "WAIT: fails memory (35.3 vs ≤25 GB), TTFT (836 vs ≤200 ms)"
     assert ollama["status_decode_tps"] == ollama["status_tools_passed"] == ollama["status_vision_works"] == "PASS"
@@ -123,17 +123,17 @@ def _reported_statuses(ref: pd.DataFrame, section: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("section,thresholds,columns", [
-    ("§6 Decision Against Plan Criteria", frontier.HEROS_PHASE1_THRESHOLDS,
+    ("§6 Decision Against Plan Criteria", decisions.HEROS_PHASE1_THRESHOLDS,
      {"decode_tps": "decode_tps", "ttft": "ttft_ms", "vram": "model_memory_gb", "tools_share": "tools_passed",
       "entity_persons": "entity_recall", "vision": "vision_works"}),
-    ("§12 Phase 3: Decision", frontier.HEROS_SWAP_THRESHOLDS,
+    ("§12 Phase 3: Decision", decisions.HEROS_SWAP_THRESHOLDS,
      {"decode_tps": "decode_tps", "ttft": "ttft_ms", "model_memory": "model_memory_gb",
       "tools_passed": "tools_passed", "vision": "vision_works"}),
 ])
 def test_per_criterion_status_matches_the_printed_status(ref, section, thresholds, columns):
     cands = reference.heros_decision_candidates(ref)
     cand = cands[cands["section"].str.startswith(section)]
-    long = frontier.evaluate_thresholds(cand, thresholds).set_index("column")["status"]
+    long = decisions.evaluate_thresholds(cand, thresholds).set_index("column")["status"]
     printed = _reported_statuses(ref[ref["source"].str.startswith("001")], section)
     assert {k: long[v] for k, v in columns.items()} == {k: printed[k] for k in columns}
 
@@ -142,12 +142,12 @@ def test_presets_match_the_printed_thresholds(ref):
     heros = ref[ref["source"].str.startswith("001")]
     phase3 = {r.metric: r.value for r in reference.select(heros, "§12 Phase 3: Decision").itertuples()
               if r.metric.startswith("threshold_") and not np.isnan(r.value)}
-    swap = frontier.HEROS_SWAP_THRESHOLDS
+    swap = decisions.HEROS_SWAP_THRESHOLDS
     assert phase3 == {"threshold_decode_tps": swap.min_decode_tps, "threshold_model_memory": swap.max_model_memory_gb,
                       "threshold_ttft": swap.max_ttft_ms, "threshold_tools_passed": swap.min_tools_passed}
     phase1 = {r.metric: r.value for r in reference.select(heros, "§6 Decision").itertuples()
               if r.metric.startswith("threshold_") and not np.isnan(r.value)}
-    p1 = frontier.HEROS_PHASE1_THRESHOLDS
+    p1 = decisions.HEROS_PHASE1_THRESHOLDS
     assert (p1.min_decode_tps, p1.max_ttft_ms, p1.max_model_memory_gb) == \
         (phase1["threshold_decode_tps"], phase1["threshold_ttft"], phase1["threshold_vram"])
     assert p1.min_entity_recall == pytest.approx(phase1["threshold_entity_persons"] / 7)
@@ -157,25 +157,25 @@ def test_presets_match_the_printed_thresholds(ref):
 def test_31b_fails_the_complementary_memory_budget(ref):
     cands = reference.heros_decision_candidates(ref)
     cand = cands[cands["model"] == "Gemma 4 31B"]
-    out = frontier.evaluate_thresholds(cand, {"max_model_memory_gb": 30})
+    out = decisions.evaluate_thresholds(cand, {"max_model_memory_gb": 30})
     assert out["status"].tolist() == ["FAIL"]  # printed "(≤30 GB: NO)"
 
 
 def test_thresholds_as_dict_inclusive_and_unset():
     cands = pd.DataFrame({"candidate": ["edge", "under"], "decode_tps": [40.0, 39.9], "ttft_ms": [200.0, 10.0],
                           "vision_works": [False, True]})
-    out = frontier.decide(cands, {"min_decode_tps": 40, "max_ttft_ms": 200}).set_index("candidate")
-    assert out.loc["edge", "verdict"] == frontier.SWAP  # limits are inclusive
-    assert out.loc["under", "verdict"] == frontier.WAIT
+    out = decisions.decide(cands, {"min_decode_tps": 40, "max_ttft_ms": 200}).set_index("candidate")
+    assert out.loc["edge", "verdict"] == decisions.SWAP  # limits are inclusive
+    assert out.loc["under", "verdict"] == decisions.WAIT
     noisy = cands.assign(ttft_ms=[(0.1 + 0.2 + 0.3) / 3 * 1e3, 10.0])  # 200.00000000000003
-    assert frontier.decide(noisy, {"max_ttft_ms": 200})["verdict"].tolist() == [frontier.SWAP, frontier.SWAP]
+    assert decisions.decide(noisy, {"max_ttft_ms": 200})["verdict"].tolist() == [decisions.SWAP, decisions.SWAP]
     assert "status_vision_works" not in out  # vision_required False: not judged
-    vision = frontier.decide(cands, ThresholdParams(vision_required=True)).set_index("candidate")
-    assert vision["verdict"].to_dict() == {"edge": frontier.WAIT, "under": frontier.SWAP}
+    vision = decisions.decide(cands, ThresholdParams(vision_required=True)).set_index("candidate")
+    assert vision["verdict"].to_dict() == {"edge": decisions.WAIT, "under": decisions.SWAP}
 
 
 def test_every_threshold_field_is_a_criterion():
-    assert {c.field for c in frontier.CRITERIA} == set(ThresholdParams.model_fields)
+    assert {c.field for c in decisions.CRITERIA} == set(ThresholdParams.model_fields)
 
 
 def test_a_system_without_a_required_capability_cannot_join_or_dominate():

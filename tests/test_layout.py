@@ -15,11 +15,11 @@ MAX_LINES = 620
 
 # Lowest first; a module may import modules of its own layer or a lower one, never a higher one.
 LAYERS = {
-    "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures"],
+    "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures", "echo", "stats"],
     "records": ["records"],
     "measurement": ["exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
                     "load.prompts"],
-    "analysis": ["analysis", "crosscheck", "frontier", "roofline", "reference", "load.levels"],
+    "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "reference", "load.levels"],
     "suites": ["runner", "load", "evidence", "timeline", "report", "explore"],
     "paper": ["paper"],
     "entry": ["cli"],

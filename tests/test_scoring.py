@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import perfect_answer
 
 from benchlib import scoring
 from benchlib.scoring import CHECKERS, Response, detect_looping, loop_reason, parse_json_lenient, score
@@ -318,36 +319,6 @@ def test_script_share_kannada():
 # ---------------------------------------------------------------------------------------------------------
 # The task files: every checker exists, and a perfect answer built from each expected value passes
 # ---------------------------------------------------------------------------------------------------------
-def _perfect_answer(checker: str, expected) -> Response:
-    first = lambda item: item[0] if isinstance(item, list) else str(item)  # noqa: E731
-    if checker == "color_grid":
-        return r("\n".join(f"{c['color']}: row {c['row']}, column {c['col']}" for c in expected))
-    if checker == "wer":
-        return r(expected)
-    if checker in ("keyword_groups", "ordered_items"):
-        return r(", ".join(first(g) for g in expected))
-    if checker == "no_looping":
-        return r("A steady tone; there is no speech.", finish_reason="stop")
-    if checker == "entity_recall":
-        return r(json.dumps({"persons": expected["persons"], "places": expected["places"]}))
-    if checker == "tool_call":
-        fn = expected["function"]
-        arg = "name" if fn == "get_entity_details" else "query"
-        value = " ".join((expected.get("contains") or {}).values()) or "something"
-        return r(tool_calls=[{"name": fn, "arguments": {arg: value}}])
-    if checker == "script_share":
-        return r("ನಮಸ್ಕಾರ! ನಾನು ಚೆನ್ನಾಗಿದ್ದೇನೆ, ಧನ್ಯವಾದಗಳು.")
-    if checker == "contains_any":
-        return r(str(expected[0]))
-    if checker == "number":
-        return r(f"The answer is {expected}.")
-    if checker == "python_code":
-        return r(f"def {expected['function']}(x):\n    return x\n")
-    if checker == "keywords":
-        return r(" ".join(expected))
-    raise AssertionError(f"no perfect answer for checker {checker}")
-
-
 def test_every_task_checker_exists_and_perfect_answers_pass():
     tasks = load_tasks()
     assert tasks
@@ -356,7 +327,7 @@ def test_every_task_checker_exists_and_perfect_answers_pass():
         if task.suite == "text":
             continue  # the text suite's file belongs elsewhere; its checkers are covered above
         for variant in task.variants:
-            good = score(task.checker, _perfect_answer(task.checker, variant.expected), variant.expected,
+            good = score(task.checker, perfect_answer(task.checker, variant.expected), variant.expected,
                          task.checker_args)
             assert good.passed, f"{task.name}/{variant.id}: {good.detail}"
             bad = score(task.checker, r("I am not sure." if task.checker != "no_looping" else "hmm " * 60),

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchlib import metrics
 from benchlib.load.health import HEALTH_COLUMNS
 from benchlib.records import STATUS_FAILED, STATUS_OK
 from benchlib.schema import flag
@@ -95,7 +96,7 @@ def concurrency_levels(requests: pd.DataFrame, health: dict[int, dict[str, Any]]
         row = {**(identity or {}), "concurrency": int(level), "n_requests": len(group), "n_ok": len(ok),
                "n_failed": int((group["status"] == STATUS_FAILED).sum()), "failures": failure_text(group),
                "span_s": span, "completion_tokens": tokens,
-               "throughput_tps": tokens / span if span and span > 0 and len(ok) else np.nan,
+               "throughput_tps": metrics.rate(tokens, span) if len(ok) else np.nan,
                "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
                "decode_tps_p50": quantile(numeric_column(ok, "decode_tps"), 0.5)}
         for metric in ("ttft_s", "e2e_s"):
@@ -170,7 +171,7 @@ def context_levels(requests: pd.DataFrame, plans: dict[int, dict] | None = None,
                "n_requests": len(group), "n_ok": len(ok), "n_failed": int((group["status"] == STATUS_FAILED).sum()),
                "failures": failure_text(group), "ttft_s_p50": ttft, "ttft_s_min": float(numeric_column(ok, "ttft_s").min())
                if len(ok) else np.nan, "e2e_s_p50": quantile(numeric_column(ok, "e2e_s"), 0.5),
-               "prefill_tps": actual / ttft if actual == actual and ttft and ttft > 0 else np.nan,
+               "prefill_tps": metrics.prefill_tps(actual, ttft),
                "server_prefill_tps": float(numeric_column(ok, "server_prefill_tps").mean()) if len(ok) else np.nan,
                "cached_tokens": float(numeric_column(ok, "cached_tokens").mean()) if len(ok) else np.nan,
                "note": plan.get("note", "")}

@@ -18,6 +18,7 @@ from benchlib.paper.settings import NO_RUNS, THIS_RUN
 from benchlib.paper.style import empty_figure, no_runs_note, system_colors, theme, wrap
 from benchlib.paper.systems import task_catalog, task_label, task_order
 from benchlib.records import STATUS_OK
+from benchlib.schema import flag
 
 
 def _bar_frame(long: pd.DataFrame, metric: str, runs: Runs, request_col: str | None) -> pd.DataFrame:
@@ -243,7 +244,7 @@ def fig_load(runs: Runs) -> plt.Figure | None:
         long["metric"] = long["metric"].map(lambda m: LOAD_METRIC_NAMES.get(m, m))
         sns.lineplot(data=long, x=xcol, y="value", hue="system", style="metric", markers=True, dashes=False, ax=ax)
         if "knee" in long:
-            knees = long[long["knee"].astype(str).str.lower() == "true"]
+            knees = long[long["knee"].map(flag)]
             ax.scatter(knees[xcol], knees["value"], s=160, facecolor="none", edgecolor="black", zorder=5,
                        label="knee")
         if kind == "concurrency":

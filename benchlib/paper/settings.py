@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from benchlib import frontier, reference
+from benchlib import decisions, frontier, reference
 from benchlib.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 
 THIS_RUN = "this run"
@@ -25,7 +25,7 @@ REFERENCE_SETS = {"paper_000": "000", "heros_001": "001", "bandwidth_002": "002"
 DEFAULT_REGIMES = ("workstation", "edge", "audio", "serving", "all")
 
 
-THRESHOLD_PRESETS = {"heros_swap": frontier.HEROS_SWAP_THRESHOLDS, "heros_phase1": frontier.HEROS_PHASE1_THRESHOLDS}
+THRESHOLD_PRESETS = {"heros_swap": decisions.HEROS_SWAP_THRESHOLDS, "heros_phase1": decisions.HEROS_PHASE1_THRESHOLDS}
 
 
 ALL_REGIME = frontier.Regime("all", "Every axis at once (the paper's split frontier)", dict(frontier.ALL_AXES),
@@ -53,10 +53,8 @@ LONG_TABLE = "published_and_runs_long"  # CSV only: every published row plus our
 FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontier", "roofline", "runs_vs_published"]
 
 
-OPTIONAL_TABLES = ["load_concurrency", "load_context"]
 
 
-OPTIONAL_FIGURES = ["load_sweeps"]
 
 
 AXIS_LABELS = {

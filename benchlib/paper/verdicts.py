@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from benchlib import analysis, frontier, reference
+from benchlib import analysis, decisions, frontier, reference
 from benchlib.paper.format import Table, fmt
 from benchlib.paper.runs import Runs, seed_rows, source_label
 from benchlib.paper.settings import AXIS_FORMATS, THIS_RUN, THRESHOLD_PRESETS
@@ -137,7 +137,7 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
     if not frames:
         return Table("decisions", "Swap decisions", pd.DataFrame(columns=columns))
     cands = pd.concat(frames, ignore_index=True)
-    decided = frontier.decide(cands, preset)
+    decided = decisions.decide(cands, preset)
     data = cands.merge(decided[["candidate", "verdict", "decision"]], on="candidate", how="left")
     data = data.reindex(columns=columns)
     display = data.copy()
@@ -148,6 +148,6 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
     display["vision_works"] = [fmt(v) if isinstance(v, (bool, np.bool_)) else "–" for v in data["vision_works"]]
     limits = ", ".join(f"{k}={v}" for k, v in preset.model_dump().items() if v not in (None, False))
     return Table("decisions", f"Swap decisions under the her-os thresholds ({thresholds}: {limits})", data, display,
-                 caption="001's decision tables re-judged by frontier.decide (SWAP = all pass, VERIFY = none fails but "
+                 caption="001's decision tables re-judged by decisions.decide (SWAP = all pass, VERIFY = none fails but "
                          "data missing, WAIT = a threshold fails); our runs judged the same way. Our memory is the "
                          "peak telemetry memory (an upper bound).")

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from benchlib import metrics
 from benchlib.telemetry.common import NAN, is_number
 from benchlib.telemetry.files import WINDOW_COLUMNS
 from benchlib.telemetry.nvml import MEM_SOURCE_LABELS, POWER_INSTANT_SOURCE, POWER_USAGE_SOURCE, Gpu
@@ -174,7 +175,7 @@ class WindowArithmetic:
                 row["energy_reason"] = f"no GPU ({self._nvml.reason}); no RAPL ({rapl_why})"
         if row["energy_j"] is not None:
             if duration > 0:
-                row["avg_power_w"] = row["energy_j"] / duration  # energy ÷ time, never a mean of samples
+                row["avg_power_w"] = metrics.average_power_w(row["energy_j"], duration)  # never a mean of samples
             else:
                 missing.append("avg_power_w: zero-length window")
         else:

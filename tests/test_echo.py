@@ -1,0 +1,63 @@
+"""Echo-proof scoring: an answer that repeats its prompt scores nothing; the same echo followed by a correct
+answer passes; the rule itself (long verbatim spans, whole short prompts, case and punctuation)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import perfect_answer
+
+from benchlib.echo import strip_echo
+from benchlib.runner import run_suite
+from benchlib.tasks import load_tasks
+
+SUITES = ("text", "quality", "vision", "audio", "video")
+
+
+def test_long_spans_and_whole_short_prompts_are_cut():
+    prompt = "(ref 1a2b3c4d)\nSummarize: The city council approved a new budget for parks and libraries on Monday."
+    echoed = strip_echo(prompt + "\nThe council funded parks.", [prompt])
+    assert echoed.found and echoed.text == "The council funded parks."
+    question = "What is the capital of France?"
+    short = f"(ref 0badcafe)\n{question}"  # as sent; the runner passes the task's own text as a source too
+    assert strip_echo("what is the capital of france? Paris.", [short, question]).text == "Paris."
+    assert strip_echo(short + " Paris", [short, question]).text == "Paris"
+    # a legitimate answer sharing a few words with the prompt keeps them
+    kept = strip_echo("The capital of France is Paris.", [short])
+    assert not kept.found and kept.text == "The capital of France is Paris."
+    assert "3 of" not in kept.note() and strip_echo("", [short]).text == ""
+    # the system prompt counts as a source too, and non-Latin scripts are words like any other
+    kannada = "ನಮಸ್ಕಾರ ನೀವು ಹೇಗಿದ್ದೀರಿ ಇಂದು ಹವಾಮಾನ ಹೇಗಿದೆ ಎಂದು ಹೇಳಿ ದಯವಿಟ್ಟು"
+    assert strip_echo(kannada, ["system words here", kannada]).text == ""
+
+
+def _params(params_for, fake):
+    return params_for(fake, server={"modalities": ["text", "vision", "audio", "video"]},
+                      run={"repeats": 1, "max_tokens": 4096})
+
+
+def _replies():
+    replies = []
+    for task in load_tasks().values():
+        if task.suite not in SUITES:
+            continue
+        for variant in task.variants:
+            answer = perfect_answer(task.checker, variant.expected)
+            replies.append({"when": variant.prompt, "text": answer.text,
+                            "tool_call": answer.tool_calls[0] if answer.tool_calls else None})
+    return replies
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_an_echo_scores_nothing_and_an_echo_then_an_answer_passes(params_for, outputs, suite):
+    echo = run_suite(_params(params_for, {"echo": True, "itl": 0.0005, "ttft": 0.001}), suite, progress=False)
+    scored = echo.requests[echo.requests["passed"].notna()]
+    assert len(scored) == len(echo.requests) > 0
+    assert not scored["passed"].astype(bool).any(), scored.loc[scored["passed"].astype(bool),
+                                                               ["task", "check_detail"]].to_string()
+    assert scored["echo"].all()
+    answered = run_suite(_params(params_for, {"echo": True, "replies": _replies(), "itl": 0.0005, "ttft": 0.001}),
+                         suite, fresh=True, progress=False)
+    rows = answered.requests
+    assert rows["passed"].astype(bool).all(), rows.loc[~rows["passed"].astype(bool),
+                                                       ["task", "variant", "check_detail"]].to_string()
+    assert rows["echo"].all() and rows["check_detail"].str.startswith("echo: ").all()
