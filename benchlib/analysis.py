@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib import metrics, stats
+from benchlib import frontier, metrics, stats
 from benchlib.records import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.reference import REFERENCE_COLUMNS
 from benchlib.schema import flag, json_value, number, optional_flag
@@ -167,6 +167,10 @@ def join_windows(summary: pd.DataFrame, windows: pd.DataFrame | None, on: Sequen
     if windows is None or windows.empty or "window" not in windows or "task" not in out:
         return out
     win = windows[windows["kind"] == "task"] if "kind" in windows else windows
+    if "kind" in windows:  # a task measured only level by level (the context sweep): its levels, summed
+        levels = windows[windows["kind"] == "level"].copy()
+        levels["window"] = levels["window"].astype(str).str.split(":").str[0]
+        win = pd.concat([win, levels[~levels["window"].isin(set(win["window"]))]], ignore_index=True)
     keys = [k for k in on if k in win and k in out]
     rows = []
     for values, group in win.groupby(keys + ["window"], dropna=False, sort=False):
@@ -408,7 +412,19 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "short_qa_decode_tps": _task_value(worked, short_qa_tasks, "decode_tps_mean"),
             "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
         })
-    return pd.DataFrame(rows)
+    return frontier.quality_columns(pd.DataFrame(rows), task_accuracy(summary))
+
+
+def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per system and task: passed and scored counts measured by our checkers (the long form
+    frontier.quality_columns pools per regime)."""
+    if summary.empty or "n_scored" not in summary:
+        return pd.DataFrame(columns=frontier.QUALITY_LONG_COLUMNS)
+    system = [" @ ".join(str(v) for v in pair) for pair in zip(summary.get("model", ""), summary.get("host", ""))]
+    return pd.DataFrame({"system": system, "task": summary["task"],
+                         "passed": pd.to_numeric(summary["n_passed"], errors="coerce"),
+                         "scored": pd.to_numeric(summary["n_scored"], errors="coerce"),
+                         "basis": "measured", "note": ""}, columns=frontier.QUALITY_LONG_COLUMNS)
 
 
 def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, Audio, Image, Markdown, display
 
+from benchlib import metrics
 from benchlib.evidence import Media, request_media, video_frames
 from benchlib.params import NOTEBOOK_ORDER
 from benchlib.paths import outputs_root
@@ -32,7 +33,7 @@ from benchlib.schema import flag, number
 from benchlib.timeline import telemetry_figure
 
 RUN_COLUMNS = ["host", "model", "suite", "path", "n_requests", "modalities"]
-FLAG_COLUMNS = ("truncated", "cache_suspect", "cold", "rate_mismatch", "looping", "is_warmup")
+FLAG_COLUMNS = ("truncated", "echo", "cache_suspect", "cold", "rate_mismatch", "looping", "is_warmup")
 NO_REQUESTS = "no requests recorded"
 
 
@@ -184,12 +185,17 @@ def _clean(value: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------------ metrics
 
+def _registered(name: str) -> tuple[str, str, str]:
+    """(column, label, unit) of a metric declared in benchlib.metrics."""
+    entry = metrics.metric(name)
+    return name, entry.label, entry.unit
+
+
 METRIC_ROWS = [
     ("status", "status", ""), ("error_kind", "error kind", ""),
-    ("ttft_s", "TTFT (first token, incl. reasoning)", "s"), ("ttfo_s", "TTFO (first answer output)", "s"),
-    ("e2e_s", "end-to-end", "s"), ("decode_tps", "decode rate (client)", "tok/s"),
-    ("server_decode_tps", "decode rate (server)", "tok/s"), ("prefill_tps", "prefill rate", "tok/s"),
-    ("tpot_s", "time per output token", "s"), ("prompt_tokens", "prompt tokens", ""),
+    _registered("ttft_s"), _registered("ttfo_s"), _registered("e2e_s"), _registered("decode_tps"),
+    ("server_decode_tps", "decode rate (the server's own)", "tok/s"), _registered("prefill_tps"),
+    _registered("tpot_s"), ("prompt_tokens", "prompt tokens", ""),
     ("completion_tokens", "completion tokens", ""), ("reasoning_tokens", "reasoning tokens", ""),
     ("cached_tokens", "cached prompt tokens", ""), ("token_source", "token counts from", ""),
     ("client_deltas", "client deltas (chunks with text)", ""), ("max_tokens", "max_tokens", ""),

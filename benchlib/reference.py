@@ -14,7 +14,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from benchlib import metrics
+from benchlib import frontier, metrics
 from benchlib.paths import PROJECT_ROOT, REFERENCE_DIR
 
 REFERENCE_COLUMNS = ["source", "section", "host", "hardware", "model", "quantization", "server", "task",
@@ -166,7 +166,25 @@ def paper_systems(ref: pd.DataFrame | None = None) -> pd.DataFrame:
             "short_qa_e2e_s": _first(s5, "e2e_latency", "Basic Q&A"),
             "avg_e2e_s": _first(s5, "e2e_latency", "All tasks (average)"),
         })
-    return pd.DataFrame(rows)
+    return frontier.quality_columns(pd.DataFrame(rows), paper_accuracy(ref))
+
+
+def paper_accuracy(ref: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The paper's (000 §5) per-task accuracy as published: a pass/fail summary coded 1 = reported correct,
+    one "scored" item per task (basis "reported", never a measured rate). A reasoning answer the paper says
+    was truncated but reported correct keeps that in its note."""
+    ref = load_reference(["000"]) if ref is None else ref[ref["source"].str.startswith("000")]
+    rows = []
+    cells = ref[(ref["metric"] == "accuracy") & (ref["model"] != "")] if len(ref) else ref
+    for cell in cells.itertuples():
+        task = PAPER_TASK_IDS.get(cell.task, cell.task)
+        text = f"{cell.value_text} {cell.note}"
+        short = re.match(r"[a-z]+", cell.model.lower()).group()  # "Gemma and Qwen truncated": names by family
+        truncated = "truncated" in text.lower() and short in text.lower().split("truncated")[0].split(";")[-1]
+        rows.append({"system": f"{cell.model} @ {cell.host}", "task": task, "passed": float(cell.value),
+                     "scored": 1.0, "basis": "reported",
+                     "note": "reported correct, but the answer was truncated (000 §5)" if truncated else ""})
+    return pd.DataFrame(rows, columns=frontier.QUALITY_LONG_COLUMNS)
 
 
 def _unit_denominator(unit: str) -> float:

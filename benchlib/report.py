@@ -18,9 +18,11 @@ from benchlib.records import STATUS_OK
 from benchlib.schema import flag
 from benchlib.timeline import telemetry_figure
 
-SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_truncated", "valid",
-                   "decode_tps_mean", "decode_tps_sd", "ttft_s_p50", "e2e_s_p50", "prefill_tps_mean", "accuracy",
-                   "energy_j", "avg_power_w", "tokens_per_joule", "tps_per_w", "note"]
+SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_echo", "valid",
+                   "decode_tps_mean", "decode_tps_mean_lo", "decode_tps_mean_hi", "ttft_s_p50", "ttfo_s_p50",
+                   "e2e_s_p50", "itl_s_p50", "itl_s_p99", "tpot_s_mean", "prefill_tps_mean", "accuracy",
+                   "accuracy_lo", "accuracy_hi", "energy_j", "avg_power_w", "tokens_per_joule", "tps_per_w",
+                   "percentile_note", "note"]
 
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -42,11 +44,13 @@ def console_table(summary: pd.DataFrame) -> str:
         status = "" if flag(row.get("valid", True)) else " INVALID"
         if row.get("n_ok", 0) == 0 and row.get("n_unsupported", 0):
             status = " not supported"
+        accuracy = num("accuracy", ".0%")
+        if pd.notna(row.get("accuracy_lo")) and accuracy != "–":
+            accuracy += f" [{num('accuracy_lo', '.0%')}–{num('accuracy_hi', '.0%')}]"
         rows.append([row.get("suite", ""), row["task"], int(row.get("n_ok", 0) + row.get("n_failed", 0)), tps,
-                     num("ttft_s_p50", ".3f"), num("e2e_s_p50", ".2f"),
-                     num("accuracy", ".0%") + status])
+                     num("ttft_s_p50", ".3f"), num("e2e_s_p50", ".2f"), accuracy + status])
     frame = pd.DataFrame(rows, columns=["suite", "task", "requests", "decode tok/s", "TTFT p50 s", "e2e p50 s",
-                                        "accuracy"])
+                                        "accuracy [95% CI]"])
     return frame.to_string(index=False)
 
 

@@ -70,8 +70,8 @@ def test_request_media_resolves_testdata(root):
 def test_metrics_and_verdict(root):
     row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 1)
     metrics = explore.request_metrics(row).set_index("metric")
-    assert metrics.loc["TTFT (first token, incl. reasoning)", "value"] == "0.05"
-    assert metrics.loc["decode rate (client)", "value"] == "40"
+    assert metrics.loc["time to first token", "value"] == "0.05"
+    assert metrics.loc["decode rate", "value"] == "40"
     assert metrics.loc["finish reason", "value"] == "stop"
     assert metrics.loc["flags", "value"] == "none"
     verdict = explore.request_verdict(row)

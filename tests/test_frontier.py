@@ -51,8 +51,10 @@ def test_audio_frontier_depends_on_counting_token_rate_not_latency(systems):
 
 
 def test_all_axes_together_give_the_split_frontier(systems):
-    marked = frontier.pareto_frontier(systems, frontier.ALL_AXES)
+    marked = frontier.pareto_frontier(systems, frontier.ALL_AXES, missing="worst")
     assert marked["on_frontier"].all()  # no global winner
+    strict = frontier.pareto_frontier(systems, frontier.ALL_AXES)  # without audio, Qwen cannot be judged on it
+    assert strict.set_index("model").loc["Qwen3.5-4B", "dominated_by"] == "not eligible: no asr_decode_tps"
     assert (marked["dominated_by"] == "").all()
 
 
@@ -70,11 +72,28 @@ def test_dominators_and_axes_are_named(systems):
         edge.loc["Phi-4 Multimodal", "dominated_by"]
 
 
-def test_missing_value_is_worst_and_ties_do_not_dominate():
+def test_missing_value_is_not_eligible_or_worst_on_request_and_ties_do_not_dominate():
     frame = pd.DataFrame({"system": ["a", "b", "c", "d"], "x": [1.0, 1.0, np.nan, 2.0], "y": [5.0, 5.0, 9.0, 6.0]})
     marked = frontier.pareto_frontier(frame, {"x": "max", "y": "min"}).set_index("system")
     assert marked["on_frontier"].to_dict() == {"a": True, "b": True, "c": False, "d": True}
-    assert marked.loc["c", "dominated_by"].startswith("a (better on x, y)")
+    assert marked.loc["c", "dominated_by"] == "not eligible: no x" and not marked.loc["c", "eligible"]
+    worst = frontier.pareto_frontier(frame, {"x": "max", "y": "min"}, missing="worst").set_index("system")
+    assert worst["on_frontier"].to_dict() == {"a": True, "b": True, "c": False, "d": True}
+    assert worst.loc["c", "dominated_by"].startswith("a (better on x, y)")
+
+
+def test_overlapping_intervals_tie_and_floors_exclude():
+    frame = pd.DataFrame({"system": ["fast", "slow", "poor"], "tps": [50.0, 45.0, 80.0],
+                          "tps_lo": [40.0, 38.0, 70.0], "tps_hi": [60.0, 52.0, 90.0], "temp": [60.0, 70.0, 50.0],
+                          "accuracy_edge": [0.8, 0.9, 0.2]})
+    axes = {"tps": "max", "temp": "min", "accuracy_edge": "max"}
+    marked = frontier.pareto_frontier(frame, axes, floors={"accuracy_edge": 0.5}).set_index("system")
+    # 50 vs 45 tok/s with overlapping intervals is a tie: 'slow' is more accurate, so it stays
+    assert marked["on_frontier"].to_dict() == {"fast": True, "slow": True, "poor": False}
+    assert marked.loc["poor", "dominated_by"] == "not eligible: accuracy_edge 20% < floor 50%"
+    pairs = frontier.dominance_pairs(frame.iloc[:2].assign(accuracy_edge=[0.9, 0.9]), axes)
+    assert pairs.iloc[0]["dominated"] == "slow" and pairs.iloc[0]["better_on"] == ["temp"]
+    assert "tps (intervals overlap)" in pairs.iloc[0]["tied_on"]
 
 
 def test_regime_table_and_bad_axes(systems):
@@ -194,5 +213,5 @@ def test_a_system_without_a_required_capability_cannot_join_or_dominate():
     assert marked["on_frontier"].to_dict() == {"phi4": True, "gemma4": False, "text-only": False}
     assert marked.loc["text-only", "dominated_by"] == "not eligible: no asr_decode_tps"
     assert "text-only" not in marked.loc["gemma4", "dominated_by"]
-    without = pareto_frontier(systems, audio.axes).set_index("system")
+    without = pareto_frontier(systems, audio.axes, missing="worst").set_index("system")
     assert bool(without.loc["text-only", "on_frontier"])  # the rule is what keeps it out

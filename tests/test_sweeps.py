@@ -10,6 +10,7 @@ known rate (a wrong span or token count — one request's e2e, a missing level, 
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -222,3 +223,46 @@ def test_load_notebook_on_the_embedded_server(tmp_path):
     summary = pd.read_csv(run_dir / "summary.csv")
     assert summary["max_concurrency_ok"].iloc[0] == 2 and summary["max_context_ok"].iloc[0] == 128
     assert elapsed < 120, f"load notebook took {elapsed:.0f} s"
+
+
+def test_energy_per_level_from_its_own_window_with_known_power(params_for, outputs, monkeypatch):
+    """A fake GPU drawing exactly 120 W: each level's energy is 120 W × its window, warm-ups and calibration are
+    in no level's window, tokens per joule and tok/s/W come from the level's own tokens and aggregate rate."""
+    from fake_nvml import FakeGpu, FakeNvml
+
+    from benchlib import runner
+    from benchlib.params import TelemetryParams
+    from benchlib.telemetry import Telemetry
+
+    nvml = FakeNvml([FakeGpu(power_w=120.0)])
+    monkeypatch.setattr(runner, "Telemetry", lambda settings, out_dir: Telemetry(
+        TelemetryParams(power_hz=50, slow_hz=10), out_dir, nvml=nvml, environ={}))
+    params = sweep_params(params_for, {"ttft": 0.02, "itl": 0.005, "tokens": 20, "prompt_tokens": "words"},
+                          concurrency=[1, 2], requests_per_level=2, context_lengths=[40, 80], max_tokens=20)
+    params = params.model_copy(update={"run": params.run.model_copy(update={"warmups": 1})})
+    with open_session(params, "load", concurrency=2) as session:
+        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        context = load_context.run_context_sweep(session, progress=False)
+        windows = session.telemetry.windows_frame()
+    for frame, key, task in ((levels, "concurrency", "concurrency"), (context, "target_tokens", "context")):
+        assert (frame["energy_reason"] == "").all(), frame["energy_reason"].tolist()
+        for _, level in frame.iterrows():
+            window = windows[windows["window"] == f"{task}:{int(level[key])}"].iloc[-1]
+            assert window["kind"] == "level"
+            assert level["energy_j"] == pytest.approx(120.0 * level["level_window_s"], rel=0.02)
+            assert level["avg_power_w"] == pytest.approx(120.0, rel=0.02)
+            assert level["tokens_per_joule"] == pytest.approx(level["completion_tokens"] / level["energy_j"])
+    for _, level in levels.iterrows():
+        assert level["tps_per_w"] == pytest.approx(level["throughput_tps"] / level["avg_power_w"])
+    warmup = read_requests(session.out_dir / "requests.csv").query("is_warmup").iloc[0]
+    warmup_end = int(warmup["start_ns"]) + warmup["e2e_s"] * 1e9
+    measured = windows[windows["kind"].isin(["task", "level"])]
+    assert (measured["t_start_ns"] > warmup_end).all()  # no measured window contains the warm-up
+
+
+def test_level_energy_without_a_sensor_says_why():
+    levels = pd.DataFrame({"concurrency": [1], "completion_tokens": [40.0], "throughput_tps": [10.0]})
+    windows = pd.DataFrame({"window": ["concurrency:1"], "kind": ["level"], "duration_s": [2.0],
+                            "energy_j": [float("nan")], "energy_reason": ["no GPU; no RAPL"]})
+    out = load_levels.level_energy(levels, windows, "concurrency", "concurrency")
+    assert math.isnan(out["tokens_per_joule"].iloc[0]) and out["energy_reason"].iloc[0] == "no energy: no GPU; no RAPL"

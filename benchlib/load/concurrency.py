@@ -12,7 +12,7 @@ import pandas as pd
 
 from benchlib.client import ChatRequest
 from benchlib.load.health import HEALTH_COLUMNS, client_health
-from benchlib.load.levels import CONCURRENCY_CSV, CONCURRENCY_TASK, concurrency_levels
+from benchlib.load.levels import CONCURRENCY_CSV, CONCURRENCY_TASK, concurrency_levels, level_energy, level_window
 from benchlib.records import read_requests, write_csv_atomic
 from benchlib.runner import Planned, progress_bar
 from benchlib.schema import read_csv
@@ -78,19 +78,23 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
     health = read_previous(session.out_dir / CONCURRENCY_CSV, session.run_id, "concurrency")
     total = len(warmups) + sum(1 for items in plan.values() for p in items if p.record.request_key not in done)
     desc = f"load · concurrency · {session.params.server.model}"
-    with progress_bar(total, desc, progress) as bar, session.telemetry.window(CONCURRENCY_TASK, kind="task"):
-        if warmups:
+    with progress_bar(total, desc, progress) as bar:
+        if warmups:  # outside every measured window: warm-ups are not part of any level's energy
             session.execute(warmups, concurrency=1, progress=bar)
-        for level, items in plan.items():
-            pending = [p for p in items if p.record.request_key not in done]
-            if not pending:
-                continue
-            bar.set_postfix_str(f"{level} in flight")
-            with client_health(len(pending)) as figures:
-                session.execute(pending, concurrency=level, progress=bar)
-            health[level] = figures
+        todo = {level: [p for p in items if p.record.request_key not in done] for level, items in plan.items()}
+        if any(todo.values()):
+            with session.telemetry.window(CONCURRENCY_TASK, kind="task"):
+                for level, pending in todo.items():
+                    if not pending:
+                        continue
+                    bar.set_postfix_str(f"{level} in flight")
+                    with client_health(len(pending)) as figures, \
+                            session.telemetry.window(level_window(CONCURRENCY_TASK, level), kind="level"):
+                        session.execute(pending, concurrency=level, progress=bar)
+                    health[level] = figures
     requests = read_requests(session.log.path)
     requests = requests[requests["run_id"] == session.run_id] if "run_id" in requests else requests
     frame = concurrency_levels(requests, health, identity=row_identity(session))
+    frame = level_energy(frame, session.telemetry.windows_frame(), CONCURRENCY_TASK, "concurrency")
     write_csv_atomic(session.out_dir / CONCURRENCY_CSV, frame)
     return frame

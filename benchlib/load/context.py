@@ -14,7 +14,7 @@ import pandas as pd
 
 from benchlib.load.concurrency import read_previous, row_identity, simple_request
 from benchlib.load.health import client_health
-from benchlib.load.levels import CONTEXT_CSV, CONTEXT_TASK, context_levels
+from benchlib.load.levels import CONTEXT_CSV, CONTEXT_TASK, context_levels, level_energy, level_window
 from benchlib.load.prompts import (
     CONTEXT_INSTRUCTION,
     ServerTokenizer,
@@ -83,10 +83,9 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
     desc = f"load · context · {params.server.model}"
     tokenizer = ServerTokenizer.detect(params) if pending_targets else None
     try:
-        with progress_bar(len(pending_targets) * repeats, desc, progress) as bar, \
-                session.telemetry.window(CONTEXT_TASK, kind="task"):
+        with progress_bar(len(pending_targets) * repeats, desc, progress) as bar:
             template, cpt, points = None, None, []
-            if pending_targets:
+            if pending_targets:  # calibration and tokenizer probing stay outside every measured window
                 calib_tokens, calib_chars, calib_text = _calibrate(session, done)
                 if tokenizer is not None and calib_tokens is not None:
                     template = calib_tokens - tokenizer.count(calib_text)
@@ -97,7 +96,8 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
                 n = target["target_tokens"]
                 plan = _plan_length(session, target, repeats, tokenizer, template, cpt, points, key_of)
                 plans[n] = {k: v for k, v in plan.__dict__.items() if k != "texts"}
-                _execute_length(session, plan, repeats, key_of, done, health, bar, max_tokens)
+                with session.telemetry.window(level_window(CONTEXT_TASK, n), kind="level"):
+                    _execute_length(session, plan, repeats, key_of, done, health, bar, max_tokens)
                 if tokenizer is None:  # refit chars per token (and the fixed template) from every length so far
                     points.extend(_observed_points(session, n, plan))
                     cpt, template = _fit_chars(points, cpt)
@@ -109,6 +109,7 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
     requests = read_requests(session.log.path)
     requests = requests[requests["run_id"] == session.run_id] if "run_id" in requests else requests
     frame = context_levels(requests, plans, health, identity=row_identity(session))
+    frame = level_energy(frame, session.telemetry.windows_frame(), CONTEXT_TASK, "target_tokens")
     write_csv_atomic(session.out_dir / CONTEXT_CSV, frame)
     return frame
 

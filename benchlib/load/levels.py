@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib import metrics
+from benchlib import metrics, stats
 from benchlib.load.health import HEALTH_COLUMNS
 from benchlib.records import STATUS_FAILED, STATUS_OK
-from benchlib.schema import flag
+from benchlib.schema import flag, number
 
 SUITE = "load"
 
@@ -44,7 +44,8 @@ CONCURRENCY_COLUMNS = (["run_id", "host", "model", "server_software", "concurren
 
 CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software", "target_tokens", "requested_tokens", "method",
                     "template_tokens", "content_tokens", "prompt_tokens", "token_error", "exact", "n_requests",
-                    "n_ok", "n_failed", "failures", "ttft_s_p50", "ttft_s_min", "e2e_s_p50", "prefill_tps",
+                    "n_ok", "n_failed", "failures", "completion_tokens", "ttft_s_p50", "ttft_s_min", "e2e_s_p50",
+                    "decode_tps_mean", "prefill_tps",
                     "server_prefill_tps", "cached_tokens", "note"] + HEALTH_COLUMNS)
 
 
@@ -56,8 +57,8 @@ def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def quantile(series: pd.Series, q: float) -> float:
-    values = series.dropna()
-    return float(values.quantile(q)) if len(values) else np.nan
+    """The q-quantile, NaN below the samples it needs (p90: 10, p99: 100; benchlib.stats)."""
+    return stats.percentile(series.dropna().to_numpy(dtype=float), q)
 
 
 def failure_text(rows: pd.DataFrame) -> str:
@@ -169,7 +170,10 @@ def context_levels(requests: pd.DataFrame, plans: dict[int, dict] | None = None,
                "token_error": actual - target if actual == actual else np.nan,
                "exact": bool(prompt_tokens.notna().any() and (prompt_tokens.dropna() == target).all()),
                "n_requests": len(group), "n_ok": len(ok), "n_failed": int((group["status"] == STATUS_FAILED).sum()),
-               "failures": failure_text(group), "ttft_s_p50": ttft, "ttft_s_min": float(numeric_column(ok, "ttft_s").min())
+               "failures": failure_text(group),
+               "completion_tokens": float(numeric_column(ok, "completion_tokens").fillna(0).sum()),
+               "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
+               "ttft_s_p50": ttft, "ttft_s_min": float(numeric_column(ok, "ttft_s").min())
                if len(ok) else np.nan, "e2e_s_p50": quantile(numeric_column(ok, "e2e_s"), 0.5),
                "prefill_tps": metrics.prefill_tps(actual, ttft),
                "server_prefill_tps": float(numeric_column(ok, "server_prefill_tps").mean()) if len(ok) else np.nan,
@@ -201,3 +205,52 @@ def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[s
             "max_context_ok": max_ok(context, "target_tokens"),
             "knee_concurrency": float(knee.iloc[0]) if len(knee) else np.nan,
             "peak_throughput_tps": float(numeric_column(concurrency, "throughput_tps").max()) if len(concurrency) else np.nan}
+
+
+# ---- energy per level ---------------------------------------------------------------------------------------
+LEVEL_ENERGY_COLUMNS = ["level_window_s", "energy_j", "avg_power_w", "net_energy_j", "loaded_power_w",
+                        "net_loaded_energy_j", "tokens_per_joule", "tps_per_w", "energy_reason"]
+
+
+def level_window(task: str, level: int) -> str:
+    """The telemetry window of one sweep level: 'concurrency:4', 'context:512'."""
+    return f"{task}:{int(level)}"
+
+
+def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: str) -> pd.DataFrame:
+    """Each level's energy from its own window (warm-ups, calibration and tokenizer probing are outside every
+    level window): energy, average power (energy ÷ time), net energy over the idle baseline and over the
+    model-loaded baseline, tokens per joule (the level's completion tokens ÷ its energy) and tok/s per W from
+    the level's aggregate throughput (concurrency) or its requests' decode rate (context). Without an energy
+    sensor the cells stay empty and energy_reason says why."""
+    out = levels.copy()
+    for column in LEVEL_ENERGY_COLUMNS:
+        out[column] = "" if column == "energy_reason" else np.nan
+    if out.empty:
+        return out
+    wins = windows[windows["kind"] == "level"] if windows is not None and "kind" in windows else pd.DataFrame()
+    loaded = windows[windows["kind"] == "loaded"] if windows is not None and "kind" in windows else pd.DataFrame()
+    loaded_power = float(numeric_column(loaded, "avg_power_w").dropna().iloc[-1]) \
+        if len(loaded) and numeric_column(loaded, "avg_power_w").notna().any() else np.nan
+    rate_column = "throughput_tps" if "throughput_tps" in out else "decode_tps_mean"
+    for i, row in out.iterrows():
+        name = level_window(task, row[key])
+        mine = wins[wins["window"] == name] if len(wins) else wins
+        if not len(mine):
+            out.at[i, "energy_reason"] = f"no telemetry window {name!r} (an older run, or telemetry disabled)"
+            continue
+        window = mine.iloc[-1]
+        duration, energy = number(window.get("duration_s")), number(window.get("energy_j"))
+        out.at[i, "level_window_s"] = duration
+        if np.isnan(energy):
+            out.at[i, "energy_reason"] = f"no energy: {window.get('energy_reason') or 'not measured'}"
+            continue
+        power = metrics.average_power_w(energy, duration)
+        tokens = number(row.get("completion_tokens"))
+        out.at[i, "energy_j"], out.at[i, "avg_power_w"] = energy, power
+        out.at[i, "net_energy_j"] = number(window.get("net_energy_j"))
+        out.at[i, "loaded_power_w"] = loaded_power
+        out.at[i, "net_loaded_energy_j"] = energy - loaded_power * duration if not np.isnan(loaded_power) else np.nan
+        out.at[i, "tokens_per_joule"] = metrics.tokens_per_joule(tokens, energy)
+        out.at[i, "tps_per_w"] = metrics.tps_per_watt(number(row.get(rate_column)), power)
+    return out

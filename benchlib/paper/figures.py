@@ -148,8 +148,10 @@ def fig_energy(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
     colors = system_colors(systems)
     fig, axes = plt.subplots(1, 2, figsize=(14, max(3.8, 0.75 * len(systems) + 2)))
     for ax, column, label, title in (
-            (axes[0], "tps_per_w", "tokens/s per watt (higher is better)", "Energy efficiency: tok/s per W"),
-            (axes[1], "tokens_per_joule", "tokens per joule (higher is better)", "Energy efficiency: tokens per J")):
+            (axes[0], "tps_per_w", "tokens/s per watt (higher is better)",
+             "tok/s per W — published (000 §6) and ours"),
+            (axes[1], "tokens_per_joule", "tokens per joule (higher is better)",
+             "tokens per joule — measured by us only")):
         data = systems[["system", "source", column, "energy_note"]].copy()
         data["value"] = pd.to_numeric(data[column], errors="coerce")
         data["label"] = [f"{s}\n[{source_label(src)}]" for s, src in zip(data["system"], data["source"])]
@@ -158,7 +160,10 @@ def fig_energy(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
                     orient="h", saturation=0.9)
         top = float(data["value"].max()) if data["value"].notna().any() else 1.0
         for i, row in enumerate(data.itertuples()):
-            if math.isnan(row.value):
+            if math.isnan(row.value) and column == "tokens_per_joule" and row.source != THIS_RUN:
+                ax.text(top * 0.02, i, "not published: the paper prints tok/s/W only", va="center", fontsize=7.5,
+                        color="0.3", style="italic")
+            elif math.isnan(row.value):
                 reason = str(row.energy_note).removeprefix("no energy: ")
                 ax.text(top * 0.02, i, wrap(f"no energy data — {reason}", 70), va="center", fontsize=7.5,
                         color="0.3", style="italic")
@@ -166,8 +171,8 @@ def fig_energy(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
                 ax.text(row.value + top * 0.01, i, f"{row.value:.2f}", va="center", fontsize=9)
         ax.set(xlabel=label, ylabel="", title=title, xlim=(0, top * 1.25))
     axes[1].set_yticklabels([])
-    note = ("Published: average throughput ÷ average inference power (000 §6), so tok/s/W = tok/J. "
-            "This run: decode tok/s ÷ mean window power, and completion tokens ÷ window energy.")
+    note = ("Left: the paper's tok/s/W (average throughput ÷ average inference power, 000 §6) beside ours (decode "
+            "tok/s ÷ window power). Right: tokens ÷ window energy, which only our runs measure.")
     fig.text(0.01, 0.005, note, fontsize=8, color="0.35")
     if runs.empty:
         no_runs_note(axes[0], loc="lower right")
@@ -184,20 +189,27 @@ def fig_runs_vs_published(tables: Mapping[str, Table], runs: Runs) -> plt.Figure
         return empty_figure("Our runs beside the published ones", f"no systems: paper_000 not loaded and {NO_RUNS}")
     long = tables["_task_metrics"].data
     acc = long[(long["metric"] == "accuracy") & (long["status"] == "")].dropna(subset=["value"])
-    systems["accuracy"] = systems["system"].map(acc.groupby("system")["value"].mean())
+    measured = acc[acc["source"] == THIS_RUN]
+    systems["accuracy"] = systems["system"].map(measured.groupby("system")["value"].mean())
+    reported = acc[acc["source"] != THIS_RUN].groupby("system")["value"]
+    reported_text = {name: f"reported correct on {int((v == 1).sum())}/{len(v)} tasks (pass/fail, not a rate)"
+                     for name, v in reported}
     systems["label"] = [f"{s}\n[{source_label(src)}]" for s, src in zip(systems["system"], systems["source"])]
     systems["kind"] = ["this run" if s == THIS_RUN else "published (seed 000)" for s in systems["source"]]
     palette = {"published (seed 000)": sns.color_palette("deep")[0], "this run": sns.color_palette("dark")[3]}
     fig, axes = plt.subplots(1, 3, figsize=(16, max(3.6, 0.8 * len(systems) + 1.8)), sharey=True)
     for ax, column, label, spec in ((axes[0], "avg_decode_tps", "average decode tok/s (higher is better)", ".1f"),
                                     (axes[1], "avg_e2e_s", "average end-to-end latency, s (lower is better)", ".2f"),
-                                    (axes[2], "accuracy", "accuracy: share correct (scored tasks)", ".0%")):
+                                    (axes[2], "accuracy", "measured accuracy: passed ÷ scored (our runs)", ".0%")):
         data = systems.assign(value=pd.to_numeric(systems[column], errors="coerce").fillna(0.0))
         sns.barplot(data=data, y="label", x="value", hue="kind", palette=palette, dodge=False, ax=ax, orient="h",
                     legend=(ax is axes[0]))
         top = float(data["value"].max()) or 1.0
         for i, raw in enumerate(pd.to_numeric(systems[column], errors="coerce")):
-            ax.text((raw if not math.isnan(raw) else 0) + top * 0.01, i, fmt(raw, spec, "n/a"), va="center", fontsize=9)
+            text = fmt(raw, spec, "n/a")
+            if column == "accuracy" and systems["source"].iloc[i] != THIS_RUN:
+                text = reported_text.get(systems["system"].iloc[i], "n/a")  # published: never drawn as a rate
+            ax.text((raw if not math.isnan(raw) else 0) + top * 0.01, i, text, va="center", fontsize=9)
         ax.set(xlabel=label, ylabel="", xlim=(0, (1.18 if column == "accuracy" else top * 1.22)))
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
@@ -205,21 +217,24 @@ def fig_runs_vs_published(tables: Mapping[str, Table], runs: Runs) -> plt.Figure
     axes[2].xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
     fig.suptitle("Our runs beside the published ones (source: seed 000 vs this run)"
                  + (f" — this run: {NO_RUNS}, published numbers only" if runs.empty else ""), fontsize=13)
-    fig.text(0.01, 0.005, "Published accuracy is the paper's pass/fail summary coded 1 = 'reported correct'; ours "
-             "is the checker's passed ÷ scored. Different hardware per system: read across rows with care.",
+    fig.text(0.01, 0.005, "Published accuracy is the paper's pass/fail summary ('reported correct'), written as text "
+             "and never drawn on the measured-accuracy axis; ours is the checker's passed ÷ scored. Different "
+             "hardware per system: read across rows with care.",
              fontsize=8, color="0.35")
     fig.tight_layout(rect=(0, 0.04, 1, 0.9))
     return fig
 
 
 LOAD_METRIC_NAMES = {"throughput_tps": "aggregate, all streams", "decode_tps_mean": "per stream (mean)",
-                     "ttft_s_p50": "TTFT p50", "e2e_s_p50": "end-to-end p50", "prefill_tps": "prefill rate"}
+                     "ttft_s_p50": "TTFT p50", "e2e_s_p50": "end-to-end p50", "prefill_tps": "prefill rate",
+                     "tokens_per_joule": "tokens per joule (level window)"}
 
 
 LOAD_PANELS = [("concurrency", ("concurrency",), ("throughput_tps", "decode_tps_mean"), "output tok/s"),
                ("concurrency", ("concurrency",), ("ttft_s_p50", "e2e_s_p50"), "p50 latency (s)"),
                ("context", ("prompt_tokens", "target_tokens"), ("ttft_s_p50",), "p50 TTFT (s)"),
-               ("context", ("prompt_tokens", "target_tokens"), ("prefill_tps",), "prefill tok/s")]
+               ("context", ("prompt_tokens", "target_tokens"), ("prefill_tps",), "prefill tok/s"),
+               ("concurrency", ("concurrency",), ("tokens_per_joule",), "tokens per joule")]
 
 
 def fig_load(runs: Runs) -> plt.Figure | None:
@@ -228,15 +243,19 @@ def fig_load(runs: Runs) -> plt.Figure | None:
     if not runs.load:
         return None
     theme()
-    fig, axes = plt.subplots(2, 2, figsize=(14, 8.5), squeeze=False)
+    fig, axes = plt.subplots(3, 2, figsize=(14, 12.5), squeeze=False)
+    axes.flat[-1].set_axis_off()
     for ax, (kind, xs, ys, ylabel) in zip(axes.flat, LOAD_PANELS):
         frame = runs.load.get(kind)
         xcol = next((c for c in xs if frame is not None and c in frame and frame[c].notna().any()), None)
         present = [c for c in ys if frame is not None and c in frame and frame[c].notna().any()]
         if frame is None or xcol is None or not present:
             ax.set_axis_off()
-            no_runs_note(ax, f"no {kind} sweep yet" if frame is None else f"sweep_{kind}.csv: no {ylabel}",
-                          "center")
+            reason = ""
+            if frame is not None and "energy_reason" in frame and ys == ("tokens_per_joule",):
+                reason = next((str(r) for r in frame["energy_reason"] if isinstance(r, str) and r), "")
+            no_runs_note(ax, f"no {kind} sweep yet" if frame is None else
+                         wrap(f"sweep_{kind}.csv: no {ylabel}" + (f" — {reason}" if reason else ""), 60), "center")
             continue
         data = frame.assign(system=frame["model"].astype(str) + " @ " + frame["host"].astype(str))
         long = data.melt(id_vars=["system", xcol] + (["knee"] if "knee" in data else []), value_vars=present,

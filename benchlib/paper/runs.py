@@ -68,7 +68,7 @@ META_COLUMNS = ["host", "model", "system", "source", "hardware", "accelerator", 
                 "memory_bandwidth_gbs", "power_envelope_w", "unified_memory", "server_kind", "server_software",
                 "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
                 "context_window", "modalities", "thinking", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
-                "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path"]
+                "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds"]
 
 
 REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup",
@@ -214,6 +214,8 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "context_window": number(server_p.get("context_window")),
         "modalities": ", ".join(server_p.get("modalities") or []),
         "thinking": bool(run_p.get("thinking", False)),
+        "thresholds": json.dumps({k: v for k, v in (params.get("thresholds") or {}).items()
+                                  if v not in (None, False)}, sort_keys=True),
         "suites": ", ".join(sorted(entry["suites"], key=lambda s: NOTEBOOK_ORDER.index(s) if s in NOTEBOOK_ORDER else 99)),
         "run_ids": ", ".join(sorted(entry["run_ids"])),
         "n_requests": count("n_requests"), "n_ok": count("n_ok"), "n_failed": count("n_failed"),

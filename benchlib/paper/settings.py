@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from benchlib import decisions, frontier, reference
+from benchlib import decisions, frontier, metrics, reference
 from benchlib.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 
 THIS_RUN = "this run"
@@ -29,7 +29,7 @@ THRESHOLD_PRESETS = {"heros_swap": decisions.HEROS_SWAP_THRESHOLDS, "heros_phase
 
 
 ALL_REGIME = frontier.Regime("all", "Every axis at once (the paper's split frontier)", dict(frontier.ALL_AXES),
-                             "All regime axes together: no single winner expected", "")
+                             "All regime axes together: no single winner expected", "", missing="worst")
 
 
 # Paper task order (000 §4-5, §9); tasks the paper lacks follow in task-file order.
@@ -57,21 +57,13 @@ FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontie
 
 
 
-AXIS_LABELS = {
-    "avg_decode_tps": "average decode throughput (tok/s)",
-    "modality_count": "input modalities in the deployment",
-    "video_support": "video support (1 = yes)",
-    "tps_per_w": "tokens/s per watt",
-    "peak_temp_c": "peak temperature (°C)",
-    "context_window_k": "context window (K tokens)",
-    "asr_decode_tps": "ASR (transcription) decode tok/s",
-    "short_qa_decode_tps": "short-answer (basic Q&A) decode tok/s",
-}
-
-
-AXIS_FORMATS = {"avg_decode_tps": ".1f", "modality_count": ".0f", "video_support": ".0f", "tps_per_w": ".2f",
-                "peak_temp_c": ".0f", "context_window_k": ".3g", "asr_decode_tps": ".1f",
-                "short_qa_decode_tps": ".1f"}
+# Labels and formats of every axis come from the metric registry (benchlib.metrics); quality axes included.
+_AXES = [*metrics.METRICS, *(r.quality_axis for r in frontier.REGIMES.values() if r.quality_axis)]
+AXIS_LABELS = {name: metrics.label(name, with_unit=False) + (f" ({metrics.metric(name).unit})"
+                                                           if metrics.metric(name).unit else "") for name in _AXES}
+AXIS_LABELS.update({r.quality_axis: f"accuracy over {r.key} tasks (share)" for r in frontier.REGIMES.values()
+                    if r.quality_axis})
+AXIS_FORMATS = {name: metrics.metric(name).fmt for name in _AXES}
 
 
 @dataclass

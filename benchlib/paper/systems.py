@@ -10,7 +10,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from benchlib import analysis, metrics, reference, roofline
+from benchlib import analysis, frontier, metrics, reference, roofline
 from benchlib.load import levels as load_levels
 from benchlib.paper.format import isnan
 from benchlib.paper.runs import Runs, seed_rows
@@ -55,6 +55,12 @@ SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
                   "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "energy_note"]
+# each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage
+QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in frontier.REGIMES.values() if r.quality_axis
+                   for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
+SYSTEM_COLUMNS += QUALITY_COLUMNS
+TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "memory_kind", "energy_note",
+                       *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
 
 
 def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
@@ -64,7 +70,7 @@ def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=SYSTEM_COLUMNS)
     systems = reference.paper_systems(rows)
     systems["source"] = rows["source"].iloc[0]
-    systems["tokens_per_joule"] = systems["tps_per_w"]  # tok/s ÷ W = tok/J; the paper prints no token counts
+    systems["tokens_per_joule"] = float("nan")  # measured by us only: the paper prints tok/s/W, not tokens per J
     systems["memory_gb"] = systems["baseline_memory_gb"]
     systems["memory_kind"] = "observed baseline (paper §6)"
     systems["energy_note"] = "tok/s/W recomputed as average throughput ÷ average inference power (§6)"
@@ -139,8 +145,7 @@ def all_systems(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:
         return pd.DataFrame(columns=SYSTEM_COLUMNS)
     out = pd.concat(frames, ignore_index=True)
     for column in SYSTEM_COLUMNS:
-        if column not in ("system", "model", "host", "source", "hardware", "quantization", "memory_kind",
-                          "energy_note"):
+        if column not in TEXT_SYSTEM_COLUMNS:
             out[column] = pd.to_numeric(out[column], errors="coerce")
     return out
 

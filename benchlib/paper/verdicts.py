@@ -5,22 +5,35 @@ Imports: frontier, decisions; benchlib.paper.settings, .runs, .systems, .format.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from benchlib import analysis, decisions, frontier, reference
+from benchlib import analysis, decisions, frontier, metrics, reference
 from benchlib.paper.format import Table, fmt
 from benchlib.paper.runs import Runs, seed_rows, source_label
 from benchlib.paper.settings import AXIS_FORMATS, THIS_RUN, THRESHOLD_PRESETS
-from benchlib.schema import number
+from benchlib.params import ThresholdParams
+from benchlib.schema import number, short_number
 
 
-def _axis_text(axis: str, direction: str, value: Any) -> str:
+def _axis_text(axis: str, direction: str, value: Any, row: Any = None) -> str:
+    """'axis ↑ value' with the 95 % interval where the system has one and, for accuracy, whether it was
+    measured by our checkers or reported by the seed (a pass/fail summary)."""
     arrow = "↑" if direction == "max" else "↓"
-    return f"{axis} {arrow} {fmt(number(value), AXIS_FORMATS.get(axis, '.3g'), 'n/a')}"
+    spec = metrics.metric(axis).fmt
+    text = f"{axis} {arrow} {fmt(number(value), spec, 'n/a')}"
+    if row is not None:
+        low, high = number(row.get(f"{axis}_lo")), number(row.get(f"{axis}_hi"))
+        if not (math.isnan(low) or math.isnan(high)):
+            text += f" [{fmt(low, spec)}–{fmt(high, spec)}]"
+        basis = row.get(f"{axis}_basis")
+        if isinstance(basis, str) and basis:
+            text += f" ({basis})"
+    return text
 
 
 def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime],
@@ -30,23 +43,26 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
     printed = seed_rows(ref, "000")
     printed = printed[printed["metric"] == "frontier_model"] if len(printed) else printed
     rows, pairs = [], []
-    axis_columns = list(dict.fromkeys(a for r in regimes.values() for a in r.axes))
+    axis_columns = list(dict.fromkeys(a for r in regimes.values() for a in r.all_axes()))
     for key, regime in regimes.items():
         if systems.empty:
             continue
-        marked = frontier.pareto_frontier(systems, regime.axes, requires=regime.requires)
-        dom = frontier.dominance_pairs(systems[~marked["dominated_by"].str.startswith("not eligible")], regime.axes)
+        axes = regime.all_axes()
+        marked = frontier.pareto_frontier(systems, axes, requires=regime.requires, floors=regime.floors(),
+                                          missing=regime.missing)
+        dom = frontier.dominance_pairs(systems[marked["eligible"]], axes)
         paper_model = regime.paper_model
         paper_row = printed[printed["task"] == regime.title] if len(printed) else printed
         for row in marked.to_dict("records"):
             entry = {"regime_key": key, "regime": regime.title,
-                     "axes_spec": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in regime.axes.items()),
-                     "axes": ", ".join(_axis_text(a, d, row[a]) for a, d in regime.axes.items()),
+                     "axes_spec": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in axes.items()),
+                     "axes": ", ".join(_axis_text(a, d, row[a], row) for a, d in axes.items()),
                      "system": row["system"], "source": row["source"], "on_frontier": bool(row["on_frontier"]),
                      "dominated_by": row["dominated_by"],
                      "paper_frontier_model": paper_model,
                      "paper_reason": (str(paper_row["note"].iloc[0]) if len(paper_row) else "")}
-            entry.update({a: row[a] if a in regime.axes else math.nan for a in axis_columns})
+            entry.update({a: row.get(a, math.nan) if a in axes else math.nan for a in axis_columns})
+            entry["eligible"] = bool(row["eligible"])
             if row["source"] != THIS_RUN and paper_model:
                 entry["matches_paper"] = bool(row["on_frontier"]) == (row["model"] == paper_model)
             else:
@@ -56,22 +72,28 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
             pairs.append({"regime_key": key, "regime": regime.title, "dominated": p.dominated,
                           "dominated_by": p.dominated_by, "better_on": ", ".join(p.better_on),
                           "tied_on": ", ".join(p.tied_on)})
-    data = pd.DataFrame(rows, columns=["regime_key", "regime", "axes_spec", "system", "source", "on_frontier", "axes",
+    data = pd.DataFrame(rows, columns=["regime_key", "regime", "axes_spec", "system", "source", "on_frontier",
+                                       "eligible", "axes",
                                        "dominated_by", "paper_frontier_model", "matches_paper", "paper_reason"]
                         + axis_columns)
     display = pd.DataFrame({
         "regime": data["regime"], "system": data["system"], "source": data["source"].map(source_label),
         "axes (↑ higher / ↓ lower is better)": data["axes"],
-        "on frontier": data["on_frontier"].map(lambda v: "**yes**" if v else "no"),
+        "on frontier": [("**yes**" if v else "no") if e else "not eligible"
+                        for v, e in zip(data["on_frontier"], data["eligible"])],
         "dominated by (better on)": data["dominated_by"].replace("", "—"),
         "paper (§7)": [("agrees" if m else "DIFFERS") if m is not None else ("extra system" if s == THIS_RUN else "")
                        for m, s in zip(data["matches_paper"], data["source"])],
     })
     frontier_table = Table("frontier", "Deployment frontier per regime preset (000 §7), our runs as extra systems",
                            data, display,
-                           caption="A system is on a regime's frontier when no other system is at least as good on "
-                                   "every axis and strictly better on one; a missing value counts as worst. "
-                                   "'Every axis at once' reproduces the paper's split frontier (no global winner).")
+                           caption="A system is on a regime's frontier when no other eligible system is at least as "
+                                   "good on every axis and strictly better on one; overlapping 95 % intervals are "
+                                   "ties. A system without a value on an axis, without a required capability or "
+                                   "below the regime's accuracy floor is listed as not eligible, with the reason. "
+                                   "Accuracy is 'measured' (our checkers, Wilson interval) or 'reported' (the "
+                                   "seed's pass/fail summary). 'Every axis at once' reproduces the paper's split "
+                                   "frontier (no global winner; there a missing value counts as worst).")
     dominance = pd.DataFrame(pairs, columns=["regime_key", "regime", "dominated", "dominated_by", "better_on",
                                              "tied_on"])
     return frontier_table, Table("frontier_dominance", "Who dominates whom, on which axes", dominance,
@@ -113,7 +135,7 @@ def frontier_text(table: Table, dominance: Table | None = None) -> str:
             lines.append(f"  paper:     {paper_model} — {'reproduced' if agrees else 'NOT reproduced'}")
         for row in group.itertuples():
             excluded = str(row.dominated_by).startswith("not eligible")
-            tag = "FRONTIER " if row.on_frontier else ("excluded " if excluded else "dominated")
+            tag = "FRONTIER " if row.on_frontier else ("NOT ELIGIBLE" if excluded else "dominated")
             src = source_label(row.source)
             detail = f" ({row.dominated_by})" if excluded else (f" by {row.dominated_by}" if row.dominated_by else "")
             lines.append(f"    {tag} {row.system} [{src}]: {row.axes}{detail}")
@@ -121,7 +143,15 @@ def frontier_text(table: Table, dominance: Table | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _criteria_text(long: pd.DataFrame) -> str:
+    """'decode tok/s 38.9 vs ≥40: FAIL; TTFT 266 vs ≤500 ms: PASS' — each threshold with the measured value."""
+    return "; ".join(f"{r['criterion']} {short_number(r['value'])} vs {r['threshold']}: {r['status']}"
+                     for _, r in long.iterrows())
+
+
 def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap") -> Table:
+    """The her-os decision tables re-judged under a threshold preset, and each of our runs judged under the
+    `thresholds:` of its own params file (when it sets any; else the preset), with PASS/FAIL per threshold."""
     preset = THRESHOLD_PRESETS[thresholds]
     frames = []
     if len(seed_rows(ref, "001")):
@@ -133,13 +163,24 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
         ours["source"], ours["reported_decision"], ours["section"] = THIS_RUN, "", ""
         frames.append(ours)
     columns = ["candidate", "source", "section", "decode_tps", "ttft_ms", "model_memory_gb", "tools_passed",
-               "entity_recall", "vision_works", "verdict", "decision", "reported_decision"]
+               "entity_recall", "vision_works", "verdict", "decision", "reported_decision", "thresholds_used",
+               "criteria"]
     if not frames:
         return Table("decisions", "Swap decisions", pd.DataFrame(columns=columns))
     cands = pd.concat(frames, ignore_index=True)
-    decided = decisions.decide(cands, preset)
-    data = cands.merge(decided[["candidate", "verdict", "decision"]], on="candidate", how="left")
-    data = data.reindex(columns=columns)
+    own = {row.system: json.loads(row.thresholds or "{}") for row in runs.meta.itertuples()} \
+        if not runs.empty and "thresholds" in runs.meta else {}
+    judged = []
+    for index, cand in cands.iterrows():
+        limits = own.get(cand["candidate"]) if cand["source"] == THIS_RUN else None
+        used = ThresholdParams(**limits) if limits else preset
+        one = cands.loc[[index]]
+        decided = decisions.decide(one, used).iloc[0]
+        judged.append({"verdict": decided["verdict"], "decision": decided["decision"],
+                       "thresholds_used": "this run's params: " + ", ".join(f"{k}={v}" for k, v in limits.items())
+                       if limits else thresholds,
+                       "criteria": _criteria_text(decisions.evaluate_thresholds(one, used))})
+    data = pd.concat([cands.reset_index(drop=True), pd.DataFrame(judged)], axis=1).reindex(columns=columns)
     display = data.copy()
     display["source"] = display["source"].map(source_label)
     for column, spec in (("decode_tps", ".1f"), ("ttft_ms", ".0f"), ("model_memory_gb", ".1f"),
@@ -149,5 +190,7 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
     limits = ", ".join(f"{k}={v}" for k, v in preset.model_dump().items() if v not in (None, False))
     return Table("decisions", f"Swap decisions under the her-os thresholds ({thresholds}: {limits})", data, display,
                  caption="001's decision tables re-judged by decisions.decide (SWAP = all pass, VERIFY = none fails but "
-                         "data missing, WAIT = a threshold fails); our runs judged the same way. Our memory is the "
-                         "peak telemetry memory (an upper bound).")
+                         "data missing, WAIT = a threshold fails); each of our runs under the thresholds of its own "
+                         "params file when it sets any (thresholds_used says which), with every threshold's PASS/"
+                         "FAIL and measured value in criteria. Our memory is the peak telemetry memory (an upper "
+                         "bound).")

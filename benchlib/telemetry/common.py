@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-WindowKind = Literal["idle", "loaded", "task"]
+WindowKind = Literal["idle", "loaded", "task", "level"]  # level: one load-sweep level (inside its task)
 
 
-KINDS: tuple[str, ...] = ("idle", "loaded", "task")
+KINDS: tuple[str, ...] = ("idle", "loaded", "task", "level")
 
 
 NAN = float("nan")
