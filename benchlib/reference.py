@@ -177,6 +177,8 @@ def paper_accuracy(ref: pd.DataFrame | None = None) -> pd.DataFrame:
     rows = []
     cells = ref[(ref["metric"] == "accuracy") & (ref["model"] != "")] if len(ref) else ref
     for cell in cells.itertuples():
+        if pd.isna(cell.value):  # "Not applicable": the deployment does not take that input; nothing reported
+            continue
         task = PAPER_TASK_IDS.get(cell.task, cell.task)
         text = f"{cell.value_text} {cell.note}"
         short = re.match(r"[a-z]+", cell.model.lower()).group()  # "Gemma and Qwen truncated": names by family

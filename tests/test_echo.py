@@ -61,3 +61,16 @@ def test_an_echo_scores_nothing_and_an_echo_then_an_answer_passes(params_for, ou
     assert rows["passed"].astype(bool).all(), rows.loc[~rows["passed"].astype(bool),
                                                        ["task", "variant", "check_detail"]].to_string()
     assert rows["echo"].all() and rows["check_detail"].str.startswith("echo: ").all()
+
+
+def test_a_short_greeting_echoed_then_continued_in_another_script():
+    """The embedded base model repeats a two-word Kannada greeting and runs on without a space: the greeting
+    and its (ref …) id are cut, what it appended is judged."""
+    sent, prompt = "(ref 3145d6b0)\nನಮಸ್ಕಾರ! ಹೇಗಿದ್ದೀರಾ?", "ನಮಸ್ಕಾರ! ಹೇಗಿದ್ದೀರಾ?"
+    cut = strip_echo(sent + "ayakan\nmodel", [sent, prompt])
+    assert cut.text == "ayakan\nmodel" and cut.removed_words == 4
+    # a five-word stretch of a longer prompt is an echo even without the prompt's first word
+    longer = "ಶುಭೋದಯ! ಇವತ್ತು ನಿಮ್ಮ ದಿನ ಹೇಗೆ ಶುರುವಾಯಿತು?"
+    assert strip_echo("ಇವತ್ತು ನಿಮ್ಮ ದಿನ ಹೇಗೆ ಶುರುವಾಯಿತು? ಚೆನ್ನಾಗಿದೆ", [longer]).text == "ಚೆನ್ನಾಗಿದೆ"
+    # vowel signs belong to their word: a different word is not an echo
+    assert not strip_echo("ಹೇಗಿದ್ದೀರ ನಮಸ್ಕಾರ", ["ನಮಸ್ಕಾರ ಹೇಗಿದ್ದೀರಾ ಇಂದು"]).found

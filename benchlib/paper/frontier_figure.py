@@ -41,13 +41,14 @@ def fig_pareto(tables: Mapping[str, Table], runs: Runs, settings: Settings) -> p
     for ax, (key, xcol, ycol) in zip(axes.flat, panels):
         if key == "tradeoff":
             axes_dirs = {"avg_decode_tps": "max", "tps_per_w": "max"}
-            title, requires = "Throughput vs energy efficiency (the paper's headline trade-off)", ()
-        else:
-            axes_dirs = dict(regimes[key].axes)
-            title, requires = regimes[key].title, regimes[key].requires
-        _pareto_panel(ax, systems, xcol, ycol, axes_dirs, title, colors, requires)
+            title, requires, floors = "Throughput vs energy efficiency (the paper's headline trade-off)", (), {}
+        else:  # membership judged exactly as in the frontier table: every axis, quality floor, eligibility
+            axes_dirs = regimes[key].all_axes()
+            title, requires, floors = regimes[key].title, regimes[key].requires, regimes[key].floors()
+        _pareto_panel(ax, systems, xcol, ycol, axes_dirs, title, colors, requires, floors)
     handles = [Line2D([], [], marker="*", ls="", ms=14, mfc="0.3", mec="black", label="on the regime's frontier"),
-               Line2D([], [], marker="o", ls="", ms=8, mfc="white", mec="0.3", label="dominated (label names by whom)"),
+               Line2D([], [], marker="o", ls="", ms=8, mfc="white", mec="0.3",
+                      label="dominated (label names by whom) or not eligible (label says why)"),
                Line2D([], [], marker="D", ls="", ms=8, mfc="0.3", mec="black", label="this run (diamond outline)"),
                Line2D([], [], color="0.2", ls="--", lw=1.2, label="Pareto front of the two plotted axes")]
     fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False, fontsize=9, bbox_to_anchor=(0.5, 0.0))
@@ -78,12 +79,13 @@ def _panel_limits(values: pd.Series, direction: str, has_missing: bool) -> tuple
 
 
 def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axes_dirs: Mapping[str, str],
-                  title: str, colors: Mapping[str, Any], requires: Sequence[str] = ()) -> None:
+                  title: str, colors: Mapping[str, Any], requires: Sequence[str] = (),
+                  floors: Mapping[str, float] | None = None) -> None:
     """Scatter of two regime axes. Systems lacking a value sit in a grey 'n/a' band at that axis' worst end
     (a missing value counts as worst, as in the frontier itself), so every system stays visible."""
     xdir, ydir = axes_dirs.get(xcol, "max"), axes_dirs.get(ycol, "max")
-    marked = (frontier.pareto_frontier(systems, axes_dirs, requires=requires) if len(systems)
-              else systems.assign(on_frontier=[], dominated_by=[]))
+    marked = (frontier.pareto_frontier(systems, axes_dirs, requires=requires, floors=floors) if len(systems)
+              else systems.assign(on_frontier=[], dominated_by=[], eligible=[]))
     x = pd.to_numeric(marked[xcol], errors="coerce")
     y = pd.to_numeric(marked[ycol], errors="coerce")
     x0, x1, x_na, x_band = _panel_limits(x, xdir, bool(x.isna().any()))
@@ -122,8 +124,9 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
         if band:  # no numeric tick inside the n/a band: positions there are not values
             put([t for t in get() if not (band[0] - 1e-12 <= t <= band[1] + 1e-12) and limits[0] <= t <= limits[1]])
     if len(marked):  # 2-D Pareto front of the plotted axes (missing = worst), drawn once the limits are final
-        front = frontier.pareto_frontier(marked, {xcol: xdir, ycol: ydir})
-        on = front["on_frontier"].to_numpy()
+        eligible = marked["eligible"].astype(bool) if "eligible" in marked else pd.Series(True, index=marked.index)
+        front = frontier.pareto_frontier(marked[eligible], {xcol: xdir, ycol: ydir}).reindex(marked.index)
+        on = front["on_frontier"].fillna(False).astype(bool).to_numpy()
         if on.any():
             _draw_front(ax, px[on].astype(float).to_numpy(), py[on].astype(float).to_numpy(), xdir, ydir)
     texts, xs, ys, cols = [], [], [], []
@@ -132,7 +135,9 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
         label = short(row.system) + (" [this run]" if row.source == THIS_RUN else "")
         if extra_txt:
             label += f"\n({extra_txt})"
-        if not row.on_frontier and row.dominated_by:
+        if not row.on_frontier and str(row.dominated_by).startswith("not eligible"):
+            label += "\n" + wrap(str(row.dominated_by), 48)
+        elif not row.on_frontier and row.dominated_by:
             doms = [d.split(" (better on")[0] for d in row.dominated_by.split("; ")]
             label += "\ndominated by " + ", ".join(short(d) for d in doms)
         texts.append(label)

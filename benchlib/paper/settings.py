@@ -28,8 +28,7 @@ DEFAULT_REGIMES = ("workstation", "edge", "audio", "serving", "all")
 THRESHOLD_PRESETS = {"heros_swap": decisions.HEROS_SWAP_THRESHOLDS, "heros_phase1": decisions.HEROS_PHASE1_THRESHOLDS}
 
 
-ALL_REGIME = frontier.Regime("all", "Every axis at once (the paper's split frontier)", dict(frontier.ALL_AXES),
-                             "All regime axes together: no single winner expected", "", missing="worst")
+ALL_REGIME = frontier.ALL_REGIME
 
 
 # Paper task order (000 §4-5, §9); tasks the paper lacks follow in task-file order.

@@ -56,7 +56,8 @@ SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
                   "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "energy_note"]
 # each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage
-QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in frontier.REGIMES.values() if r.quality_axis
+QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
+                   if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
 SYSTEM_COLUMNS += QUALITY_COLUMNS
 TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "memory_kind", "energy_note",
