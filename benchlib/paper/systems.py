@@ -15,7 +15,7 @@ from benchlib.load import levels as load_levels
 from benchlib.paper.format import isnan
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
-from benchlib.schema import number
+from benchlib.schema import flag, number
 from benchlib.tasks import load_tasks
 
 
@@ -175,7 +175,7 @@ def run_peak_temp(runs: Runs, host: str) -> str:
 
 
 TASK_LONG_COLUMNS = ["task_id", "task", "modality", "system", "model", "host", "source", "metric", "value",
-                     "value_sd", "n", "status", "value_text"]
+                     "value_sd", "value_lo", "value_hi", "n", "status", "value_text"]
 
 
 def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -191,13 +191,14 @@ def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | Non
             na = str(r.value_text).lower() in ("not applicable", "n/a")
             rows.append({"task_id": r.task_id, "task": task_label(r.task_id, catalog), "modality": r.modality,
                          "system": f"{r.model} @ {r.host}", "model": r.model, "host": r.host, "source": r.source,
-                         "metric": r.metric, "value": r.value, "value_sd": math.nan, "n": math.nan,
+                         "metric": r.metric, "value": r.value, "value_sd": math.nan, "value_lo": math.nan,
+                         "value_hi": math.nan, "n": math.nan,
                          "status": "not applicable" if na else "", "value_text": r.value_text})
     for r in runs.summary.to_dict("records") if len(runs.summary) else []:
         n_ok = int(number(r.get("n_ok")) or 0)
         if n_ok == 0 and number(r.get("n_unsupported")) > 0 and not number(r.get("n_failed")):
             status = "not supported"
-        elif str(r.get("valid")).lower() in ("false", "0"):
+        elif not flag(r.get("valid", True)):
             status = f"invalid: {r.get('note') or 'no ok requests'}"
         else:
             status = ""
@@ -210,6 +211,7 @@ def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | Non
                                    ("accuracy", "accuracy", None)):
             rows.append({**base, "metric": metric, "value": number(r.get(column)),
                          "value_sd": number(r.get(sd)) if sd else math.nan,
+                         "value_lo": number(r.get(f"{column}_lo")), "value_hi": number(r.get(f"{column}_hi")),
                          "value_text": (f"{int(number(r.get('n_passed')) or 0)}/{scored}" if metric == "accuracy"
                                         and scored else "")})
     return pd.DataFrame(rows, columns=TASK_LONG_COLUMNS)

@@ -22,6 +22,7 @@ from benchlib.paper.systems import (
     task_label,
     task_order,
 )
+from benchlib.schema import number
 
 
 def runs_table(runs: Runs) -> Table:
@@ -147,9 +148,14 @@ def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str =
     if isinstance(value, float) and math.isnan(value):
         return "–"
     text = format(value, spec)
+    low, high = number(row.get("value_lo")), number(row.get("value_hi"))
+    interval = f" [{low:{spec}}–{high:{spec}}]" if row["source"] == THIS_RUN and not (math.isnan(low) or
+                                                                                    math.isnan(high)) else ""
     if with_sd and row["source"] == THIS_RUN:
         sd = row["value_sd"]
-        text += (f" ± {sd:{spec}}" if not math.isnan(sd) else "") + f" (n={int(row['n'])})"
+        text += (f" ± {sd:{spec}}" if not math.isnan(sd) else "") + interval + f" (n={int(row['n'])})"
+    else:
+        text += interval
     return text
 
 
@@ -174,8 +180,8 @@ def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.Data
     display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore")
     return Table("throughput", "Generation throughput, decode tok/s per task (000 §4, §9 video) beside our runs",
                  data, display,
-                 caption="Published: the paper's per-task token rates. This run: mean ± sd over measured requests "
-                         "(n = ok requests). 'n/a' = not applicable in that deployment, 'not supported' = the run "
+                 caption="Published: the paper's per-task token rates. This run: mean ± sd [95 % bootstrap "
+                         "interval of the mean] over measured requests (n = ok requests). 'n/a' = not applicable in that deployment, 'not supported' = the run "
                          "declared no such input, 'not run' = that suite was not executed.")
 
 
@@ -237,7 +243,8 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
     data = pd.DataFrame(data_rows)
     display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore").fillna("")
     return Table("latency_accuracy", "End-to-end latency and accuracy per task (000 §5) beside our runs", data, display,
-                 caption="Accuracy (reported) is the paper's pass/fail summary ('reported correct', and where the paper "
+                 caption="Our cells carry their 95 % interval in brackets (bootstrap for latency, Wilson for "
+                         "accuracy). Accuracy (reported) is the paper's pass/fail summary ('reported correct', and where the paper "
                          "says so, that the answer was truncated); accuracy (measured) is passed ÷ scored requests by "
                          "the task's checker, after echoed prompt text is cut. TTFT appears for our runs only. Our average excludes "
                          "the quality suite, as the paper averages its speed tasks.")
