@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -130,7 +131,9 @@ def test_synthetic_run_appears_beside_the_published_ones(with_run):
     assert throughput.loc["basic_qa", "Phi-4 Multimodal @ RTX 3090 host [seed 000]"] == 32.9
     assert throughput.loc["transcription", ours] == pytest.approx(15.0)
     md = (out / "tables" / "throughput.md").read_text(encoding="utf-8")
-    assert "40.0 ± 10.0 (n=3)" in md and "not supported" in md  # video declared but refused
+    cell = re.search(r"40\.0 ± 10\.0 \[(\d+\.\d)–(\d+\.\d)\] \(n=3\)", md)  # mean ± sd [95 % CI] (n)
+    assert cell and 30.0 <= float(cell.group(1)) < 40.0 < float(cell.group(2)) <= 50.0
+    assert "not supported" in md  # video declared but refused
     long = pd.read_csv(out / "tables" / "published_and_runs_long.csv")
     assert {"this run", "000_341285de21da4f3a.txt"} <= set(long["source"])
     assert (long[(long["source"] == "this run") & (long["metric"] == "decode_tps")]["model"] == SYN_MODEL).all()
