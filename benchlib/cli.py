@@ -20,7 +20,7 @@ import pandas as pd
 from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
 from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, outputs_root, run_dir
 from benchlib.report import console_table
-from benchlib.runner import RunConflict, prepare_out_dir
+from benchlib.runner import RunConflict, check_unlocked, prepare_out_dir
 from benchlib.schema import read_csv
 
 
@@ -80,6 +80,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
     for suite in notebooks:
         suite_dir = run_dir(params.host.name, params.server.model, suite)
         try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
+            check_unlocked(suite_dir)
             prepare_out_dir(params, suite, fresh, None)
         except RunConflict as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -12,13 +12,14 @@ import json
 import os
 import tempfile
 import threading
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
-from benchlib.schema import dataclass_kinds, log, read_csv
+from benchlib.schema import complete_prefix, dataclass_kinds, log, read_csv
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -127,15 +128,34 @@ class RequestLog:
         self._lock = threading.Lock()  # rows arrive from executor threads: one header, whole rows
 
     def done_keys(self, run_id: str | None = None) -> set[str]:
-        """Keys already recorded (any status): a resumed run does not redo them."""
+        """Keys of whole rows already recorded (any status): a resumed run does not redo them. A torn or
+        malformed row is never counted as done (read_requests leaves it out, with a warning)."""
+        frame = read_requests(self.path)
+        if run_id is not None:
+            frame = frame[frame["run_id"] == run_id]
+        return set(frame["request_key"])
+
+    def recover(self) -> str:
+        """Move a torn last row aside before anything is appended: a crash, a kill or a full disk can cut the
+        last row; it is moved to `<name>.torn-<time>` (its request is then sent again) and the file ends on
+        a whole row. Returns the warning line, '' when the file was whole."""
         if not self.path.is_file():
-            return set()
-        keys = set()
-        with self.path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("request_key") and (run_id is None or row.get("run_id") == run_id):
-                    keys.add(row["request_key"])
-        return keys
+            return ""
+        data = self.path.read_bytes()
+        end = complete_prefix(data)
+        if end == len(data):
+            return ""
+        fragment = data[end:]
+        aside = self.path.with_name(f"{self.path.name}.torn-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        aside.write_bytes(fragment)
+        with self.path.open("r+b") as handle:
+            handle.truncate(end)
+            handle.flush()
+            os.fsync(handle.fileno())
+        message = (f"{self.path}: the last row was cut ({len(fragment)} bytes: a crash, a kill or a full disk); "
+                   f"moved to {aside.name}; that request will be sent again")
+        log.warning(message)
+        return message
 
     def append(self, record: RequestRecord) -> None:
         self.append_many([record])
@@ -151,10 +171,13 @@ class RequestLog:
             self._write(buffer, writer, rows)
 
     def _write(self, buffer: io.StringIO, writer: csv.DictWriter, rows: list[dict[str, Any]]) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size == 0:
+            size = os.fstat(fd).st_size
+            if size == 0:
                 writer.writeheader()
+            elif os.pread(fd, 1, size - 1) != b"\n":
+                buffer.write("\n")  # every append starts on a fresh line, whatever came before
             writer.writerows(rows)
             data = buffer.getvalue().encode("utf-8")
             while data:  # a regular-file write completes whole; the loop only guards a short write

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import secrets
 import shutil
 import time
@@ -53,6 +55,47 @@ UNSUPPORTED_MEDIA_STATUSES = {400, 415, 422, 501}
 
 class RunConflict(RuntimeError):
     """The output folder holds a run made from different params; refuse to mix them silently."""
+
+
+class RunLocked(RunConflict):
+    """Another process is writing the same suite folder right now."""
+
+
+def lock_path(out_dir: Path) -> Path:
+    """The suite folder's lock file, beside it (so archiving the folder with --fresh keeps the lock)."""
+    return out_dir.parent / f".{out_dir.name}.lock"
+
+
+def _locked_error(out_dir: Path, fd: int) -> RunLocked:
+    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "a process that left no PID"
+    return RunLocked(f"{out_dir} is being written by another run ({holder}); wait for it to finish or stop it")
+
+
+@contextlib.contextmanager
+def run_lock(out_dir: Path) -> Iterator[None]:
+    """Hold the suite folder's OS lock (flock) for the whole session: a second run of the same folder refuses
+    with one line naming the holder's PID. The kernel releases the lock when the process ends, crash or not."""
+    path = lock_path(out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        error = _locked_error(out_dir, fd)
+        os.close(fd)
+        raise error from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"PID {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_unlocked(out_dir: Path) -> None:
+    """Raise RunLocked when another process holds the folder's lock (a probe: takes and releases it)."""
+    with run_lock(out_dir):
+        pass
 
 
 @dataclass
@@ -282,8 +325,16 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
 
     needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
     """
-    out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
+    folder = run_dir(params.host.name, params.server.model, suite, root)
+    guard = contextlib.ExitStack()
+    guard.enter_context(run_lock(folder))  # before anything in the folder is touched (--fresh archives it)
+    try:
+        out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
+    except BaseException:
+        guard.close()
+        raise
     session = Session(params, suite, out_dir, run_id, salt)
+    session.log.recover()  # a row cut by a crash or a full disk is moved aside before anything is appended
     session.telemetry = Telemetry(params.telemetry, out_dir)
     try:
         session.telemetry.start()
@@ -309,6 +360,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if session.server is not None:
             session.server.stop()
         session.telemetry.close()
+        guard.close()
 
 
 def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,

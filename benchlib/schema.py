@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -159,25 +160,41 @@ def coerce(frame: pd.DataFrame, kinds: Mapping[str, ColumnKind]) -> pd.DataFrame
     return out
 
 
+def complete_prefix(data: bytes) -> int:
+    """Length of the longest prefix of a CSV file that ends on a whole record: a newline outside quotes
+    (quotes and newlines are single bytes in UTF-8, so bytes can be scanned directly)."""
+    quotes, end, last = 0, 0, 0
+    for match in re.finditer(b"\n", data):
+        quotes += data.count(b'"', last, match.start())
+        last = match.start()
+        if quotes % 2 == 0:
+            end = match.end()
+    return end
+
+
 def read_csv(path: str | Path, kinds: Mapping[str, ColumnKind] | None = None, *, label: str = "",
              required: tuple[str, ...] = ()) -> pd.DataFrame:
     """Read a tidy CSV every column as text, then type the declared columns.
 
     A missing or empty file gives an empty frame with the declared columns. Rows the CSV parser cannot split
     into the header's columns (a torn line) are not dropped silently: they are counted and a warning names the
-    file; so are rows whose `required` columns are empty. The frame's attrs["dropped_rows"] holds the count.
+    file; so are rows whose `required` columns are empty, and a last row without its newline (cut by a crash
+    or a full disk: only whole rows are ever read). The frame's attrs["dropped_rows"] holds the count.
     """
     path = Path(path)
     columns = list(kinds or {})
     if not path.is_file() or path.stat().st_size == 0:
         return coerce(pd.DataFrame(columns=columns), kinds or {})
-    text = path.read_text(encoding="utf-8", errors="replace")
+    data = path.read_bytes()
+    whole = complete_prefix(data)
+    torn = 1 if data[whole:].strip() else 0  # a last row without its newline was cut: never read as whole
+    text = data[:whole].decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
     except (StopIteration, csv.Error):
         return coerce(pd.DataFrame(columns=columns), kinds or {})
-    rows, bad = [], 0
+    rows, bad = [], torn
     try:
         for row in reader:
             if len(row) == len(header):

@@ -1,0 +1,80 @@
+"""Nothing lost to a torn row or a second writer: a requests.csv cut anywhere in its last row is repaired on the
+next open (the fragment moved aside with a warning, its request sent again, every key exactly once), appends
+always start on a fresh line, and a second run of the same suite folder refuses while the first holds it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from benchlib.records import RequestLog, RequestRecord, complete_prefix, read_requests
+from benchlib.runner import RunLocked, lock_path, open_session, run_lock, run_suite
+
+
+def _params(params_for):
+    return params_for({"ttft": 0.001, "itl": 0.0005, "tokens": 4}, run={"repeats": 3, "warmups": 1},
+                      tasks=["basic_qa", "summarization"])
+
+
+def _cut_at(text: str, marker: str) -> int:
+    """Byte offset inside the last row at a marker ('status', 'prompt', ...)."""
+    last_row_start = text.rstrip("\n").rfind("\n", 0, text.rstrip("\n").rfind("(ref")) + 1
+    return len(text[:text.index(marker, last_row_start)].encode("utf-8"))
+
+
+@pytest.mark.parametrize("where", ["before status", "inside the quoted prompt", "before response_text",
+                                   "inside an open quote", "before the newline"])
+def test_a_cut_last_row_is_moved_aside_and_its_request_sent_again(params_for, outputs, where, caplog):
+    params = _params(params_for)
+    first = run_suite(params, "text", progress=False)
+    path = first.out_dir / "requests.csv"
+    text = path.read_text(encoding="utf-8")
+    total = len(first.requests)
+    last_key = first.requests["request_key"].iloc[-1]
+    cut = {"before status": lambda: _cut_at(text, ",ok,"),
+           "inside the quoted prompt": lambda: _cut_at(text, "(ref") + 8,
+           "before response_text": lambda: _cut_at(text, ",stop,"),
+           "inside an open quote": lambda: _cut_at(text, '"(ref') + 3,
+           "before the newline": lambda: len(text.encode("utf-8")) - 1}[where]()
+    data = path.read_bytes()
+    path.write_bytes(data[:cut])
+    assert last_key not in set(read_requests(path)["request_key"])  # cut: not done, so its request is pending
+    with caplog.at_level(logging.WARNING, logger="benchlib"):
+        second = run_suite(params, "text", progress=False)
+    assert "the last row was cut" in caplog.text and "will be sent again" in caplog.text
+    torn = list(second.out_dir.glob("requests.csv.torn-*"))
+    assert len(torn) == 1 and torn[0].read_bytes() == data[complete_prefix(data[:cut]):cut]
+    again = read_requests(path)
+    assert again.attrs["dropped_rows"] == 0  # the file is whole again: nothing left out
+    assert len(again) == total and again["request_key"].is_unique and last_key in set(again["request_key"])
+    assert again.loc[again["request_key"] == last_key, "status"].iloc[0] == "ok"  # sent again, whole
+
+
+def test_appends_start_on_a_fresh_line(tmp_path):
+    log = RequestLog(tmp_path / "requests.csv")
+    log.append(RequestRecord(run_id="r", request_key="a"))
+    with log.path.open("ab") as handle:
+        handle.write(b'r,h,m,openai,x,text,text,t,v,0,1,False,b,"(ref 1')  # a fragment without its newline
+    assert log.recover().startswith(f"{log.path}: the last row was cut")
+    log.append(RequestRecord(run_id="r", request_key="c"))
+    assert read_requests(log.path)["request_key"].tolist() == ["a", "c"]
+    # even without recover(), a new row never glues onto a fragment
+    with log.path.open("ab") as handle:
+        handle.write(b"partial")
+    log.append(RequestRecord(run_id="r", request_key="d"))
+    frame = read_requests(log.path)
+    assert "d" in set(frame["request_key"]) and frame.attrs["dropped_rows"] == 1
+
+
+def test_a_second_run_of_the_same_folder_refuses_naming_the_holder(params_for, outputs, tmp_path):
+    params = _params(params_for)
+    with open_session(params, "text") as session:
+        folder = session.out_dir
+        with pytest.raises(RunLocked, match=r"is being written by another run \(PID \d+, since "):
+            run_suite(params, "text", progress=False)
+        assert lock_path(folder).is_file()
+    with run_lock(folder):  # released when the first session ended
+        pass
+    done = run_suite(params, "text", progress=False)
+    assert done.requests["request_key"].is_unique
