@@ -21,7 +21,7 @@ import os
 import secrets
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -59,6 +59,18 @@ class RunConflict(RuntimeError):
 
 class RunLocked(RunConflict):
     """Another process is writing the same suite folder right now."""
+
+
+def _scrubbed(value: Any, secret: str) -> Any:
+    """`value` with every occurrence of the secret replaced by *** (strings, and inside lists and dicts,
+    keys included: tool-call names and arguments)."""
+    if isinstance(value, str):
+        return value.replace(secret, "***") if secret in value else value
+    if isinstance(value, list):
+        return [_scrubbed(v, secret) for v in value]
+    if isinstance(value, dict):
+        return {_scrubbed(k, secret): _scrubbed(v, secret) for k, v in value.items()}
+    return value
 
 
 def lock_path(out_dir: Path) -> Path:
@@ -207,9 +219,9 @@ class Session:
     def after_request(self, item: Planned, concurrency: int) -> None:
         """Server-side figures, cross-checks, unsupported-media classification and scoring."""
         record = item.record
-        if self._secret:  # a server may echo the key back in an error; it must not reach any file
-            record.error_message = record.error_message.replace(self._secret, "***")
-            record.response_text = record.response_text.replace(self._secret, "***")
+        if self._secret:  # a server may echo the key into any field it controls; none may reach a file
+            for name in (f.name for f in fields(record)):
+                setattr(record, name, _scrubbed(getattr(record, name), self._secret))
         if self.server is not None and concurrency == 1 and item.request is not None:
             self._attach_embedded_timings(record)
         crosscheck.flag_record(record, cold_load_s=self.params.run.cold_load_s,

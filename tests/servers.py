@@ -26,6 +26,9 @@ careless server might, so tests can prove the key is scrubbed from every output.
 "echo": true answers with the last user message's text, word by word (as a base model that repeats its prompt
 does); "replies": [{"when": text, "text": ..., "tool_call": {...}}] then appends the first reply whose "when"
 occurs in the request's messages (an echo followed by a correct answer), or answers with it alone.
+"leak": true makes a careless server echo the Authorization header it received into the answer, the reasoning
+text, a tool call's name and arguments and the final chunk's error-free usage, so tests can prove the key is
+scrubbed from every field a server controls.
 A fault "http_429_once" answers 429 the first time a given prompt is seen, then streams normally.
 Prompt length (load sweeps): POST /extras/tokenize {"input": text} -> {"tokens": [...]} is llama-cpp-python's
 route, with a fake tokenizer of one token per whitespace-separated word; "prompt_tokens": "words" makes the
@@ -50,7 +53,7 @@ from typing import Any
 DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "prompt_tokens": 12, "fault": None,
             "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0,
             "fault_when": None, "server_itl": None, "prompt_n": None, "reasoning_field": "reasoning_content",
-            "echo": False, "replies": None}
+            "echo": False, "replies": None, "leak": False}
 FAKE_DIGEST = "5c8f8b1d6e3a2f4b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
 FAKE_DETAILS = {"parent_model": "", "format": "gguf", "family": "gemma3", "families": ["gemma3"],
                 "parameter_size": "268.10M", "quantization_level": "Q4_K_M"}
@@ -244,6 +247,12 @@ class FakeServer:
             status = int(fault.split("_")[1])
             return await self._json(writer, status, {"error": {"message": f"fake {status} for testing"}},
                                     {"Retry-After": str(spec["retry_after"])} if status == 429 else None)
+        if spec["leak"]:  # echo the key everywhere a server controls
+            auth = str(body.get("_auth", ""))
+            spec["replies"] = [{"when": "", "text": f"answer {auth} end",
+                                "tool_call": {"name": f"lookup {auth}", "arguments": {"q": auth, "note": auth}}}]
+            spec["reasoning_tokens"] = max(spec["reasoning_tokens"], 2)
+            spec["reasoning_text"] = f"thinking {auth}"
         words = self._scripted_words(body, spec)
         if words is not None:
             spec["tokens"] = len(words)
@@ -278,6 +287,8 @@ class FakeServer:
                 return False
             reasoning = index < spec["reasoning_tokens"]
             word = WORDS[index % len(WORDS)] + " "
+            if reasoning and spec.get("reasoning_text"):
+                word = spec["reasoning_text"] + " "
             if words is not None and not reasoning:
                 word = words[index - spec["reasoning_tokens"]]
             if fault == "empty":

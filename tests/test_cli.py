@@ -120,3 +120,22 @@ def test_explore_opens_a_working_copy_not_the_committed_notebook(tmp_path, monke
     copy.write_text(copy.read_text() + " ")  # the user's saved edits survive the next call
     cli.main(["explore", "--no-lab"])
     assert copy.read_text().endswith(" ")
+
+
+@pytest.mark.parametrize("http_client", ["wire", "sdk"])
+def test_a_key_echoed_into_every_server_field_never_reaches_a_file(fake_server, tmp_path, http_client):
+    """A careless server puts the Authorization header into the answer, the reasoning, a tool call's name and
+    arguments, and an error body: every one is scrubbed, on both HTTP paths."""
+    outputs = tmp_path / "outputs"
+    path = fake_params(tmp_path, fake_server.url, {"leak": True, "tokens": 4}, tasks=["basic_qa", "tool_calling"],
+                       run={"warmups": 0, "repeats": 1, "max_tokens": 16, "timeout_s": 5, "http_client": http_client})
+    result = cli("run", str(path), "--only", "text,quality", "--no-paper", "--quiet",
+                 env={"FB_TEST_API_KEY": SECRET, "FRONTIER_BENCH_OUTPUTS": str(outputs)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    for file in (p for p in outputs.rglob("*") if p.is_file()):
+        assert SECRET not in file.read_bytes().decode("utf-8", "replace"), f"key leaked into {file}"
+    assert SECRET not in result.stdout + result.stderr
+    text = (outputs / "cli-host" / "fake-model" / "text" / "requests.csv").read_text()
+    quality = (outputs / "cli-host" / "fake-model" / "quality" / "requests.csv").read_text()
+    assert "answer Bearer *** end" in text and "thinking Bearer ***" in text  # the echo happened, scrubbed
+    assert "lookup Bearer ***" in quality and '""q"":""Bearer ***""' in quality

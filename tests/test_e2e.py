@@ -20,7 +20,7 @@ from benchlib.paths import PROJECT_ROOT
 from benchlib.records import read_requests
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip("llama_cpp", reason="the embedded extra is not installed")
+import llama_cpp  # noqa: F401 — `make test` installs the embedded extra; its absence must fail, not skip
 
 
 def embedded_params(tmp_path: Path, name: str = "e2e.yaml", **run) -> Path:

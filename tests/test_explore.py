@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import matplotlib.pyplot as plt
+import papermill
 import pytest
 from helpers import SYN_HOST, SYN_MODEL, write_synthetic_run
 
@@ -119,7 +120,6 @@ def test_render_shows_prompt_media_response_and_timeline(root):
 
 
 def test_dropdowns_cascade(root):
-    pytest.importorskip("ipywidgets")
     explorer = explore.Explorer(root, show_timeline=False)
     assert explorer.suite.options == ("text", "vision", "audio", "video")
     assert explorer.task.options == ("basic_qa", "reasoning")
@@ -140,7 +140,6 @@ def test_dropdowns_cascade(root):
 
 
 def test_explore_notebook_runs_through_papermill(root, tmp_path):
-    papermill = pytest.importorskip("papermill")
     notebook = NOTEBOOKS_DIR / "explore.ipynb"
     assert "outputs_dir" in papermill.inspect_notebook(str(notebook))
     executed = tmp_path / "explore.ipynb"

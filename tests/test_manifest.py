@@ -94,7 +94,8 @@ def test_no_secret_reaches_the_manifest(fake_server, tmp_path, monkeypatch):
 
 @pytest.mark.e2e
 def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
-    pytest.importorskip("llama_cpp")
+    import llama_cpp  # noqa: F401 — `make test` installs the embedded extra; its absence must fail, not skip
+
     from benchlib.embedded import EmbeddedServer
 
     monkeypatch.setenv("FB_MANIFEST_TEST_KEY", SECRET)

@@ -8,10 +8,12 @@ import math
 import re
 
 import pandas as pd
+import papermill
 import pytest
 from helpers import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
 
 from benchlib import paper
+from benchlib.load import levels as load_levels
 from benchlib.paths import PAPER_DIR, PROJECT_ROOT
 
 PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}
@@ -181,7 +183,6 @@ def test_known_bandwidth_gives_a_ceiling(tmp_path):
 
 
 def test_assemble_notebook_runs_through_papermill(tmp_path):
-    papermill = pytest.importorskip("papermill")
     notebook = PAPER_DIR / "assemble.ipynb"
     declared = papermill.inspect_notebook(str(notebook))
     assert {"outputs_dir", "reference_sets", "out_dir", "regimes"} <= set(declared)
@@ -205,7 +206,7 @@ def test_assemble_notebook_runs_through_papermill(tmp_path):
 
 
 def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
-    sweeps = pytest.importorskip("benchlib.sweeps")
+    sweeps = load_levels  # the sweep CSVs' names and columns
     root = write_synthetic_run(tmp_path / "outputs", with_media=False)
     load = root / SYN_HOST / SYN_MODEL / "load"
     load.mkdir()
