@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import httpx
 
-from benchlib.params import BenchParams
+from benchlib.params import BenchParams, code_version, task_set_hash
 from benchlib.paths import PROJECT_ROOT
 from benchlib.records import write_atomic
 
@@ -417,6 +417,10 @@ def build_manifest(params: BenchParams, run_id: str, suite: str, started_unix: f
         "started": _iso(started_unix),
         "finished": _iso(finished),
         "git_commit": git_commit(),
+        "code_version": code_version(),
+        "task_set": task_set_hash(),
+        "identity": params.identity_parts(),
+        "pid": os.getpid(),
         "python": host["python"],
         "platform": host["platform"],
         "cpu": host["cpu"],
@@ -438,6 +442,26 @@ def to_json(manifest: dict[str, Any], params: BenchParams) -> str:
     return text
 
 
+PART_KEYS = ("started", "finished", "git_commit", "code_version", "task_set", "params_file", "pid")
+
+
+def _part(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The provenance of one process's share of a run (a resumed run has several)."""
+    return {key: manifest.get(key) for key in PART_KEYS} | {
+        "server_version": (manifest.get("server") or {}).get("version")}
+
+
+def _earlier_parts(path: Path, run_id: str) -> list[dict[str, Any]]:
+    """Parts recorded by earlier processes of the same run (a resumed run keeps every part's provenance)."""
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if earlier.get("run_id") != run_id:
+        return []
+    return list(earlier.get("parts") or [_part(earlier)])
+
+
 def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
     """Write <out_dir>/manifest.json for a runner Session (params, run_id, suite, started_unix, out_dir; optional
     telemetry, server, server_before — the server_state() snapshot taken when the run started)."""
@@ -454,6 +478,8 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
                                     "log": str(getattr(embedded, "log_path", "")) or None}
     data = build_manifest(session.params, session.run_id, session.suite, session.started_unix, extra,
                           server_before=getattr(session, "server_before", None), session=session, nvml=nvml)
+    path = Path(session.out_dir) / "manifest.json"
+    data["parts"] = _earlier_parts(path, session.run_id) + [_part(data)]
     text = to_json(data, session.params)
-    write_atomic(Path(session.out_dir) / "manifest.json", text)
+    write_atomic(path, text)
     return json.loads(text)  # what the file holds: scrubbed

@@ -12,12 +12,14 @@ import hashlib
 import json
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from benchlib.paths import PROJECT_ROOT, tasks_dir
 from benchlib.tasks import TaskError, load_tasks
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
@@ -165,17 +167,49 @@ class BenchParams(_Section):
     thresholds: ThresholdParams = Field(default_factory=ThresholdParams)
     source: str = Field("", exclude=True, description="File the params came from (for messages)")
 
-    def identity(self) -> str:
-        """Run id: a short hash of everything that shapes results, so a changed file never resumes an old run."""
+    def params_hash(self) -> str:
+        """A short hash of the params that shape results (not where they came from, not the embedded port)."""
         payload = self.model_dump(mode="json", exclude={"source"})
         payload["server"].pop("base_url", None)  # the embedded port changes every start
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def identity_parts(self) -> dict[str, str]:
+        """What a run id covers: the params, the content of the task files (prompts, expected answers,
+        checkers) and the code that measures and scores (benchlib's source)."""
+        return {"params": self.params_hash(), "task_set": task_set_hash(), "code": code_version()}
+
+    def identity(self) -> str:
+        """Run id: a short hash of everything that shapes results — params, task files and code — so a change
+        to any of them never resumes into (and mixes with) an old run."""
+        blob = json.dumps(self.identity_parts(), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def sections(self) -> dict[str, Any]:
         """Plain dicts per section, as papermill injects them (no secrets: only env var names live here)."""
         return {name: getattr(self, name).model_dump(mode="json") if name != "tasks" else list(self.tasks)
                 for name in SECTIONS}
+
+
+def _hash_files(paths: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def task_set_hash(directory: Path | None = None) -> str:
+    """A short hash of the task files' content (every suite's YAML): editing a prompt, an expected answer or
+    a checker name changes it."""
+    root = Path(directory or tasks_dir())
+    return _hash_files(list(root.glob("*.yaml")), root)
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A short hash of benchlib's source (what measures and scores); the git commit is in the manifest."""
+    root = PROJECT_ROOT / "benchlib"
+    return _hash_files(list(root.rglob("*.py")), root)
 
 
 def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:

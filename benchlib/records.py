@@ -42,6 +42,7 @@ class RequestRecord:
     concurrency: int = 1
     is_warmup: bool = False
     request_key: str = ""
+    task_set: str = ""  # hash of the task files' content this request's prompt and checker came from
     # what was sent
     prompt: str = ""
     media_count: int = 0

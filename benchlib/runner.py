@@ -34,7 +34,7 @@ from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
 from benchlib.echo import strip_echo
 from benchlib.embedded import EmbeddedServer
 from benchlib.media import UnsupportedMedia
-from benchlib.params import BenchParams
+from benchlib.params import BenchParams, task_set_hash
 from benchlib.paths import run_dir
 from benchlib.records import (
     STATUS_OK,
@@ -147,6 +147,7 @@ class Session:
         self.telemetry = None
         self.server_before: dict[str, Any] | None = None
         self.started_unix = time.time()
+        self.task_set = task_set_hash()
         key = params.server.api_key()
         self._secret = key if params.server.api_key_env and len(key) >= 4 and key != "not-needed" else ""
 
@@ -166,6 +167,7 @@ class Session:
             server_software=p.server.software or p.server.kind, suite=self.suite, modality=modality, task=task,
             variant=variant, repeat=repeat, concurrency=concurrency, is_warmup=warmup,
             request_key=request_key(self.suite, task, variant, repeat, concurrency, warmup, extra_key),
+            task_set=self.task_set,
             thinking=p.run.thinking)
 
     def build(self, task: Task, variant: Variant, record: RequestRecord) -> ChatRequest:
@@ -307,6 +309,14 @@ class Session:
         return Planned(record, request, task, variant)
 
 
+def _what_changed(existing: dict[str, Any], params: BenchParams) -> str:
+    """'different params', 'changed task files', 'other code' — what differs from the run in the folder."""
+    old, new = existing.get("identity") or {}, params.identity_parts()
+    names = {"params": "different params", "task_set": "changed task files", "code": "other code (benchlib)"}
+    changed = [names[k] for k in names if k in old and old[k] != new[k]]
+    return " and ".join(changed) if changed else "different params, task files or code"
+
+
 def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
     out_dir = run_dir(params.host.name, params.server.model, suite, root)
     run_id = params.identity()
@@ -316,8 +326,8 @@ def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | N
         if existing.get("run_id") == run_id and not fresh:
             return out_dir, run_id, existing.get("salt", run_id)
         if not fresh:
-            raise RunConflict(f"{out_dir} holds run {existing.get('run_id')} made from different params "
-                              f"({existing.get('params_file') or 'unknown file'}); rerun with --fresh to archive it "
+            raise RunConflict(f"{out_dir} holds run {existing.get('run_id')} made from {_what_changed(existing, params)}"
+                              f" ({existing.get('params_file') or 'unknown file'}); rerun with --fresh to archive it "
                               f"and start over, or give host.name another value")
         archived = out_dir.with_name(f"{out_dir.name}.archived-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.move(str(out_dir), str(archived))
@@ -326,7 +336,7 @@ def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | N
     out_dir.mkdir(parents=True, exist_ok=True)
     salt = secrets.token_hex(4)  # a fresh run never reuses the prompts a server may still have cached
     write_atomic(marker, json.dumps({"run_id": run_id, "salt": salt, "params_file": params.source,
-                                     "created_unix": time.time()}, indent=2))
+                                     "identity": params.identity_parts(), "created_unix": time.time()}, indent=2))
     return out_dir, run_id, salt
 
 
