@@ -246,7 +246,8 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
 
     A task window counts the non-warm-up, status=="ok" requests of the task named like the window that ran
     inside it (start_ns/e2e_s, or wall time when start_ns is missing). tps_per_w is the mean decode_tps of
-    those requests ÷ the window's avg_power_w (energy ÷ duration), so both views share one power figure.
+    those requests ÷ the window's avg_power_w (energy ÷ duration), so both views share one power figure; where
+    requests ran concurrently it is the window's aggregate rate (tokens ÷ duration) ÷ avg_power_w instead.
     Without energy every ratio is NaN and efficiency_reason carries energy_reason.
     """
     out = windows.copy()
@@ -292,7 +293,11 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
                 out.at[i, "joules_per_token"] = metrics.joules_per_token(total, energy)
             elif len(mine):
                 reasons.append("no completion tokens counted")
-            if len(tps):
+            concurrent = pd.to_numeric(mine.get("concurrency", pd.Series(dtype=float)), errors="coerce").max() > 1
+            if concurrent:  # streams overlap: the window's aggregate rate, not one stream's, is what the W bought
+                rate = metrics.rate(out.at[i, "completion_tokens"], number(w.get("duration_s")))
+                out.at[i, "tps_per_w"] = metrics.tps_per_watt(rate, power)
+            elif len(tps):
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(float(tps.mean()), power)
         out.at[i, "efficiency_reason"] = "; ".join(reasons)
     return out

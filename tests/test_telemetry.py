@@ -543,3 +543,15 @@ def test_add_token_efficiency_on_a_real_windows_file(tmp_path):
     assert row["completion_tokens"] == 40
     assert row["tokens_per_joule"] == pytest.approx(40 / handle.row["energy_j"], rel=1e-6)
     assert row["tps_per_w"] == pytest.approx(200.0 / handle.row["avg_power_w"], rel=1e-6)
+
+
+def test_tps_per_w_of_a_concurrent_window_uses_the_aggregate_rate():
+    windows = pd.DataFrame([{"window": "concurrency", "kind": "task", "t_start_ns": 0, "t_end_ns": 2_000_000_000,
+                             "t_start_unix": 0.0, "t_end_unix": 2.0, "duration_s": 2.0, "energy_j": 200.0,
+                             "avg_power_w": 100.0, "energy_reason": ""}])
+    requests = pd.DataFrame([{"task": "concurrency", "status": "ok", "is_warmup": False, "concurrency": 8,
+                              "start_ns": 100_000_000, "e2e_s": 1.5, "started_at_unix": 0.1,
+                              "completion_tokens": 100, "decode_tps": 10.0} for _ in range(8)])
+    row = add_token_efficiency(windows, requests).iloc[0]
+    assert row["tps_per_w"] == pytest.approx(800 / 2.0 / 100.0)  # 400 tok/s aggregate ÷ 100 W, not 10 ÷ 100
+    assert row["tokens_per_joule"] == pytest.approx(800 / 200.0)
