@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import urllib.parse
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +34,8 @@ class ParamsError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf and nan are not numbers a user means (timeout_s: .inf would wait forever)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class HostParams(_Section):
@@ -51,7 +53,7 @@ class EmbeddedParams(_Section):
     chat_format: str = Field("gemma", description="llama-cpp-python chat format")
     n_ctx: int = Field(2048, ge=256, description="Context window the server allocates")
     n_threads: int = Field(0, ge=0, description="CPU threads; 0 = all cores")
-    startup_timeout_s: float = Field(120.0, gt=0, description="Bound on waiting for /v1/models")
+    startup_timeout_s: float = Field(120.0, gt=0, le=86_400, description="Bound on waiting for /v1/models")
 
 
 class ServerParams(_Section):
@@ -76,8 +78,18 @@ class ServerParams(_Section):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s:]+(:\d+)?(/\S*)?$", value):
+        """http(s)://host[:port][/path]; IPv6 hosts in brackets (http://[::1]:8000/v1); port 1–65535."""
+        if not value:
+            return value
+        parts = urllib.parse.urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
             raise ValueError(f"not an http(s) URL: {value!r}")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"port out of range in {value!r} (1–65535)") from None
+        if port == 0:
+            raise ValueError(f"port out of range in {value!r} (1–65535)")
         return value.rstrip("/")
 
     @field_validator("api_key_env")
@@ -101,13 +113,13 @@ class ServerParams(_Section):
 
 
 class RunSettings(_Section):
-    warmups: int = Field(1, ge=0, description="Warm-up requests before measuring (recorded, flagged)")
-    repeats: int = Field(3, ge=1, description="Measured requests per task")
-    max_tokens: int = Field(128, ge=1, description="Completion token budget (tasks may lower it)")
+    warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
+    repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
+    max_tokens: int = Field(128, ge=1, le=1_048_576, description="Completion token budget (tasks may lower it)")
     temperature: float = Field(0.0, ge=0, le=2)
     seed: int | None = Field(1234)
-    timeout_s: float = Field(120.0, gt=0, description="Read timeout per request")
-    connect_timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0, le=86_400, description="Read timeout per request")
+    connect_timeout_s: float = Field(10.0, gt=0, le=3600)
     thinking: bool = Field(False, description="Reasoning mode; off by default on every backend")
     unique_prompts: bool = Field(True, description="Prefix each prompt with a request id so no cache has seen it")
     http_client: Literal["wire", "sdk"] = Field(
@@ -134,15 +146,17 @@ class TelemetryParams(_Section):
 
 class SweepParams(_Section):
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], description="Concurrent streams per level")
-    requests_per_level: int = Field(4, ge=1, description="Requests sent at each concurrency level (>= level)")
+    requests_per_level: int = Field(4, ge=1, le=1_000_000, description="Requests sent at each concurrency level (>= level)")
     context_lengths: list[int] = Field(default_factory=lambda: [128, 256, 512, 1024], description="Prompt tokens")
-    max_tokens: int = Field(32, ge=1, description="Completion budget in sweeps")
+    max_tokens: int = Field(32, ge=1, le=1_048_576, description="Completion budget in sweeps")
 
     @field_validator("concurrency", "context_lengths")
     @classmethod
     def _positive(cls, values: list[int]) -> list[int]:
         if any(v < 1 for v in values):
             raise ValueError("every value must be >= 1")
+        if any(v > 16_777_216 for v in values):
+            raise ValueError("every value must be <= 16777216 (streams or prompt tokens)")
         return sorted(set(values))
 
 
@@ -267,6 +281,18 @@ def _check_task_names(params: BenchParams) -> None:
             raise ParamsError(f"{params.source or 'params'}: tasks: unknown task '{name}'{hint}")
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without aliases: a few hundred bytes of nested *refs expand to gigabytes ("billion
+    laughs"); a params file has no use for them, so the first one is refused, in well under a second."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a params file",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+
 def load_params(path: str | os.PathLike) -> BenchParams:
     """Read and validate a params YAML file."""
     file = Path(path)
@@ -277,8 +303,11 @@ def load_params(path: str | os.PathLike) -> BenchParams:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ParamsError(f"{shown}: cannot read params file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{shown}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                          f"save the file as UTF-8") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 — a SafeLoader that also refuses aliases
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

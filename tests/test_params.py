@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import time
 
 import papermill
 import pytest
@@ -105,3 +106,41 @@ def test_notebook_defaults_are_the_embedded_params_file():
         for section in SECTIONS:
             default = ast.literal_eval(declared[section]["default"])
             assert default == embedded.get(section, [] if section == "tasks" else {}), (notebook.name, section)
+
+
+def test_ipv6_hosts_are_urls_and_ports_must_exist(tmp_path):
+    ipv6 = load_params(write(tmp_path, {**BASE, "server": {**BASE["server"], "base_url": "http://[::1]:8000/v1"}}))
+    assert ipv6.server.base_url == "http://[::1]:8000/v1"
+    for url in ("http://127.0.0.1:99999/v1", "http://127.0.0.1:0/v1"):
+        with pytest.raises(ParamsError, match=r"server\.base_url: port out of range .*\(1–65535\)"):
+            load_params(write(tmp_path, {**BASE, "server": {**BASE["server"], "base_url": url}}))
+
+
+@pytest.mark.parametrize("section,key,value,message", [
+    ("run", "timeout_s", float("inf"), "run.timeout_s: Input should be a finite number"),
+    ("run", "temperature", float("nan"), "run.temperature: Input should be a finite number"),
+    ("run", "repeats", 1_000_000_000, "run.repeats: Input should be less than or equal to 100000"),
+    ("run", "max_tokens", 10**9, "run.max_tokens: Input should be less than or equal to 1048576"),
+    ("sweep", "concurrency", [1, 10**9], "sweep.concurrency: every value must be <= 16777216"),
+])
+def test_non_finite_and_absurd_numbers_get_one_line(tmp_path, section, key, value, message):
+    with pytest.raises(ParamsError) as error:
+        load_params(write(tmp_path, {**BASE, section: {key: value}}))
+    assert str(error.value).startswith(f"{tmp_path / 'run.yaml'}: {message}") and "\n" not in str(error.value)
+
+
+def test_non_utf8_and_alias_bombs_are_refused_fast(tmp_path):
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"host: {name: caf\xe9}\n")
+    with pytest.raises(ParamsError, match=r"not UTF-8 text \(byte 0xe9 at offset 16\); save the file as UTF-8"):
+        load_params(latin)
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'] + [
+        f"{chr(97 + i)}: &{chr(97 + i)} [{','.join(['*' + chr(96 + i)] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m, "
+                    "extra_body: {x: {" + ", ".join(levels) + "}}}\n")
+    assert len(bomb.read_bytes()) < 800  # nine levels of nine: 387 million strings if expanded
+    started = time.monotonic()
+    with pytest.raises(ParamsError, match="aliases \\(\\*name\\) are not allowed in a params file"):
+        load_params(bomb)
+    assert time.monotonic() - started < 1.0
