@@ -6,6 +6,7 @@ as JSON text so requests.csv stays a flat, tidy table.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -206,15 +207,22 @@ def read_requests(path: Path) -> pd.DataFrame:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file via temp + rename, so readers never see half a summary or manifest."""
+    """Write a whole file via temp + rename, so readers never see half a summary or manifest. When the write
+    fails (a full disk), the temp file is removed and the old file, if any, stays as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
-                                     encoding="utf-8") as tmp:
-        tmp.write(text)
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, path)
+    tmp = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
+                                      encoding="utf-8")
+    try:
+        with tmp:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp.name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp.name)
+        raise
 
 
 def write_csv_atomic(path: Path, frame: pd.DataFrame) -> None:

@@ -78,3 +78,19 @@ def test_a_second_run_of_the_same_folder_refuses_naming_the_holder(params_for, o
         pass
     done = run_suite(params, "text", progress=False)
     assert done.requests["request_key"].is_unique
+
+
+def test_a_failed_atomic_write_leaves_no_temp_file_and_the_old_file(tmp_path, monkeypatch):
+    from benchlib import records
+
+    target = tmp_path / "summary.csv"
+    target.write_text("old,whole\n")
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(records.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        records.write_atomic(target, "new,text\n")
+    assert target.read_text() == "old,whole\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]  # no .summary.csv.* temp file left behind
