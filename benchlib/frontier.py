@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib import stats
-from benchlib.schema import short_number
+from benchlib.schema import number, short_number
 
 Direction = Literal["max", "min"]
 
@@ -159,14 +159,11 @@ def eligibility(systems: pd.DataFrame, axes: Mapping[str, Direction], requires: 
     reasons = []
     for index in systems.index:
         needed = [*requires, *axes] if missing == "ineligible" else list(requires)
-        absent = [a for a in dict.fromkeys(needed)
-                  if a not in systems or pd.isna(pd.to_numeric(pd.Series([systems.at[index, a]]),
-                                                               errors="coerce").iloc[0])]
+        absent = [a for a in dict.fromkeys(needed) if a not in systems or np.isnan(number(systems.at[index, a]))]
         why = [f"no {', '.join(absent)}"] if absent else []
         for axis, floor in (floors or {}).items():
-            value = pd.to_numeric(pd.Series([systems.at[index, axis] if axis in systems else None]),
-                                  errors="coerce").iloc[0]
-            if not pd.isna(value) and value < floor:
+            value = number(systems.at[index, axis]) if axis in systems else np.nan
+            if not np.isnan(value) and value < floor:
                 why.append(f"{axis} {value:.0%} < floor {floor:.0%}")
         reasons.append("; ".join(why))
     return pd.Series(reasons, index=systems.index, dtype=object)

@@ -43,25 +43,21 @@ def _ratio(num: Any, den: Any, num_positive: bool = False) -> Any:
     return float(out[0])
 
 
+def _after_first(completion_tokens: Any) -> Any:
+    """Tokens after the first one (the first closes prefill); NaN for a missing count."""
+    if isinstance(completion_tokens, pd.Series):
+        return pd.to_numeric(completion_tokens, errors="coerce") - 1
+    return np.nan if completion_tokens is None else completion_tokens - 1
+
+
 def decode_tps(completion_tokens: Any, decode_s: Any) -> Any:
     """(tokens − 1) ÷ decode time; needs at least two tokens."""
-    tokens = pd.to_numeric(completion_tokens, errors="coerce") if isinstance(completion_tokens, pd.Series) \
-        else completion_tokens
-    if isinstance(tokens, pd.Series):
-        return _ratio((tokens - 1).where(tokens > 1), decode_s)
-    if tokens is None or not tokens or tokens <= 1:
-        return np.nan
-    return _ratio(tokens - 1, decode_s)
+    return _ratio(_after_first(completion_tokens), decode_s, num_positive=True)
 
 
 def tpot_s(completion_tokens: Any, decode_s: Any) -> Any:
     """Time per output token after the first: decode time ÷ (tokens − 1)."""
-    if isinstance(completion_tokens, pd.Series):
-        tokens = pd.to_numeric(completion_tokens, errors="coerce")
-        return _ratio(decode_s, (tokens - 1).where(tokens > 1))
-    if completion_tokens is None or completion_tokens <= 1:
-        return np.nan
-    return _ratio(decode_s, completion_tokens - 1, num_positive=True)
+    return _ratio(decode_s, _after_first(completion_tokens), num_positive=True)
 
 
 def rate(count: Any, seconds: Any) -> Any:
@@ -83,8 +79,7 @@ def tokens_per_joule(tokens: Any, energy_j: Any) -> Any:
 
 def joules_per_token(tokens: Any, energy_j: Any) -> Any:
     """energy ÷ tokens, only where both are positive."""
-    per = tokens_per_joule(tokens, energy_j)
-    return _ratio(1.0, per) if not isinstance(per, pd.Series) else _ratio(pd.Series(1.0, index=per.index), per)
+    return _ratio(energy_j, tokens, num_positive=True)
 
 
 def tps_per_watt(tps: Any, power_w: Any) -> Any:

@@ -230,8 +230,8 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
         return out
     wins = windows[windows["kind"] == "level"] if windows is not None and "kind" in windows else pd.DataFrame()
     loaded = windows[windows["kind"] == "loaded"] if windows is not None and "kind" in windows else pd.DataFrame()
-    loaded_power = float(numeric_column(loaded, "avg_power_w").dropna().iloc[-1]) \
-        if len(loaded) and numeric_column(loaded, "avg_power_w").notna().any() else np.nan
+    loaded_powers = numeric_column(loaded, "avg_power_w").dropna() if len(loaded) else pd.Series(dtype=float)
+    loaded_power = float(loaded_powers.iloc[-1]) if len(loaded_powers) else np.nan
     rate_column = "throughput_tps" if "throughput_tps" in out else "decode_tps_mean"
     for i, row in out.iterrows():
         name = level_window(task, row[key])

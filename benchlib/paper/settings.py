@@ -57,12 +57,10 @@ FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontie
 
 
 # Labels and formats of every axis come from the metric registry (benchlib.metrics); quality axes included.
-_AXES = [*metrics.METRICS, *(r.quality_axis for r in frontier.REGIMES.values() if r.quality_axis)]
-AXIS_LABELS = {name: metrics.label(name, with_unit=False) + (f" ({metrics.metric(name).unit})"
-                                                           if metrics.metric(name).unit else "") for name in _AXES}
-AXIS_LABELS.update({r.quality_axis: f"accuracy over {r.key} tasks (share)" for r in frontier.REGIMES.values()
-                    if r.quality_axis})
-AXIS_FORMATS = {name: metrics.metric(name).fmt for name in _AXES}
+_QUALITY_AXES = {r.quality_axis: r.key for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME] if r.quality_axis}
+AXIS_LABELS = {name: m.label + (f" ({m.unit})" if m.unit else "") for name, m in metrics.METRICS.items()}
+AXIS_LABELS.update({axis: f"accuracy over {key} tasks (share)" for axis, key in _QUALITY_AXES.items()})
+AXIS_FORMATS = {name: metrics.metric(name).fmt for name in [*metrics.METRICS, *_QUALITY_AXES]}
 
 
 @dataclass

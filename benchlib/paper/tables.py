@@ -181,8 +181,9 @@ def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.Data
     return Table("throughput", "Generation throughput, decode tok/s per task (000 §4, §9 video) beside our runs",
                  data, display,
                  caption="Published: the paper's per-task token rates. This run: mean ± sd [95 % bootstrap "
-                         "interval of the mean] over measured requests (n = ok requests). 'n/a' = not applicable in that deployment, 'not supported' = the run "
-                         "declared no such input, 'not run' = that suite was not executed.")
+                         "interval of the mean] over measured requests (n = ok requests). 'n/a' = not applicable "
+                         "in that deployment, 'not supported' = the run declared no such input, 'not run' = that "
+                         "suite was not executed.")
 
 
 def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.DataFrame,
@@ -244,10 +245,11 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
     display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore").fillna("")
     return Table("latency_accuracy", "End-to-end latency and accuracy per task (000 §5) beside our runs", data, display,
                  caption="Our cells carry their 95 % interval in brackets (bootstrap for latency, Wilson for "
-                         "accuracy). Accuracy (reported) is the paper's pass/fail summary ('reported correct', and where the paper "
-                         "says so, that the answer was truncated); accuracy (measured) is passed ÷ scored requests by "
-                         "the task's checker, after echoed prompt text is cut. TTFT appears for our runs only. Our average excludes "
-                         "the quality suite, as the paper averages its speed tasks.")
+                         "accuracy). Accuracy (reported) is the paper's pass/fail summary ('reported correct', and "
+                         "where the paper says so, that the answer was truncated); accuracy (measured) is passed ÷ "
+                         "scored requests by the task's checker, after echoed prompt text is cut. TTFT appears for "
+                         "our runs only. Our average excludes the quality suite, as the paper averages its speed "
+                         "tasks.")
 
 
 def memory_power_table(systems: pd.DataFrame) -> Table:
