@@ -19,6 +19,7 @@ import pandas as pd
 
 from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
 from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, outputs_root, run_dir
+from benchlib.records import write_atomic
 from benchlib.report import console_table
 from benchlib.runner import RunConflict, check_unlocked, prepare_out_dir
 from benchlib.schema import read_csv
@@ -54,23 +55,44 @@ def _kernel_manager_class():
     return EncryptedKernelManager
 
 
-def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True) -> None:
+def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True,
+                     manifest: Path | None = None) -> None:
+    """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial` beside
+    `output`; the notebook appears under `output` only whole (validated, with the run's manifest in its
+    metadata when `manifest` is given, written atomically), whether the run succeeded, failed or was
+    interrupted. A full disk cannot leave a truncated notebook where the CLI points."""
     import papermill  # see _kernel_manager_class
     output.parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
-                               cwd=str(PROJECT_ROOT), progress_bar=progress, request_save_on_cell_execute=True,
-                               kernel_manager_class=_kernel_manager_class())
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        papermill.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name="python3",
+                                   cwd=str(PROJECT_ROOT), progress_bar=progress,
+                                   request_save_on_cell_execute=True, kernel_manager_class=_kernel_manager_class())
+    finally:
+        settle_notebook(partial, output, manifest)
 
 
-def attach_manifest(executed: Path, suite_dir: Path) -> None:
-    """Put the run's manifest into the executed notebook's metadata (provenance travels with it)."""
+def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -> bool:
+    """Move papermill's partial notebook to `output` if it is a whole notebook (manifest attached); never
+    raises: a torn or unwritable notebook is one warning line, the old `output` (if any) stays as it was,
+    and the partial file is removed. Returns whether `output` was written."""
     import nbformat  # see _kernel_manager_class
-    manifest_path = suite_dir / "manifest.json"
-    if not (executed.is_file() and manifest_path.is_file()):
-        return
-    notebook = nbformat.read(str(executed), as_version=4)
-    notebook.metadata["frontier_bench"] = json.loads(manifest_path.read_text(encoding="utf-8"))
-    nbformat.write(notebook, str(executed))
+    if not partial.is_file():
+        return False
+    try:
+        notebook = nbformat.read(str(partial), as_version=4)
+        if manifest is not None and manifest.is_file():  # provenance travels with the notebook
+            notebook.metadata["frontier_bench"] = json.loads(manifest.read_text(encoding="utf-8"))
+        write_atomic(output, nbformat.writes(notebook))
+        return True
+    except (OSError, ValueError) as exc:  # nbformat's NotJSONError and json's errors are ValueErrors
+        reason = str(exc).strip().splitlines()
+        print(f"warning: the executed notebook {_display(str(output))} could not be written whole "
+              f"({type(exc).__name__}: {reason[0][:160] if reason else ''}); finished requests are kept "
+              "in requests.csv", file=sys.stderr, flush=True)
+        return False
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
@@ -91,7 +113,8 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
         print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {_display(str(executed))}", flush=True)
         parameters = {**params.sections(), "params_file": params_path, "fresh": False}
         try:
-            execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress)
+            execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress,
+                             manifest=suite_dir / "manifest.json")
         except KeyboardInterrupt:
             print(f"\ninterrupted during {suite}; finished requests are kept, rerun to resume", file=sys.stderr)
             raise
@@ -102,7 +125,6 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
                   f"{reason[-1] if reason else type(exc).__name__}\n  see {_display(str(executed))}", flush=True)
         else:
             print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
-        attach_manifest(executed, suite_dir)
         suite_dirs.append(suite_dir)
     return failed, suite_dirs
 

@@ -4,7 +4,8 @@ Two wire protocols behind one interface (`Backend.stream`):
 - OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): a lean HTTP/1.1 client
   (benchlib/wire.py) parses the SSE lines in the event loop's read callback, stamped with the kernel's receive
   time where available; the `openai` SDK + httpx cost ~3x the CPU per chunk and delayed stamps under load
-  (bench/README.md), and stay only for URLs an environment proxy applies to (raw SSE lines, parsed the same way).
+  (bench/README.md), and stay only for URLs an environment proxy applies to (raw body bytes, split into SSE
+  events by the same benchlib/sse.py).
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
 
 A streamed chunk is not a token: token counts come from the server (usage / eval counts / server log) and
@@ -25,9 +26,10 @@ import httpx
 import openai
 
 from benchlib import metrics
-from benchlib.failures import RequestFailed, connect_failure, retry_after, server_message
+from benchlib.failures import RequestFailed, connect_failure, redirect_message, retry_after, server_message
 from benchlib.params import RunSettings, ServerParams
 from benchlib.records import STATUS_FAILED, STATUS_OK, RequestRecord
+from benchlib.sse import DONE, Events, LineSplitter, shown
 from benchlib.wire import StreamingHTTP, direct_route
 
 NS = 1e9
@@ -146,8 +148,11 @@ def classify_exception(exc: BaseException) -> RequestFailed:
         return exc
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        retry = retry_after(exc.response.headers.get("retry-after") if exc.response is not None else None)
-        return RequestFailed(f"http_{status}", _sdk_message(exc), status, retry)
+        headers = exc.response.headers if exc.response is not None else {}
+        message = _sdk_message(exc)
+        if 300 <= status < 400:
+            message = redirect_message(status, headers.get("location"), message)
+        return RequestFailed(f"http_{status}", message, status, retry_after(headers.get("retry-after")))
     cause = exc.__cause__ or exc.__context__ if isinstance(exc, openai.APIError) else exc
     cause = cause or exc
     if isinstance(cause, httpx.ConnectTimeout) or isinstance(exc, httpx.ConnectTimeout):
@@ -227,6 +232,7 @@ class Backend:
         """Send with bounded 429 retries; on failure the record gets status failed + kind + message."""
         attempts = self.run.retries_429 + 1
         for attempt in range(attempts):
+            record.http_status = None  # set by the attempt as soon as a response head arrives
             try:
                 await self.stream(request, record)
                 record.status = STATUS_OK
@@ -239,7 +245,7 @@ class Backend:
                 record.status = STATUS_FAILED
                 record.error_kind = failure.kind
                 record.error_message = failure.message
-                record.http_status = failure.http_status
+                record.http_status = failure.http_status or record.http_status
                 if failure.kind == "http_429" and attempt + 1 < attempts:
                     await asyncio.sleep(min(failure.retry_after if failure.retry_after is not None
                                             else 2.0 ** attempt, 30.0))
@@ -299,19 +305,21 @@ class OpenAIBackend(Backend):
         record.start_ns = start
         state = StreamState(start)
         parse = self._parse_chunk
+        events = Events()
 
         def on_wire(sent: int) -> None:  # the request goes on a ready connection: TTFT's origin
             record.client_prep_s = (sent - start) / NS
             state.start_ns = record.start_ns = sent
 
         def on_line(line: bytes, now: int) -> bool:  # runs in the read callback, stamped on arrival
-            if line[:5] != b"data:":
-                return False  # blank separator, keep-alive comment, 'event:' / 'id:' fields
-            data = line[5:].strip()
-            if data == b"[DONE]":
+            if line[:5] != b"data:" and line:
+                return False  # keep-alive comment, 'event:' / 'id:' fields
+            event = events.feed(line)
+            if event is DONE:
                 state.done = True
                 return True
-            parse(data, now, state, record)
+            if event is not None:
+                parse(event, now, state, record)
             return False
 
         end = 0
@@ -321,7 +329,7 @@ class OpenAIBackend(Backend):
             end = exchange.end_ns
         finally:
             finalize(record, state, end or time.perf_counter_ns())
-        self._check_complete(state, record)
+        self._check_complete(state, record, events)
 
     async def _stream_sdk(self, request: ChatRequest, record: RequestRecord) -> None:
         """The openai SDK + httpx path (run.http_client 'sdk', or a URL an environment proxy applies to).
@@ -338,40 +346,47 @@ class OpenAIBackend(Backend):
         start = time.perf_counter_ns()
         record.start_ns = start
         state = StreamState(start)
+        events, lines = Events(), LineSplitter()
         try:
             async with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
                 self.wire_start(tag, state, record)
                 record.http_status = response.status_code
-                async for line in response.iter_lines():
+                declared = response.headers.get("content-type", "")
+                if declared and declared.split(";")[0].strip().lower() != "text/event-stream":
+                    words = server_message(await response.read())
+                    raise RequestFailed("not_a_stream", f"HTTP {response.status_code} sent {declared} instead of "
+                                        f"text/event-stream: {words}", response.status_code)
+                async for piece in response.iter_bytes():  # not iter_lines: see benchlib/sse.py
                     now = time.perf_counter_ns()
-                    if not line or line[0] == ":":
-                        continue  # keep-alive comment or event separator
-                    if not line.startswith("data:"):
-                        continue  # 'event:' / 'id:' fields carry nothing we time
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        state.done = True
+                    for line in lines.feed(piece):
+                        event = events.feed(line)
+                        if event is DONE:
+                            state.done = True
+                            break
+                        if event is not None:
+                            self._parse_chunk(event, now, state, record)
+                    if state.done:
                         break
-                    self._parse_chunk(data, now, state, record)
+                else:
+                    event = events.feed(lines.rest())  # a last line without its line end
+                    if event is DONE:
+                        state.done = True
+                    elif event is not None:
+                        self._parse_chunk(event, time.perf_counter_ns(), state, record)
         finally:
             end = time.perf_counter_ns()
             self.wire_start(tag, state, record)
             finalize(record, state, end)
-        self._check_complete(state, record)
+        self._check_complete(state, record, events)
 
     @staticmethod
-    def _parse_chunk(data: str | bytes, now: int, state: StreamState, record: RequestRecord) -> None:
-        try:
-            chunk = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise RequestFailed("bad_chunk", f"non-JSON stream chunk: {_shown(data)!r}") from None
+    def _parse_chunk(chunk: Any, now: int, state: StreamState, record: RequestRecord) -> None:
+        """One decoded event of a chat-completions stream (benchlib.sse.Events)."""
         if not isinstance(chunk, dict):
-            raise RequestFailed("bad_chunk", f"unexpected stream chunk: {_shown(data)!r}")
+            raise RequestFailed("bad_chunk", f"unexpected stream chunk: {shown(json.dumps(chunk))!r}")
         state.chunks += 1
-        if "error" in chunk and not chunk.get("choices"):
-            err = chunk["error"]
-            message = err.get("message", err) if isinstance(err, dict) else err
-            raise RequestFailed("server_error", f"error in stream: {str(message)[:2000]}")
+        if chunk.get("error"):  # also beside non-empty choices: the server's words are the failure
+            raise RequestFailed("server_error", f"error in stream: {server_message(chunk)}")
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -404,7 +419,11 @@ class OpenAIBackend(Backend):
             apply_llamacpp_timings(record, timings)
 
     @staticmethod
-    def _check_complete(state: StreamState, record: RequestRecord) -> None:
+    def _check_complete(state: StreamState, record: RequestRecord, events: Events) -> None:
+        unfinished = events.unfinished()
+        if unfinished is not None and not state.done:
+            raise RequestFailed("bad_chunk", f"the stream ended inside an event whose data is not JSON: "
+                                f"{shown(unfinished)!r}")
         if not state.done and not state.finish_reason:
             raise RequestFailed("stream_cut", f"stream ended after {state.chunks} chunks without [DONE]")
         if not state.finish_reason:  # e.g. llama-cpp-python ends an interrupted answer with a bare [DONE]
@@ -418,11 +437,6 @@ class OpenAIBackend(Backend):
         if self.wire is not None:
             await self.wire.aclose()
         await self.client.close()
-
-
-def _shown(data: str | bytes) -> str:
-    """The first 200 characters of a stream chunk, for an error message."""
-    return (data.decode("utf-8", "replace") if isinstance(data, bytes) else data)[:200]
 
 
 def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> None:
@@ -482,17 +496,26 @@ class OllamaBackend(Backend):
                                         headers={StampingTransport.HEADER: tag}) as response:
                 self.wire_start(tag, state, record)
                 record.http_status = response.status_code
-                if response.status_code >= 400:
-                    text = (await response.aread()).decode("utf-8", "replace")
-                    raise RequestFailed(f"http_{response.status_code}", server_message(text), response.status_code,
-                                        retry_after(response.headers.get("retry-after")))
-                async for line in response.aiter_lines():
+                status = response.status_code
+                if status >= 300:
+                    words = server_message(await response.aread())
+                    if status < 400:
+                        words = redirect_message(status, response.headers.get("location"), words)
+                    raise RequestFailed(f"http_{status}", words, status, retry_after(response.headers.get("retry-after")))
+                lines = LineSplitter()  # LF/CR only: a raw U+0085 inside a JSON string is content
+                async for piece in response.aiter_bytes():
                     now = time.perf_counter_ns()
-                    if not line.strip():
-                        continue
-                    self._parse_line(line, now, state, record)
+                    for line in lines.feed(piece):
+                        if line.strip():
+                            self._parse_line(line, now, state, record)
+                        if state.done:
+                            break
                     if state.done:
                         break
+                else:
+                    rest = lines.rest()  # a last line without its line end
+                    if rest.strip():
+                        self._parse_line(rest, time.perf_counter_ns(), state, record)
         except httpx.HTTPError as exc:
             raise classify_exception(exc) from exc
         finally:
@@ -506,11 +529,13 @@ class OllamaBackend(Backend):
                                 f"(done_reason={state.finish_reason or 'none'})")
 
     @staticmethod
-    def _parse_line(line: str, now: int, state: StreamState, record: RequestRecord) -> None:
+    def _parse_line(line: bytes, now: int, state: StreamState, record: RequestRecord) -> None:
         try:
             chunk = json.loads(line)
-        except json.JSONDecodeError:
-            raise RequestFailed("bad_chunk", f"non-JSON stream line: {line[:200]!r}") from None
+        except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+            raise RequestFailed("bad_chunk", f"non-JSON stream line: {shown(line)!r}") from None
+        if not isinstance(chunk, dict):
+            raise RequestFailed("bad_chunk", f"unexpected stream line: {shown(line)!r}")
         state.chunks += 1
         if "error" in chunk:
             raise RequestFailed("server_error", f"error in stream: {str(chunk['error'])[:2000]}")

@@ -1,25 +1,34 @@
-"""One HTTP/1.1 response as the lean client reads it: the status line and head (bare-LF heads tolerated),
-Content-Length, chunked or close-delimited bodies, SSE lines handed to the caller as they complete, and
-error bodies turned into RequestFailed with the server's own message.
+"""One HTTP/1.1 response as the lean client reads it: the status line and head (CRLF or bare-LF line ends),
+Content-Length (identical duplicates allowed), chunked or close-delimited bodies, gzip/deflate bodies decoded
+although identity was asked, SSE lines (benchlib.sse's splitting) handed to the caller as they complete, and
+every response that is not the stream asked for turned into RequestFailed with its status and the server's own
+words: http_<status> for 3xx (with the Location; a POST is not replayed elsewhere), 4xx and 5xx; not_a_stream
+for a 2xx whose Content-Type is not an event stream; bad_encoding for a Content-Encoding it cannot decode;
+bad_response for a head that is not HTTP.
 
-Fed from benchlib.wire's connections (data_received / stamped reads); imports benchlib.failures only."""
+Fed from benchlib.wire's connections (data_received / stamped reads); imports benchlib.failures and
+benchlib.sse only."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+import zlib
 from typing import Any, Callable
 
-from benchlib.failures import RequestFailed, retry_after, server_message
+from benchlib.failures import RequestFailed, redirect_message, retry_after, server_message
+from benchlib.sse import LineSplitter
 
 _HEAD, _BODY = 0, 1
 _CHUNKED, _LENGTH, _CLOSE = 0, 1, 2
 _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 LineHandler = Callable[[bytes, int], bool]  # (line without its newline, arrival ns) -> True when the stream is done
 MAX_HEAD = 64 * 1024
-
-
-MAX_LINE = 16 * 1024 * 1024
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+# Content-Encoding values decoded here (zlib's wbits: 16+15 gzip, 15 zlib-wrapped deflate); anything else is
+# bad_encoding. The client asks for identity; some proxies compress anyway.
+_DECODERS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
 
 
 class Exchange:
@@ -27,10 +36,11 @@ class Exchange:
 
     __slots__ = ("conn", "on_line", "future", "read_timeout", "status", "reason", "headers", "wire_ns",
                  "first_byte_ns", "end_ns", "last_ns", "finished", "body_complete", "keep_alive", "_phase",
-                 "_framing", "_remaining", "_cstate", "_fbuf", "_lbuf", "_head", "_error_body", "_timer",
-                 "_received")
+                 "_framing", "_remaining", "_cstate", "_fbuf", "_lines", "_head", "_error_body", "_error_kind",
+                 "_timer", "_received", "_decoder", "expect")
 
-    def __init__(self, conn: Any, on_line: LineHandler, read_timeout: float, wire_ns: int):
+    def __init__(self, conn: Any, on_line: LineHandler, read_timeout: float, wire_ns: int,
+                 expect: str = "text/event-stream"):
         self.conn = conn
         self.on_line = on_line
         self.future: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -50,9 +60,12 @@ class Exchange:
         self._remaining = 0
         self._cstate = _SIZE
         self._fbuf = b""
-        self._lbuf = b""
+        self._lines = LineSplitter()
         self._head = b""
-        self._error_body: bytearray | None = None
+        self._error_body: bytearray | None = None  # the body is collected for a failure of this kind
+        self._error_kind = ""
+        self._decoder: Any = None  # zlib decompressor for a gzip/deflate body
+        self.expect = expect  # the media type asked for; a 2xx of another declared type is not_a_stream
         self._received = 0
         self._timer: asyncio.TimerHandle | None = None
         if read_timeout and read_timeout > 0:
@@ -87,15 +100,15 @@ class Exchange:
         try:
             while self._phase == _HEAD:
                 data = self._head + data if self._head else data
-                end = data.find(b"\r\n\r\n")
-                if end < 0:
+                end = _HEAD_END.search(data)
+                if end is None:
                     if len(data) > MAX_HEAD:
-                        raise RequestFailed("stream_cut", f"response head over {MAX_HEAD} bytes")
+                        raise RequestFailed("bad_response", f"response head over {MAX_HEAD} bytes")
                     self._head = data
                     return
                 self._head = b""
-                self._parse_head(data[:end])
-                data = data[end + 4:]
+                self._parse_head(data[:end.start()])
+                data = data[end.end():]
                 if 100 <= self.status < 200:  # interim response (100 Continue): the real head follows
                     continue
                 self._phase = _BODY
@@ -108,14 +121,14 @@ class Exchange:
             self._fail(exc)
 
     def _parse_head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
+        lines = [line.rstrip("\r") for line in head.decode("latin-1").split("\n")]
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-            raise RequestFailed("stream_cut", f"not an HTTP response: {lines[0][:200]!r}")
+            raise RequestFailed("bad_response", f"not an HTTP response: {lines[0][:200]!r}")
         try:
             self.status = int(parts[1])
         except ValueError:
-            raise RequestFailed("stream_cut", f"bad status line: {lines[0][:200]!r}") from None
+            raise RequestFailed("bad_response", f"bad status line: {lines[0][:200]!r}") from None
         self.reason = parts[2] if len(parts) > 2 else ""
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -131,11 +144,29 @@ class Exchange:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._framing, self._cstate = _CHUNKED, _SIZE
         elif "content-length" in headers:
-            self._framing, self._remaining = _LENGTH, int(headers["content-length"])
+            self._framing, self._remaining = _LENGTH, self._content_length(headers["content-length"])
         else:
             self._framing, self.keep_alive = _CLOSE, False
-        if self.status >= 400:
-            self._error_body = bytearray()
+        encoding = headers.get("content-encoding", "").strip().lower()
+        if encoding and encoding != "identity":
+            if encoding not in _DECODERS:
+                raise RequestFailed("bad_encoding", f"HTTP {self.status} body sent with Content-Encoding: "
+                                    f"{encoding} although identity was asked; it cannot be decoded here",
+                                    self.status)
+            self._decoder = zlib.decompressobj(_DECODERS[encoding])
+        declared = headers.get("content-type", "").split(";")[0].strip().lower()
+        if self.status >= 300:
+            self._error_body, self._error_kind = bytearray(), f"http_{self.status}"
+        elif self.expect and declared and declared != self.expect:
+            self._error_body, self._error_kind = bytearray(), "not_a_stream"
+
+    def _content_length(self, value: str) -> int:
+        """Content-Length, where a repeated header with one value is that value (RFC 9110 §8.6)."""
+        values = {v.strip() for v in value.split(",")}
+        if len(values) != 1 or not next(iter(values)).isdigit():
+            raise RequestFailed("bad_response", f"HTTP {self.status} with conflicting or invalid Content-Length: "
+                                f"{value[:100]!r}", self.status)
+        return int(values.pop())
 
     def _body(self, data: bytes, now: int) -> None:
         if self._framing == _LENGTH:
@@ -190,29 +221,23 @@ class Exchange:
                     self._remaining, self._cstate = chunk, _DATA
 
     def _payload(self, piece: bytes, now: int) -> None:
+        if self._decoder is not None:
+            try:
+                piece = self._decoder.decompress(piece)
+            except zlib.error as exc:
+                raise RequestFailed("bad_encoding", f"HTTP {self.status} body does not decode as "
+                                    f"{self.headers.get('content-encoding')}: {exc}", self.status) from None
         if self._error_body is not None:
-            self._error_body += piece
+            if len(self._error_body) < MAX_HEAD:
+                self._error_body += piece
             return
         if self.finished:
             return
-        buf = self._lbuf + piece if self._lbuf else piece
-        start = 0
         on_line = self.on_line
-        while True:
-            end = buf.find(b"\n", start)
-            if end < 0:
-                break
-            line = buf[start:end]
-            start = end + 1
-            if line[-1:] == b"\r":
-                line = line[:-1]
+        for line in self._lines.feed(piece):
             if on_line(line, now):
-                self._lbuf = b""
                 self._finish(now)
                 return
-        self._lbuf = buf[start:] if start else buf
-        if len(self._lbuf) > MAX_LINE:
-            raise RequestFailed("stream_cut", f"a stream line over {MAX_LINE} bytes")
 
     def _finish(self, now: int) -> None:
         self.finished = True
@@ -225,23 +250,36 @@ class Exchange:
         self.body_complete = True
         self._cancel_timer()
         if self._error_body is not None:
-            message = server_message(bytes(self._error_body)) or self.reason or f"HTTP {self.status}"
-            failure = RequestFailed(f"http_{self.status}", message, self.status,
-                                  retry_after(self.headers.get("retry-after")))
             if not self.future.done():
-                self.future.set_exception(failure)
+                self.future.set_exception(self._failure())
         else:
-            if self._lbuf and not self.finished:  # a last line without its newline
-                line, self._lbuf = self._lbuf, b""
-                if self.on_line(line.rstrip(b"\r"), now):
-                    self._finish(now)
+            line = self._lines.rest()
+            if line and not self.finished:  # a last line without its line end
+                try:
+                    if self.on_line(line, now):
+                        self._finish(now)
+                except BaseException as exc:  # noqa: BLE001 — the caller's parse failure ends the exchange
+                    self._fail(exc)
+                    return
             if not self.future.done():
                 self.end_ns = self.end_ns or now
                 self.future.set_result(self)
         self.conn.exchange_done(self)
 
+    def _failure(self) -> RequestFailed:
+        """The collected body of a response that is not the stream asked for, as a failure."""
+        words = server_message(bytes(self._error_body or b"")) or self.reason or f"HTTP {self.status}"
+        if self._error_kind == "not_a_stream":
+            declared = self.headers.get("content-type", "")
+            words = f"HTTP {self.status} sent {declared} instead of {self.expect}: {words}"
+        elif 300 <= self.status < 400:
+            words = redirect_message(self.status, self.headers.get("location"), words)
+        return RequestFailed(self._error_kind, words, self.status, retry_after(self.headers.get("retry-after")))
+
     def _fail(self, exc: BaseException) -> None:
         self._cancel_timer()
+        if isinstance(exc, RequestFailed) and exc.http_status is None and self.status:
+            exc.http_status = self.status  # e.g. an error event inside a 200 stream: the status stays on the row
         if not self.future.done():
             self.future.set_exception(exc)
         self.conn.drop()

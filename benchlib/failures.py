@@ -3,8 +3,9 @@ Ollama's NDJSON): the failure type, the server's own message from an error body,
 connect error is classified (DNS, refused, timeout, other).
 
 Error kinds a row can carry (README: error_kind): connection_refused, dns_failure, connect_timeout,
-connect_error, read_timeout, http_<status>, stream_cut, bad_chunk, empty_response, server_error,
-client_error, payload_error, modality_not_supported.
+connect_error, read_timeout, http_<status> (3xx included: redirects are not followed), stream_cut,
+bad_response, bad_encoding, not_a_stream, bad_chunk, empty_response, server_error, client_error,
+payload_error, modality_not_supported.
 
 Imports: nothing from benchlib (the lowest measurement module).
 """
@@ -62,6 +63,14 @@ def server_message(body: bytes | str | Any) -> str:
             return str(inner.get("message") or inner.get("detail") or inner)[:MESSAGE_LIMIT]
         return str(inner)[:MESSAGE_LIMIT]
     return str(body).strip()[:MESSAGE_LIMIT]
+
+
+def redirect_message(status: int, location: str | None, words: str = "") -> str:
+    """Why a 3xx ends the request: a benchmark POST is not replayed on another URL (the timing would include
+    the detour, and 301/302 would turn it into a GET); the user points base_url where the server says."""
+    where = f"to {location}" if location else "without a Location"
+    text = f"HTTP {status} redirect {where}, not followed: set server.base_url to the address the server names"
+    return f"{text} ({words})" if words and words != f"HTTP {status}" else text
 
 
 def root_os_error(exc: BaseException) -> BaseException | None:

@@ -16,11 +16,11 @@ other systems) the stamp is perf_counter_ns() in the read callback. Lines that a
 stamp.
 
 Scope: http:// and https:// (TLS via the ssl module), a keep-alive connection pool (one request per
-connection at a time), chunked / Content-Length / close-delimited bodies, no compression (Accept-Encoding:
-identity), no proxies (callers keep a full HTTP client for URLs a proxy applies to, see `direct_route`).
+connection at a time), chunked / Content-Length / close-delimited bodies, identity asked (gzip/deflate
+decoded if sent anyway), redirects not followed (http_3xx with the Location), no proxies (callers keep a full HTTP client for URLs a proxy applies to, see `direct_route`).
 Failures raise benchlib.failures.RequestFailed(kind, message, http_status, retry_after), the type every
 HTTP path raises (connect_timeout, connection_refused, dns_failure, connect_error, read_timeout, stream_cut,
-http_<status>)."""
+bad_response, bad_encoding, not_a_stream, http_<status>)."""
 
 from __future__ import annotations
 
@@ -316,8 +316,10 @@ class StreamingHTTP:
         message = "; ".join(errors) or f"no address for {self.host}"
         raise RequestFailed("connection_refused" if refused else "connect_error", message)
 
-    async def _acquire(self) -> tuple[_Connection, bool]:
-        while self.idle:
+    async def _acquire(self, fresh: bool = False) -> tuple[_Connection, bool]:
+        """A pooled connection that still looks open, else a new one; `fresh` skips the pool (a retry after a
+        stale connection: the other pooled ones may have been closed by the server at the same moment)."""
+        while self.idle and not fresh:
             conn = self.idle.pop()
             if conn.usable:
                 return conn, True
@@ -336,17 +338,18 @@ class StreamingHTTP:
                           on_wire: Callable[[int], None] | None = None, content_type: str = "application/json",
                           accept: str = "text/event-stream") -> Exchange:
         """Send one POST; `on_line(line, arrival_ns)` gets every body line as it arrives (in the read callback:
-        keep it short, raise to abort). Returns once on_line returned True or the body ended; a status >= 400
-        raises RequestFailed(http_<status>) with the server's message. `on_wire(ns)` gets the instant right before
+        keep it short, raise to abort). Returns once on_line returned True or the body ended; a status >= 300
+        raises RequestFailed(http_<status>) with the server's message, a 2xx of a Content-Type other than
+        `accept` raises not_a_stream. `on_wire(ns)` gets the instant right before
         the request is written to a ready connection (after any connect), again if a stale keep-alive connection
         forced one retry on a fresh connection."""
         payload = self.request_bytes(path, body, content_type, accept)
         for attempt in (0, 1):
-            conn, reused = await self._acquire()
+            conn, reused = await self._acquire(fresh=attempt > 0)
             wire_ns = time.perf_counter_ns()  # right before the send: connection setup is not the server's time
             if on_wire is not None:
                 on_wire(wire_ns)
-            exchange = Exchange(conn, on_line, self.read_timeout, wire_ns)
+            exchange = Exchange(conn, on_line, self.read_timeout, wire_ns, expect=accept)
             conn.exchange = exchange
             try:
                 await conn.send(payload)

@@ -17,7 +17,7 @@ MAX_LINES = 620
 LAYERS = {
     "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures", "echo", "stats"],
     "records": ["records"],
-    "measurement": ["exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
+    "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
                     "load.prompts"],
     "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "reference", "load.levels"],
     "suites": ["runner", "load", "evidence", "timeline", "report", "explore"],

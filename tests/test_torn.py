@@ -4,10 +4,14 @@ always start on a fresh line, and a second run of the same suite folder refuses 
 
 from __future__ import annotations
 
+import json
 import logging
 
+import nbformat
 import pytest
 
+from benchlib import records
+from benchlib.cli import settle_notebook
 from benchlib.records import RequestLog, RequestRecord, complete_prefix, read_requests
 from benchlib.runner import RunLocked, lock_path, open_session, run_lock, run_suite
 
@@ -81,8 +85,6 @@ def test_a_second_run_of_the_same_folder_refuses_naming_the_holder(params_for, o
 
 
 def test_a_failed_atomic_write_leaves_no_temp_file_and_the_old_file(tmp_path, monkeypatch):
-    from benchlib import records
-
     target = tmp_path / "summary.csv"
     target.write_text("old,whole\n")
 
@@ -94,3 +96,37 @@ def test_a_failed_atomic_write_leaves_no_temp_file_and_the_old_file(tmp_path, mo
         records.write_atomic(target, "new,text\n")
     assert target.read_text() == "old,whole\n"
     assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]  # no .summary.csv.* temp file left behind
+
+
+def _notebook_text(marker: str) -> str:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"print({marker!r})")])
+    return nbformat.writes(notebook)
+
+
+def test_an_executed_notebook_appears_only_whole_with_its_manifest(tmp_path):
+    partial, output, manifest = tmp_path / ".text.ipynb.partial", tmp_path / "text.ipynb", tmp_path / "manifest.json"
+    partial.write_text(_notebook_text("run 2"))
+    manifest.write_text(json.dumps({"run_id": "abc"}))
+    assert settle_notebook(partial, output, manifest)
+    written = json.loads(output.read_text())
+    assert written["metadata"]["frontier_bench"] == {"run_id": "abc"}
+    assert "run 2" in "".join(written["cells"][0]["source"])
+    assert not partial.exists()
+
+
+@pytest.mark.parametrize("how", ["torn by a full disk during papermill's save", "full disk while settling"])
+def test_a_notebook_that_cannot_be_written_whole_is_one_warning_and_the_old_one_stays(tmp_path, monkeypatch,
+                                                                                      capsys, how):
+    partial, output = tmp_path / ".text.ipynb.partial", tmp_path / "text.ipynb"
+    output.write_text(_notebook_text("run 1"))
+    whole = _notebook_text("run 2")
+    if how.startswith("torn"):
+        partial.write_text(whole[: len(whole) // 2])
+    else:
+        partial.write_text(whole)
+        monkeypatch.setattr(records.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left")))
+    assert not settle_notebook(partial, output)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: the executed notebook") and "requests.csv" in err[0]
+    assert "run 1" in output.read_text()  # the earlier whole notebook, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text.ipynb"]  # no partial, no temp file
