@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PARAMS ?= params/embedded.yaml
 ARGS   ?=
 
-.PHONY: run test paper validate bench clean-outputs notebooks explore
+.PHONY: run test paper ladder validate bench clean-outputs notebooks explore
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ test: $(VENV)/.installed-test
 
 paper: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli paper
+
+# The quantization ladder of the embedded model (Q2_K … F16, made here by llama.cpp's quantizer, cached in
+# ~/.cache/frontier-bench), each rung run as its own deployment, then the paper's bandwidth-law table and figure.
+LADDER_PARAMS ?= params/embedded.yaml
+ladder: $(VENV)/.installed-run
+	$(PY) -m benchlib.cli ladder $(LADDER_PARAMS) $(ARGS)
 
 # The request explorer in JupyterLab, opened on a git-ignored working copy (outputs/explore.ipynb).
 explore: $(VENV)/.installed-run

@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchlib import ladder
+from benchlib.embedded import EmbeddedServerError
 from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
-from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, outputs_root, run_dir
+from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root, run_dir
+from benchlib.quantize import QuantizeError
 from benchlib.records import write_atomic
 from benchlib.report import console_table
 from benchlib.runner import RunConflict, check_unlocked, prepare_out_dir
@@ -57,13 +60,13 @@ def _kernel_manager_class():
 
 def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True,
                      manifest: Path | None = None) -> None:
-    """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial` beside
+    """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial.ipynb` beside
     `output`; the notebook appears under `output` only whole (validated, with the run's manifest in its
     metadata when `manifest` is given, written atomically), whether the run succeeded, failed or was
     interrupted. A full disk cannot leave a truncated notebook where the CLI points."""
     import papermill  # see _kernel_manager_class
     output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f".{output.name}.partial")
+    partial = output.with_name(f".{output.stem}.partial{output.suffix}")
     try:
         papermill.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name="python3",
                                    cwd=str(PROJECT_ROOT), progress_bar=progress,
@@ -173,6 +176,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if any_ok and not failed else 1
 
 
+def cmd_ladder(args: argparse.Namespace) -> int:
+    """The quantization ladder (benchlib.ladder): make the rungs, run each as its own deployment, then the paper."""
+    try:
+        params = load_params(args.params)
+        types = [t for t in args.types.split(",") if t.strip()] if args.types else ladder.DEFAULT_TYPES
+        started = time.monotonic()
+        print(f"Frontier Bench · quantization ladder of {params.server.model} on {params.host.name}", flush=True)
+        rungs = ladder.prepare(params, types, progress=lambda line: print(line, flush=True))
+    except (ParamsError, ladder.LadderError, ValueError) as exc:
+        return _fail(str(exc))
+    except (QuantizeError, EmbeddedServerError) as exc:
+        return _fail(str(exc), code=1)
+    failed, suite_dirs = [], []
+    try:
+        for qtype, rung in rungs:
+            suites = ladder.suites_for(rung)
+            print(f"\n■ {qtype}: {rung.server.model} · {', '.join(suites)}", flush=True)
+            rung_failed, dirs = run_notebooks(rung, f"{args.params} (ladder rung {qtype})", suites, args.fresh,
+                                              progress=not args.quiet)
+            failed += [f"{qtype}/{s}" for s in rung_failed]
+            suite_dirs += dirs
+    except KeyboardInterrupt:
+        return 130
+    any_ok = print_summary(suite_dirs)
+    print(f"\nladder: {_display(str(ladder_file(params.host.name)))} · rung results under "
+          f"{_display(str(run_dir(params.host.name, 'x', 'x').parent.parent))}/<model>/")
+    if not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0:
+        failed.append("paper")
+    print(f"wall time {time.monotonic() - started:.0f} s")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 0 if any_ok and not failed else 1
+
+
 def cmd_paper(args: argparse.Namespace) -> int:
     notebook = PAPER_DIR / "assemble.ipynb"
     if not notebook.is_file():
@@ -226,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=cmd_run)
+    lad = sub.add_parser("ladder", help="quantization ladder of the embedded model: each rung run as a deployment, "
+                                         "then the paper (bandwidth law)")
+    lad.add_argument("params", nargs="?", default="params/embedded.yaml", help="embedded params (default: %(default)s)")
+    lad.add_argument("--types", help=f"comma-separated rungs (default: {','.join(ladder.DEFAULT_TYPES)})")
+    lad.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
+    lad.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
+    lad.add_argument("--quiet", action="store_true", help="no progress bars")
+    lad.set_defaults(func=cmd_ladder)
     paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ and the reference data")
     paper.add_argument("--quiet", action="store_true")
     paper.set_defaults(func=cmd_paper)

@@ -70,6 +70,8 @@ class ServerParams(_Section):
     active_params_b: float | None = Field(None, gt=0, description="Active parameters per token, billions")
     total_params_b: float | None = Field(None, gt=0, description="Total parameters, billions")
     bytes_per_param: float | None = Field(None, gt=0, description="Weight bytes per parameter at this quantization")
+    derived_from: str = Field("", description="Less precise source these weights were re-encoded from (a ladder "
+                                             "rung above its source): its accuracy is the source's, not this type's")
     keep_alive: str = Field("30m", description="Ollama keep_alive per request (0 forces cold loads)")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Merged into every request body")
     launch: str = Field("", description="The command that started the server (provenance only)")

@@ -22,6 +22,17 @@ def outputs_root() -> Path:
     return Path(override).resolve() if override else PROJECT_ROOT / "outputs"
 
 
+def cache_dir() -> Path:
+    """Derived artefacts made once per machine (the quantization ladder's GGUFs); FRONTIER_BENCH_CACHE moves it."""
+    override = os.environ.get("FRONTIER_BENCH_CACHE")
+    return Path(override).resolve() if override else Path.home() / ".cache" / "frontier-bench"
+
+
+def ladder_file(host: str, root: Path | None = None) -> Path:
+    """outputs/<host>/ladder.json: one host's quantization ladder (rungs, their GGUF weights, measured bandwidth)."""
+    return (root or outputs_root()) / slug(host) / "ladder.json"
+
+
 def tasks_dir() -> Path:
     """Task files; FRONTIER_BENCH_TASKS points elsewhere (tests use a temp copy)."""
     override = os.environ.get("FRONTIER_BENCH_TASKS")

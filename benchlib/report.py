@@ -51,6 +51,8 @@ def console_table(summary: pd.DataFrame) -> str:
                      num("ttft_s_p50", ".3f"), num("e2e_s_p50", ".2f"), accuracy + status])
     frame = pd.DataFrame(rows, columns=["suite", "task", "requests", "decode tok/s", "TTFT p50 s", "e2e p50 s",
                                         "accuracy [95% CI]"])
+    if "model" in summary and summary["model"].nunique() > 1:  # several deployments (e.g. the ladder's rungs)
+        frame.insert(0, "model", summary["model"].astype(str).to_numpy())
     return frame.to_string(index=False)
 
 

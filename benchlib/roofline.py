@@ -76,7 +76,8 @@ def roofline_table(runs: pd.DataFrame, tps_col: str = "decode_tps") -> pd.DataFr
     """Add the ceiling and measured ÷ ceiling to each run, stating every input in the row.
 
     Needs memory_bandwidth_gbs and active_params_b; bytes_per_param is taken from the column when given,
-    else looked up from `quantization` (bytes_per_param_source says which). Optional context_tokens and
+    else looked up from `quantization` (bytes_per_param_source says which); a `weights_read_gb` column (GB of
+    weights read per token, from the model file's tensors) replaces active params × bytes per param where set. Optional context_tokens and
     kv_bytes_per_token add the KV read. Rows lacking an input get NaN ceilings, not errors.
     """
     out = runs.copy()
@@ -89,6 +90,10 @@ def roofline_table(runs: pd.DataFrame, tps_col: str = "decode_tps") -> pd.DataFr
     for column in ("context_tokens", "kv_bytes_per_token"):
         out[column] = pd.to_numeric(out[column], errors="coerce").fillna(0.0) if column in out else 0.0
     weights = pd.to_numeric(out["active_params_b"], errors="coerce") * 1e9 * out["bytes_per_param"]
+    if "weights_read_gb" in out:  # measured from the model file's tensor table (benchlib.weights): used as is
+        read = pd.to_numeric(out["weights_read_gb"], errors="coerce")
+        weights = (read * 1e9).fillna(weights)
+        out["bytes_per_param_source"] = np.where(read.notna(), "GGUF tensor table", out["bytes_per_param_source"])
     out["bytes_per_token_gb"] = (weights + out["context_tokens"] * out["kv_bytes_per_token"]) / 1e9
     out["ceiling_tps"] = pd.to_numeric(out["memory_bandwidth_gbs"], errors="coerce") / out["bytes_per_token_gb"]
     out["efficiency"] = pd.to_numeric(out[tps_col], errors="coerce") / out["ceiling_tps"]

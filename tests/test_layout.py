@@ -18,9 +18,9 @@ LAYERS = {
     "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures", "echo", "stats"],
     "records": ["records"],
     "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
-                    "load.prompts"],
-    "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "reference", "load.levels"],
-    "suites": ["runner", "load", "evidence", "timeline", "report", "explore"],
+                    "load.prompts", "weights", "quantize", "bandwidth"],
+    "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "bandwidth_law", "reference", "load.levels"],
+    "suites": ["runner", "load", "evidence", "timeline", "report", "explore", "ladder"],
     "paper": ["paper"],
     "entry": ["cli"],
 }

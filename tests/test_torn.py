@@ -104,7 +104,7 @@ def _notebook_text(marker: str) -> str:
 
 
 def test_an_executed_notebook_appears_only_whole_with_its_manifest(tmp_path):
-    partial, output, manifest = tmp_path / ".text.ipynb.partial", tmp_path / "text.ipynb", tmp_path / "manifest.json"
+    partial, output, manifest = tmp_path / ".text.partial.ipynb", tmp_path / "text.ipynb", tmp_path / "manifest.json"
     partial.write_text(_notebook_text("run 2"))
     manifest.write_text(json.dumps({"run_id": "abc"}))
     assert settle_notebook(partial, output, manifest)
@@ -117,7 +117,7 @@ def test_an_executed_notebook_appears_only_whole_with_its_manifest(tmp_path):
 @pytest.mark.parametrize("how", ["torn by a full disk during papermill's save", "full disk while settling"])
 def test_a_notebook_that_cannot_be_written_whole_is_one_warning_and_the_old_one_stays(tmp_path, monkeypatch,
                                                                                       capsys, how):
-    partial, output = tmp_path / ".text.ipynb.partial", tmp_path / "text.ipynb"
+    partial, output = tmp_path / ".text.partial.ipynb", tmp_path / "text.ipynb"
     output.write_text(_notebook_text("run 1"))
     whole = _notebook_text("run 2")
     if how.startswith("torn"):

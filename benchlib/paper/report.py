@@ -17,6 +17,7 @@ from benchlib import reference
 from benchlib.paper.figures import fig_energy, fig_latency, fig_load, fig_runs_vs_published, fig_throughput
 from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
+from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.roofline_figure import fig_roofline
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs
 from benchlib.paper.settings import FIGURES, LONG_TABLE, NO_RUNS, TABLES, Settings, _shown, seed_prefix
@@ -29,6 +30,7 @@ from benchlib.paper.systems import (
 )
 from benchlib.paper.tables import (
     capability_table,
+    ladder_tables,
     latency_accuracy_table,
     load_tables,
     memory_power_table,
@@ -63,6 +65,7 @@ def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None
         "decisions": decisions_table(ref, runs, settings.thresholds),
     }
     tables.update(load_tables(runs))
+    tables.update(ladder_tables(ref, runs))
     tables[LONG_TABLE] = Table(LONG_TABLE, "Published rows and ours, tidy", published_and_runs_long(ref, runs))
     tables["_task_metrics"] = Table("_task_metrics", "per-task metrics (internal)", long)
     tables["_systems"] = Table("_systems", "systems (internal)", systems)
@@ -82,6 +85,9 @@ def build_figures(tables: Mapping[str, Table], runs: Runs, settings: Settings | 
     load = fig_load(runs)
     if load is not None:
         figures["load_sweeps"] = load
+    ladder = fig_ladder(tables)
+    if ladder is not None:
+        figures["ladder"] = ladder
     return figures
 
 
@@ -96,6 +102,9 @@ FIGURE_CAPTIONS = {
                 "reference runs and ours. A run whose bandwidth is unknown is a horizontal line, not a point.",
     "runs_vs_published": "Headline numbers of our runs beside the paper's systems.",
     "load_sweeps": "Concurrency and context sweeps of the load suite.",
+    "ladder": "The bandwidth law on this host's quantization ladder (make ladder) beside 004's published E4B ladder: "
+              "each rung's decode tok/s against the GB it reads per token, the fitted law and the bandwidth ceiling; "
+              "right, accuracy against file size where it is that precision's own.",
 }
 
 
@@ -112,6 +121,7 @@ REPORT_SECTIONS = [
     ("9. Swap decisions (001)", ["decisions"], []),
     ("10. Our runs beside the published ones", [], ["runs_vs_published"]),
     ("11. Load sweeps", ["load_concurrency", "load_context"], ["load_sweeps"]),
+    ("12. Quantization ladder: the bandwidth law on this host (002, 004)", ["ladder", "ladder_law"], ["ladder"]),
 ]
 
 
@@ -176,6 +186,8 @@ def report_markdown(tables: Mapping[str, Table], figures: Mapping[str, Any], run
         if not present_tables and not present_figures:
             if heading.startswith("11."):
                 lines += [f"## {heading}", "", "_No load sweeps in outputs/ yet._", ""]
+            elif heading.startswith("12."):
+                lines += [f"## {heading}", "", "_No quantization ladder in outputs/ yet: `make ladder` runs one._", ""]
             continue
         lines += [f"## {heading}", ""]
         for name in present_figures:

@@ -42,8 +42,10 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
     ax.set_yscale("log")
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(ymin, ymax)
-    # one ceiling line per distinct GB/token, its own colour; points take their ceiling's colour
-    ceilings = points.dropna(subset=["bytes_per_token_gb"]).copy()
+    # one ceiling line per distinct GB/token, its own colour; points take their ceiling's colour. A quantization
+    # ladder's rungs are one connected column of points in one colour instead (their law: the ladder figure).
+    rung = points["ladder"].eq(True) if "ladder" in points else pd.Series(False, index=points.index)
+    ceilings = points[~rung].dropna(subset=["bytes_per_token_gb"]).copy()
     ceilings["key"] = ceilings["bytes_per_token_gb"].round(3)
     keys = sorted(ceilings["key"].unique())
     line_palette = sns.color_palette("tab10", max(len(keys), 1))
@@ -65,9 +67,18 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
         line_tags.append((key, f"{key:.3g} GB/tok", key_color[key]))
     other = {"002": sns.color_palette("dark", 8)[5]}
     xs, ys, texts, cols = [], [], [], []
-    unknown_bw = []
-    for row, x, y in zip(points.itertuples(), bw, tps):
+    unknown_bw, ladder_pts = [], []
+    ladder_color = sns.color_palette("dark", 8)[3]
+    for row, x, y, is_rung in zip(points.itertuples(), bw, tps, rung):
         if isnan(y):
+            continue
+        if is_rung and not isnan(x):
+            ladder_pts.append((x, y))
+            ax.scatter(x, y, s=60, marker="D", color=ladder_color, edgecolor="black", linewidth=0.6, zorder=4)
+            xs.append(x)
+            ys.append(y)
+            texts.append(f"{row.quantization} ({row.bytes_per_token_gb:.3g} GB/tok)")
+            cols.append(ladder_color)
             continue
         prefix = row.source[:3] if row.source != THIS_RUN else THIS_RUN
         key = round(float(row.bytes_per_token_gb), 3) if not isnan(row.bytes_per_token_gb) else None
@@ -94,6 +105,13 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
         unknown_handles.append(Line2D([], [], color=color, ls="--", lw=1.5, label=(
             f"{point_label(row)}: measured {y:.1f} tok/s, bandwidth unknown\n  (host.memory_bandwidth_gbs not set: "
             f"drawn as a line, not a point){floor}")))
+    ladder_handles = []
+    if ladder_pts:
+        lx, ly = zip(*sorted(ladder_pts, key=lambda p: p[1]))
+        ax.plot(lx, ly, color=ladder_color, lw=1.2, zorder=3)
+        ladder_handles.append(Line2D([], [], color=ladder_color, marker="D", mec="black", lw=1.2, label=(
+            f"this host's quantization ladder ({len(ladder_pts)} rungs) at its measured read bandwidth; "
+            "no ceiling lines drawn: see the ladder figure")))
     ax.set_xlabel("memory bandwidth (GB/s, log scale)")
     ax.set_ylabel("decode throughput (tok/s, log scale)")
     ax.set_title("Bandwidth roofline: ceiling = bandwidth ÷ GB read per token"
@@ -104,7 +122,7 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
                           {"000": ": paper 000, average throughput (§6)", "002": ": Ollama on 3 machines, quantization "
                            "not stated (no ceiling)", "004": ": E4B quantizations on DGX Spark"}.get(s[:3], ""))
                    for s in sources]
-    ax.legend(handles=src_handles + unknown_handles + line_handles, loc="upper center", bbox_to_anchor=(0.5, -0.09),
+    ax.legend(handles=src_handles + ladder_handles + unknown_handles + line_handles, loc="upper center", bbox_to_anchor=(0.5, -0.09),
               ncol=2, fontsize=8, frameon=False, title="E2B / E4B = Gemma 4 E2B / E4B", title_fontsize=8)
     _efficiency_panel(bx, points, key_color)
     fig.tight_layout()

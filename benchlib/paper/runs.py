@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib import analysis, reference, roofline
+from benchlib import analysis, bandwidth_law, reference, roofline
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, _shown, seed_prefix
 from benchlib.params import NOTEBOOK_ORDER
 from benchlib.paths import outputs_root
@@ -45,7 +45,7 @@ def column_label(system: str, source: str) -> str:
 @dataclass
 class Runs:
     """Every run under an outputs root: per-task summaries, trimmed request rows, windows, one meta row per
-    host × model, and the load sweeps when present."""
+    host × model, the load sweeps and quantization ladders (outputs/<host>/ladder.json) when present."""
 
     root: Path
     summary: pd.DataFrame
@@ -54,6 +54,7 @@ class Runs:
     meta: pd.DataFrame
     load: dict[str, pd.DataFrame] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
 
     @property
     def empty(self) -> bool:
@@ -174,7 +175,8 @@ def load_runs(outputs_dir: str | Path | None = None) -> Runs:
     meta = pd.DataFrame([_meta_row(host, model, entry, summary) for (host, model), entry in per_system.items()],
                         columns=META_COLUMNS)
     return Runs(root=root, summary=summary, requests=reqs, windows=wins, meta=meta,
-                load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped)
+                load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped,
+                ladders=bandwidth_law.read_ladders(root))
 
 
 

@@ -1,5 +1,5 @@
 """The paper's descriptive tables: runs, setup, platform, throughput, latency & accuracy, memory/power/
-thermal, capability/context, roofline and load sweeps.
+thermal, capability/context, roofline, load sweeps and the quantization ladder.
 
 Imports: analysis layer; benchlib.paper.settings, .runs, .systems, .format."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib import reference
+from benchlib import bandwidth_law, reference, roofline
 from benchlib.paper.format import Table, fmt, isnan, smart
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN, _shown
@@ -372,3 +372,78 @@ def load_tables(runs: Runs) -> dict[str, Table]:
                    "TTFT and prefill rate per prompt length (server-counted prompt tokens beside the target).")
         out[name] = Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=caption)
     return out
+
+
+def ladder_points_and_laws(ref: pd.DataFrame, runs: Runs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Our ladders' rungs with their measurements, and the law fitted per host beside 004's published ladder."""
+    points = bandwidth_law.ladder_points(runs.ladders, runs.requests) if len(runs.ladders) else pd.DataFrame()
+    laws = []
+    for host, mine in (points.groupby("host", sort=False) if len(points) else []):
+        laws.append({"ladder": f"{mine['model'].iloc[0].rsplit('-', 1)[0]} · {host} ({THIS_RUN})",
+                     "bytes per token": "GGUF tensor tables", **bandwidth_law.fit_law(mine)})
+    published = reference.quant_runs(ref) if len(seed_rows(ref, "004")) else pd.DataFrame()
+    if len(published):
+        published = roofline.roofline_table(published)
+        laws.append({"ladder": f"Gemma 4 E4B · {published['host'].iloc[0]} (004)",
+                     "bytes per token": "nominal: 4 B params × bytes per param",
+                     **bandwidth_law.published_law(published)})
+    return points, pd.DataFrame(laws)
+
+
+def ladder_tables(ref: pd.DataFrame, runs: Runs) -> dict[str, Table]:
+    """The quantization ladder (benchlib.ladder) and the bandwidth law fitted on it, when a ladder has run."""
+    points, laws = ladder_points_and_laws(ref, runs)
+    if points.empty:
+        return {}
+
+    def interval(v: float, lo: float, hi: float, spec: str, n: int) -> str:
+        if isnan(v):
+            return "–"
+        dash = ", " if lo < 0 else "–"  # '-2.46–-0.42' would read as a range of a negative
+        return f"{fmt(v, spec)} [{fmt(lo, spec)}{dash}{fmt(hi, spec)}] (n={n})" if not isnan(lo) else \
+            f"{fmt(v, spec)} (n={n})"
+
+    display = pd.DataFrame({
+        "rung": points["qtype"], "host": points["host"], "file type": points["file_type"],
+        "file (MB)": [fmt(v / 1e6, ".0f") for v in points["size_bytes"]],
+        "bits/weight (all tensors)": [fmt(v, ".2f") for v in points["bits_per_weight"]],
+        "GB read/token": [fmt(v, ".3f") for v in points["read_per_token_gb"]],
+        "decode tok/s [95% CI]": [interval(v, lo, hi, ".1f", n) for v, lo, hi, n in zip(
+            points["decode_tps"], points["decode_tps_lo"], points["decode_tps_hi"], points["n_decode"])],
+        "ceiling tok/s": [fmt(v, ".1f") for v in points["ceiling_tps"]],
+        "share of ceiling": [fmt(v, ".0%") for v in points["share_of_ceiling"]],
+        "accuracy [95% CI]": [f"— carries {d}'s information (derived_from)" if d else
+                              interval(v, lo, hi, ".0%", n) for v, lo, hi, n, d in zip(
+                                  points["accuracy"], points["accuracy_lo"], points["accuracy_hi"],
+                                  points["n_scored"], points["derived_from"])],
+        "tensor types": points["tensor_types"],
+    })
+    law_display = pd.DataFrame({
+        "ladder": laws["ladder"], "bytes per token": laws["bytes per token"], "rungs": laws["n_rungs"],
+        "slope of log tok/s on log GB/token [95% CI] (law: −1)": [
+            interval(v, lo, hi, ".2f", n) for v, lo, hi, n in zip(laws["slope"], laws["slope_lo"], laws["slope_hi"],
+                                                                   laws["n_rungs"])],
+        "R²": [fmt(v, ".3f") for v in laws["r2"]],
+        "effective bandwidth GB/s [95% CI]": [interval(v, lo, hi, ".1f", n) for v, lo, hi, n in zip(
+            laws["beff_gbs"], laws["beff_lo"], laws["beff_hi"], laws["n_rungs"])],
+        "bandwidth GB/s (ours: measured read; 004: vendor)": [fmt(v, ".1f") for v in laws["read_gbs"]],
+        "measured copy GB/s": [fmt(v, ".1f") for v in laws["copy_gbs"]],
+        "effective ÷ bandwidth": [fmt(v, ".0%") for v in laws["share_of_read_bandwidth"]],
+    })
+    method = runs.ladders["bandwidth_method"].iloc[0] if len(runs.ladders) else ""
+    return {
+        "ladder": Table("ladder", "Quantization ladder of the embedded model: size, bytes read per token, speed, "
+                                  "accuracy", points, display,
+                        caption="Each rung is the same model quantized on this host by llama.cpp's quantizer (`make "
+                                "ladder`). GB read per token from the GGUF tensor table (every tensor once; the tied "
+                                "embedding table in full for the logits), not a nominal bits-per-weight. Decode tok/s: "
+                                "client-side per-request rates of the text suite, mean with a bootstrap interval. "
+                                "Ceiling = measured read bandwidth ÷ GB per token. Accuracy pools every scored request "
+                                "(Wilson interval); rungs above the source carry only its information, so theirs is "
+                                "not reported."),
+        "ladder_law": Table("ladder_law", "The bandwidth law fitted on each ladder", laws, law_display,
+                            caption="log tok/s = a + b·log GB/token by least squares (interval from the slope's "
+                                    "standard error); the law predicts b = −1. Effective bandwidth = geometric mean "
+                                    "of tok/s × GB/token over rungs (b fixed at −1), bootstrap interval over rungs. "
+                                    f"Our bandwidth: {method}."),
+    }
