@@ -14,7 +14,7 @@ rates are our per-request client-side rates of the text suite (warm-ups excluded
 accuracy pools every scored request of the rung (Wilson interval), and is not reported for rungs derived from a
 less precise source (their accuracy is the source's).
 
-Imports: paths, stats (foundation)."""
+Imports: analysis (warm-up filter), records (status), paths, schema, stats."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from benchlib.analysis import measured
 from benchlib.paths import outputs_root
+from benchlib.records import STATUS_OK
+from benchlib.schema import optional_flag
 from benchlib.stats import CONFIDENCE, bootstrap_interval, wilson_interval
 
 LADDER_COLUMNS = ["host", "model", "qtype", "derived_from", "file_type", "size_bytes", "bits_per_weight",
@@ -60,27 +63,19 @@ def read_ladders(root: str | Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LADDER_COLUMNS)
 
 
-def _ok(requests: pd.DataFrame) -> pd.DataFrame:
-    if requests.empty:
-        return requests
-    warm = requests["is_warmup"].astype(str).str.lower().isin(["true", "1"]) if "is_warmup" in requests else False
-    return requests[(requests["status"] == "ok") & ~warm]
-
-
 def ladder_points(ladders: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """Each rung with its measured decode rate (mean, 95 % interval, n), accuracy (Wilson) where meaningful, and
     its share of the host's read-bandwidth ceiling."""
-    ok = _ok(requests)
+    ok = measured(requests)
+    ok = ok[ok["status"] == STATUS_OK] if len(ok) else ok
     rows = []
     for rung in ladders.to_dict("records"):
         mine = ok[(ok["host"] == rung["host"]) & (ok["model"] == rung["model"])] if len(ok) else ok
         speed = pd.to_numeric(mine[mine["suite"] == SPEED_SUITE]["decode_tps"], errors="coerce").dropna() \
             if len(mine) else pd.Series(dtype=float)
         lo, hi = bootstrap_interval(speed)
-        scored = mine["passed"].map(lambda v: str(v).lower()).isin(["true", "false", "1", "0", "1.0", "0.0"]) \
-            if len(mine) else pd.Series(dtype=bool)
-        passed = mine[scored]["passed"].map(lambda v: str(v).lower() in ("true", "1", "1.0")) if len(mine) else \
-            pd.Series(dtype=bool)
+        verdicts = mine["passed"].map(optional_flag) if len(mine) else pd.Series(dtype=object)
+        passed = verdicts[verdicts.notna()].astype(bool)  # unscored rows (NA) are not counted
         n_scored = int(len(passed))
         meaningful = not rung["derived_from"] and n_scored > 0
         acc = float(passed.mean()) if meaningful else math.nan

@@ -200,8 +200,8 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     any_ok = print_summary(suite_dirs)
-    print(f"\nladder: {_display(str(ladder_file(params.host.name)))} · rung results under "
-          f"{_display(str(run_dir(params.host.name, 'x', 'x').parent.parent))}/<model>/")
+    record = ladder_file(params.host.name)
+    print(f"\nladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
     if not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0:
         failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")

@@ -26,13 +26,14 @@ import httpx
 import openai
 
 from benchlib import metrics
-from benchlib.failures import RequestFailed, connect_failure, redirect_message, retry_after, server_message
+from benchlib.failures import RequestFailed, connect_failure, http_failure, media_type, not_a_stream, server_message
 from benchlib.params import RunSettings, ServerParams
 from benchlib.records import STATUS_FAILED, STATUS_OK, RequestRecord
 from benchlib.sse import DONE, Events, LineSplitter, shown
 from benchlib.wire import StreamingHTTP, direct_route
 
 NS = 1e9
+EVENT_STREAM = "text/event-stream"
 
 
 @dataclass
@@ -147,12 +148,8 @@ def classify_exception(exc: BaseException) -> RequestFailed:
     if isinstance(exc, RequestFailed):
         return exc
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
         headers = exc.response.headers if exc.response is not None else {}
-        message = _sdk_message(exc)
-        if 300 <= status < 400:
-            message = redirect_message(status, headers.get("location"), message)
-        return RequestFailed(f"http_{status}", message, status, retry_after(headers.get("retry-after")))
+        return http_failure(exc.status_code, _sdk_message(exc), headers.get("location"), headers.get("retry-after"))
     cause = exc.__cause__ or exc.__context__ if isinstance(exc, openai.APIError) else exc
     cause = cause or exc
     if isinstance(cause, httpx.ConnectTimeout) or isinstance(exc, httpx.ConnectTimeout):
@@ -312,8 +309,6 @@ class OpenAIBackend(Backend):
             state.start_ns = record.start_ns = sent
 
         def on_line(line: bytes, now: int) -> bool:  # runs in the read callback, stamped on arrival
-            if line[:5] != b"data:" and line:
-                return False  # keep-alive comment, 'event:' / 'id:' fields
             event = events.feed(line)
             if event is DONE:
                 state.done = True
@@ -352,10 +347,9 @@ class OpenAIBackend(Backend):
                 self.wire_start(tag, state, record)
                 record.http_status = response.status_code
                 declared = response.headers.get("content-type", "")
-                if declared and declared.split(";")[0].strip().lower() != "text/event-stream":
-                    words = server_message(await response.read())
-                    raise RequestFailed("not_a_stream", f"HTTP {response.status_code} sent {declared} instead of "
-                                        f"text/event-stream: {words}", response.status_code)
+                if media_type(declared) not in ("", EVENT_STREAM):
+                    raise not_a_stream(response.status_code, declared, EVENT_STREAM,
+                                       server_message(await response.read()))
                 async for piece in response.iter_bytes():  # not iter_lines: see benchlib/sse.py
                     now = time.perf_counter_ns()
                     for line in lines.feed(piece):
@@ -496,12 +490,9 @@ class OllamaBackend(Backend):
                                         headers={StampingTransport.HEADER: tag}) as response:
                 self.wire_start(tag, state, record)
                 record.http_status = response.status_code
-                status = response.status_code
-                if status >= 300:
-                    words = server_message(await response.aread())
-                    if status < 400:
-                        words = redirect_message(status, response.headers.get("location"), words)
-                    raise RequestFailed(f"http_{status}", words, status, retry_after(response.headers.get("retry-after")))
+                if response.status_code >= 300:
+                    raise http_failure(response.status_code, server_message(await response.aread()),
+                                       response.headers.get("location"), response.headers.get("retry-after"))
                 lines = LineSplitter()  # LF/CR only: a raw U+0085 inside a JSON string is content
                 async for piece in response.aiter_bytes():
                     now = time.perf_counter_ns()

@@ -17,7 +17,7 @@ import time
 import zlib
 from typing import Any, Callable
 
-from benchlib.failures import RequestFailed, redirect_message, retry_after, server_message
+from benchlib.failures import RequestFailed, http_failure, media_type, not_a_stream, server_message
 from benchlib.sse import LineSplitter
 
 _HEAD, _BODY = 0, 1
@@ -154,7 +154,7 @@ class Exchange:
                                     f"{encoding} although identity was asked; it cannot be decoded here",
                                     self.status)
             self._decoder = zlib.decompressobj(_DECODERS[encoding])
-        declared = headers.get("content-type", "").split(";")[0].strip().lower()
+        declared = media_type(headers.get("content-type"))
         if self.status >= 300:
             self._error_body, self._error_kind = bytearray(), f"http_{self.status}"
         elif self.expect and declared and declared != self.expect:
@@ -270,11 +270,8 @@ class Exchange:
         """The collected body of a response that is not the stream asked for, as a failure."""
         words = server_message(bytes(self._error_body or b"")) or self.reason or f"HTTP {self.status}"
         if self._error_kind == "not_a_stream":
-            declared = self.headers.get("content-type", "")
-            words = f"HTTP {self.status} sent {declared} instead of {self.expect}: {words}"
-        elif 300 <= self.status < 400:
-            words = redirect_message(self.status, self.headers.get("location"), words)
-        return RequestFailed(self._error_kind, words, self.status, retry_after(self.headers.get("retry-after")))
+            return not_a_stream(self.status, self.headers.get("content-type", ""), self.expect, words)
+        return http_failure(self.status, words, self.headers.get("location"), self.headers.get("retry-after"))
 
     def _fail(self, exc: BaseException) -> None:
         self._cancel_timer()

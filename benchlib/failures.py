@@ -65,12 +65,31 @@ def server_message(body: bytes | str | Any) -> str:
     return str(body).strip()[:MESSAGE_LIMIT]
 
 
-def redirect_message(status: int, location: str | None, words: str = "") -> str:
+def _redirect_message(status: int, location: str | None, words: str = "") -> str:
     """Why a 3xx ends the request: a benchmark POST is not replayed on another URL (the timing would include
     the detour, and 301/302 would turn it into a GET); the user points base_url where the server says."""
     where = f"to {location}" if location else "without a Location"
     text = f"HTTP {status} redirect {where}, not followed: set server.base_url to the address the server names"
     return f"{text} ({words})" if words and words != f"HTTP {status}" else text
+
+
+def http_failure(status: int, words: str, location: str | None = None,
+                 retry_after_value: str | None = None) -> RequestFailed:
+    """A response status >= 300 as the failure every HTTP path raises: http_<status> with the server's words
+    (a 3xx also says where it points: redirects are not followed) and Retry-After."""
+    if 300 <= status < 400:
+        words = _redirect_message(status, location, words)
+    return RequestFailed(f"http_{status}", words, status, retry_after(retry_after_value))
+
+
+def media_type(content_type: str | None) -> str:
+    """'text/event-stream; charset=utf-8' -> 'text/event-stream'."""
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def not_a_stream(status: int, content_type: str, expected: str, words: str) -> RequestFailed:
+    """A 2xx answered with another declared media type than the stream asked for (e.g. JSON from a proxy)."""
+    return RequestFailed("not_a_stream", f"HTTP {status} sent {content_type} instead of {expected}: {words}", status)
 
 
 def root_os_error(exc: BaseException) -> BaseException | None:

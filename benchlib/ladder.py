@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def prepare(params: BenchParams, types: list[str], progress=print) -> list[tuple
                  f"{weights.size_bytes / 1e6:.0f} MB, {weights.read_per_token_gb:.3f} GB read per token"
                  + (f" (derived from {rung.derived_from})" if rung.derived_from else ""))
         rungs.append({"qtype": qtype, "model": rung_p.server.model, "path": str(rung.path),
-                      "derived_from": rung.derived_from, "weights": weights.__dict__})
+                      "derived_from": rung.derived_from, "weights": asdict(weights)})
         out.append((qtype, rung_p))
     progress("measuring the host's memory bandwidth…")
     measured = bandwidth.measure()

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import gguf
 
+from benchlib.records import write_atomic
+
 EMBEDDING = "token_embd.weight"
 OUTPUT = "output.weight"
 
@@ -97,8 +99,5 @@ def read_cached(path: str | Path, cache: Path) -> GGUFWeights:
         return GGUFWeights(**known[key])
     weights = read_gguf(path)
     known[key] = asdict(weights)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(cache.name + ".tmp")
-    tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
-    tmp.replace(cache)
+    write_atomic(cache, json.dumps(known, indent=1))
     return weights

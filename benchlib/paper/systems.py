@@ -271,33 +271,28 @@ def roofline_points(ref: pd.DataFrame, runs: Runs, systems: pd.DataFrame) -> pd.
         frames.append(roofline.roofline_table(frame))
     ours = systems[systems["source"] == THIS_RUN]
     if len(ours):
-        rungs = runs.ladders.set_index(["host", "model"]) if len(runs.ladders) else None
-
-        def rung(host: str, model: str, column: str) -> float:
-            return float(rungs.loc[(host, model), column]) if rungs is not None and (host, model) in rungs.index \
-                else math.nan
-
+        # a quantization ladder's rungs: bytes per token from the GGUF, the host's measured read bandwidth
+        ours = ours.merge(runs.ladders[["host", "model", "read_gbs", "read_per_token_gb"]], on=["host", "model"],
+                          how="left")
         declared = pd.to_numeric(ours["memory_bandwidth_gbs"], errors="coerce")
-        measured = pd.Series([rung(h, m, "read_gbs") for h, m in zip(ours["host"], ours["model"])], index=ours.index)
+        rung = pd.to_numeric(ours["read_gbs"], errors="coerce").notna()
         frame = pd.DataFrame({
             "label": [f"{m} · {h}" for m, h in zip(ours["model"], ours["host"])], "source": THIS_RUN,
             "host": ours["host"], "model": ours["model"], "quantization": ours["quantization"],
-            "memory_bandwidth_gbs": declared.fillna(measured), "active_params_b": ours["active_params_b"],
-            "bytes_per_param": ours["bytes_per_param"], "decode_tps": ours["avg_decode_tps"], "note": "",
-            "weights_read_gb": [rung(h, m, "read_per_token_gb") for h, m in zip(ours["host"], ours["model"])],
-            "ladder": [rung(h, m, "read_gbs") == rung(h, m, "read_gbs") for h, m in zip(ours["host"], ours["model"])]})
+            "memory_bandwidth_gbs": declared.fillna(pd.to_numeric(ours["read_gbs"], errors="coerce")),
+            "active_params_b": ours["active_params_b"], "bytes_per_param": ours["bytes_per_param"],
+            "decode_tps": ours["avg_decode_tps"], "note": "", "weights_read_gb": ours["read_per_token_gb"],
+            "ladder": rung})
         table = roofline.roofline_table(frame)
         notes = []
-        for row, bw_measured in zip(table.itertuples(), declared.isna() & measured.notna()):
-            missing = ["quantization ladder rung; bandwidth = the host's measured read bandwidth"
-                       if bw_measured else ""]
+        for row, bw_measured in zip(table.itertuples(), declared.isna() & rung):
+            missing = ["quantization ladder rung; bandwidth = the host's measured read bandwidth"] if bw_measured else []
             if isnan(row.memory_bandwidth_gbs):
                 missing.append("bandwidth unknown (host.memory_bandwidth_gbs not set)")
             if isnan(row.active_params_b):
                 missing.append("server.active_params_b not set")
             if isnan(row.bytes_per_param):
                 missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
-            missing = [m for m in missing if m]
             notes.append("; ".join(missing) if missing else "average decode tok/s over our speed tasks")
         table["note"] = notes
         frames.append(table)
