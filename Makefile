@@ -56,6 +56,7 @@ validate: $(VENV)/.installed-run
 bench: $(VENV)/.installed-test
 	$(PY) bench/measure_accuracy.py
 	$(PY) bench/telemetry_overhead.py
+	$(PY) bench/scheduler_lag.py
 
 notebooks: $(VENV)/.installed-run
 	$(PY) tools/make_notebooks.py

@@ -150,6 +150,14 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "basic Q&A answer (brevity)", ("system",), ".0f"),
     Metric("peak_throughput_tps", "peak aggregate throughput", "tok/s", "max", "best concurrency level's "
            "completion tokens ÷ its wall span", ("system", "level"), ".1f"),
+    Metric("goodput_tps", "goodput", "tok/s", "max", "output tokens of the requests meeting every SLO ÷ the "
+           "level's steady-state window (best rate-sweep level for a system)", ("system", "level"), ".1f"),
+    Metric("goodput_rps", "goodput rate", "req/s", "max", "achieved request rate × share of requests meeting "
+           "every SLO", ("level",), ".2f"),
+    Metric("max_slo_rate_rps", "highest rate meeting the SLOs", "req/s", "max", "largest offered rate whose "
+           "level had at least slo.attainment of its requests meet every SLO", ("system",), ".2f"),
+    Metric("serving_tps", "serving throughput", "tok/s", "max", "goodput under the run's SLOs where a rate sweep "
+           "ran, else peak aggregate throughput (serving_basis says which)", ("system",), ".1f"),
     Metric("max_concurrency_ok", "most concurrent streams without a failure", "streams", "max",
            "largest concurrency level that ran with no failed request", ("system",), ".0f"),
     Metric("max_context_ok_k", "longest prompt without a failure", "K tokens", "max", "largest context length "

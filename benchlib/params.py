@@ -146,11 +146,76 @@ class TelemetryParams(_Section):
     gpu_indices: list[int] | None = Field(None, description="NVML indices; None = CUDA_VISIBLE_DEVICES or all")
 
 
+class LengthParams(_Section):
+    """A distribution of token lengths, drawn per request (seeded): fixed, uniform in [min, max], or normal
+    (mean, sd) clipped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "normal"] = Field("fixed", description="fixed | uniform | normal")
+    mean: int = Field(32, ge=1, le=1_048_576, description="Tokens (fixed value, normal mean)")
+    sd: float = Field(0.0, ge=0, description="Standard deviation (normal)")
+    min: int | None = Field(None, ge=1, le=1_048_576, description="Lower bound (uniform; normal clip); default 1")
+    max: int | None = Field(None, ge=1, le=1_048_576, description="Upper bound (uniform; normal clip); default "
+                                                                "2 × mean")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "LengthParams":
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} > max {self.max}")
+        return self
+
+
+class SloParams(_Section):
+    """Service-level objectives for goodput: a request meets them when every one that is set holds."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="Time to first token")
+    tpot_ms: float | None = Field(None, gt=0, description="Time per output token after the first")
+    itl_ms: float | None = Field(None, gt=0, description="Largest gap between two tokens of the request")
+    e2e_ms: float | None = Field(None, gt=0, description="End-to-end latency")
+    attainment: float = Field(0.9, gt=0, le=1, description="Share of a level's requests that must meet every SLO "
+                                                           "for the level to meet them")
+
+    def set(self) -> dict[str, float]:
+        """The SLOs that are set: name -> limit in ms."""
+        return {k: v for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("itl_ms", self.itl_ms),
+                                  ("e2e_ms", self.e2e_ms)) if v is not None}
+
+
+class RateParams(_Section):
+    """The open-loop rate sweep (load notebook): synchronous, throughput, then rates between, or given rates."""
+
+    enabled: bool = Field(True, description="Run the rate sweep in the load notebook")
+    arrival: Literal["constant", "poisson", "gamma"] = Field("poisson", description="Inter-arrival process")
+    burstiness: float = Field(1.0, gt=0, le=100, description="Gamma shape (arrival: gamma); 1 = Poisson, < 1 burstier")
+    rates: list[float] = Field(default_factory=list, description="Offered rates (req/s); empty = the sweep")
+    points: int = Field(2, ge=0, le=50, description="Rates between synchronous and throughput (the sweep)")
+    duration_s: float = Field(10.0, gt=0, le=86_400, description="Send period of an open-loop level")
+    min_requests: int = Field(6, ge=2, le=1_000_000, description="Requests per level at least")
+    max_concurrency: int = Field(16, ge=1, le=100_000, description="Cap on requests in flight; the throughput "
+                                                                 "level runs at this concurrency")
+    ramp_share: float = Field(0.2, ge=0, lt=1, description="Share of the send period left out as ramp-up")
+    seed: int = Field(0, description="Seeds the arrival schedule and the length draws")
+    prompt_tokens: LengthParams = Field(default_factory=lambda: LengthParams(mean=32),
+                                        description="Server-counted prompt lengths")
+    output_tokens: LengthParams = Field(default_factory=lambda: LengthParams(mean=16),
+                                        description="Completion budgets (max_tokens)")
+    shared_prefix: float = Field(0.0, ge=0, le=0.95, description="Share of each prompt that is a prefix common "
+                                                                  "to every request (prefix caching)")
+
+    @field_validator("rates")
+    @classmethod
+    def _positive_rates(cls, values: list[float]) -> list[float]:
+        if any(not v > 0 for v in values):
+            raise ValueError("every rate must be > 0 requests/s")
+        return sorted(set(values))
+
+
 class SweepParams(_Section):
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], description="Concurrent streams per level")
     requests_per_level: int = Field(4, ge=1, le=1_000_000, description="Requests sent at each concurrency level (>= level)")
     context_lengths: list[int] = Field(default_factory=lambda: [128, 256, 512, 1024], description="Prompt tokens")
     max_tokens: int = Field(32, ge=1, le=1_048_576, description="Completion budget in sweeps")
+    rate: RateParams = Field(default_factory=RateParams, description="Open-loop rate sweep")
+    slo: SloParams = Field(default_factory=SloParams, description="Goodput SLOs of the rate sweep")
 
     @field_validator("concurrency", "context_lengths")
     @classmethod

@@ -100,6 +100,11 @@ class RequestRecord:
     # client health
     client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)
     client_cpu_s: float | None = None
+    # open-loop scheduling (load rate sweep; empty elsewhere)
+    scheduled_ns: int = 0  # the send instant the arrival schedule meant (perf_counter_ns)
+    queue_wait_s: float | None = None  # scheduled instant → a max-concurrency slot was free
+    schedule_lag_s: float | None = None  # max(scheduled instant, slot free) → the request went on the wire
+    target_prompt_tokens: int | None = None  # server-counted prompt length the workload drew
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)

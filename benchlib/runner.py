@@ -194,19 +194,32 @@ class Session:
                            seed=run.seed, thinking=run.thinking, tools=task.tools, tool_choice=task.tool_choice)
 
     # ---- execution -----------------------------------------------------------------------------------
-    def execute(self, planned: list[Planned], concurrency: int = 1, progress: Any = None) -> list[RequestRecord]:
-        """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes."""
-        return aio.run(self._execute(planned, concurrency, progress))
+    def execute(self, planned: list[Planned], concurrency: int = 1, progress: Any = None,
+                offsets: list[float] | None = None) -> list[RequestRecord]:
+        """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes.
 
-    async def _execute(self, planned: list[Planned], concurrency: int, progress: Any) -> list[RequestRecord]:
+        Closed loop (offsets None): a request leaves as soon as a slot is free. Open loop: request i is due
+        `offsets[i]` seconds after the first; a dispatcher sleeps until each instant and starts it there (then
+        it waits for a slot if `concurrency` are in flight). Each record keeps the instant it was due
+        (scheduled_ns), the wait for a slot (queue_wait_s) and the rest of its way to the wire (schedule_lag_s =
+        wire start − due − slot wait): how well one client process held the schedule."""
+        return aio.run(self._execute(planned, concurrency, progress, offsets))
+
+    async def _execute(self, planned: list[Planned], concurrency: int, progress: Any,
+                       offsets: list[float] | None = None) -> list[RequestRecord]:
         gate = asyncio.Semaphore(max(concurrency, 1))
         done: list[RequestRecord] = []
 
-        async def one(item: Planned) -> None:
+        async def one(item: Planned, due_ns: int = 0) -> None:
+            record, enter_ns = item.record, time.perf_counter_ns()
             async with gate:
-                record = item.record
+                queued_ns = time.perf_counter_ns() - enter_ns  # ~0 unless `concurrency` were in flight
+                if due_ns:
+                    record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
                 if item.request is not None:
                     await self.backend.execute(item.request, record)
+                    if due_ns and record.start_ns:  # late waking, task start, request building, connecting
+                        record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
                 self.after_request(item, concurrency)
                 # The fsync'd append runs off the loop: a loop blocked on the disk (here 1–70 ms under load) delays
                 # every other stream's reads, and their chunks then coalesce under one late stamp.
@@ -215,7 +228,19 @@ class Session:
                 if progress is not None:
                     progress.update(1)
 
-        await asyncio.gather(*(one(item) for item in planned))
+        if offsets is None:
+            await asyncio.gather(*(one(item) for item in planned))
+            return done
+        if len(offsets) != len(planned):
+            raise ValueError(f"{len(planned)} requests but {len(offsets)} send offsets")
+        start_ns, started = time.perf_counter_ns(), []
+        for item, offset in zip(planned, offsets):
+            due_ns = start_ns + int(offset * 1e9)
+            wait = (due_ns - time.perf_counter_ns()) / 1e9
+            if wait > 0:
+                await asyncio.sleep(wait)
+            started.append(asyncio.create_task(one(item, due_ns)))
+        await asyncio.gather(*started)
         return done
 
     def after_request(self, item: Planned, concurrency: int) -> None:

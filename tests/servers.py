@@ -6,6 +6,8 @@ token leaves `ttft` seconds after the request is read, then one every `itl` seco
 each chunk was written are logged on time.perf_counter_ns() — the same system-wide CLOCK_MONOTONIC the
 client stamps with — and served at GET /log, so a test can compare client stamps with server sends.
 
+A request's max_tokens (Ollama: options.num_predict) caps what is streamed, reasoning included, as a real server
+stops at its budget (finish_reason "length").
 Behaviour per request comes from the body's "fake" object (sent via params `server.extra_body`):
   {"ttft": 0.15, "itl": 0.02, "tokens": 64, "reasoning_tokens": 0, "prompt_tokens": 10,
    "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "no_finish" | "stall" | "stall_mid",
@@ -256,6 +258,11 @@ class FakeServer:
         words = self._scripted_words(body, spec)
         if words is not None:
             spec["tokens"] = len(words)
+        budget = body.get("max_tokens") or (body.get("options") or {}).get("num_predict")
+        if isinstance(budget, int) and budget > 0 and spec["tokens"] + spec["reasoning_tokens"] > budget:
+            spec["tokens"] = max(0, budget - spec["reasoning_tokens"])  # a real server stops at the budget
+            if words is not None:
+                words = words[:spec["tokens"]]
         if fault == "stall":  # accept, then never answer: a read timeout
             await asyncio.sleep(3600)
             return False

@@ -14,6 +14,7 @@ from helpers import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
 
 from benchlib import paper
 from benchlib.load import levels as load_levels
+from benchlib.load import serving as load_serving
 from benchlib.paths import PAPER_DIR, PROJECT_ROOT
 
 PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}
@@ -220,12 +221,24 @@ def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
         "host": SYN_HOST, "model": SYN_MODEL, "target_tokens": n, "prompt_tokens": n + 3, "exact": False,
         "n_ok": 1, "n_failed": 0, "ttft_s_p50": n / 2000, "prefill_tps": 2000.0} for n in (128, 512)])
     lengths.to_csv(load / sweeps.CONTEXT_CSV, index=False)
+    rates = pd.DataFrame([{c: None for c in load_serving.RATE_COLUMNS} | {
+        "host": SYN_HOST, "model": SYN_MODEL, "level": level, "mode": mode, "rate_rps": rate, "n_ok": 10,
+        "n_window": 8, "throughput_tps": tps, "goodput_tps": good, "goodput_rps": good / 10, "meets_slo": meets,
+        "slos": "ttft ≤ 500 ms (90 % of requests)"}
+        for level, mode, rate, tps, good, meets in (("sync", "synchronous", 1.0, 30.0, 30.0, True),
+                                                    ("throughput", "throughput", 4.0, 70.0, 10.0, False),
+                                                    ("r2", "poisson", 2.0, 55.0, 52.0, True))])
+    rates.to_csv(load / load_serving.RATE_CSV, index=False)
     built = paper.assemble(outputs_dir=root, out_dir=tmp_path / "out", regimes=["workstation", "serving"],
                            figure_formats=["png"])
     # the sweeps feed the frontier: what fit (no failure) and the peak aggregate rate
     systems = pd.read_csv(tmp_path / "out" / "tables" / "frontier_systems.csv").set_index("system")
     mine = systems.loc[SYN_SYSTEM]
     assert (mine["max_concurrency_ok"], mine["max_context_ok_k"], mine["peak_throughput_tps"]) == (4, 0.512, 72.0)
+    # the serving regime ranks by goodput where a rate sweep ran: the best level's tok/s meeting the SLOs
+    assert (mine["serving_tps"], mine["goodput_tps"], mine["max_slo_rate_rps"]) == (52.0, 52.0, 2.0)
+    assert mine["serving_basis"] == "goodput under SLOs: ttft ≤ 500 ms (90 % of requests)"
+    assert pd.read_csv(tmp_path / "out" / "tables" / "load_rate.csv")["level"].tolist() == ["sync", "throughput", "r2"]
     serving = pd.read_csv(tmp_path / "out" / "tables" / "frontier.csv")
     serving = serving[serving["regime_key"] == "serving"].set_index("system")
     assert bool(serving.loc[SYN_SYSTEM, "on_frontier"])

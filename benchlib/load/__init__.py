@@ -23,24 +23,44 @@ level ÷ requests) and its share of one core; a level is `client_bound` when loo
 used > 50 % of one core: then the client, not the server, may have set the pace and the figures of that level
 carry client delay.
 
+Rate sweep — open-loop serving (params sweep.rate, sweep.slo): a synchronous level, a throughput level at
+sweep.rate.max_concurrency, then `points` open-loop rates between them (constant, Poisson or gamma arrivals,
+seeded), or the given sweep.rate.rates. Each request has a drawn server-counted prompt length and output
+budget, optionally a shared prefix. Per level: offered, sent and achieved rates and output tok/s in a
+steady-state window (ramp-up and drain left out), TTFT/TPOT/ITL/e2e p50 and p99, goodput under the SLOs, the
+scheduler's lag; the highest rate that meets the SLOs. Rules: benchlib.load.serving.
+
 Outputs (outputs/<host>/<model>/load/): requests.csv (one row per request, suite "load"), sweep_concurrency.csv
 and sweep_context.csv (per level, written atomically), summary.csv (per task, with max_concurrency_ok /
 max_context_ok: the largest level / length that ran with no failures), figures load_concurrency.png and
-load_context.png.
+load_context.png; sweep_rate.csv, rate_plan.json and load_rate.png.
 
 Modules (each imports only those listed before it):
     health        client self-check: loop lag, client CPU, client_bound
     prompts       exact server-counted prompt lengths: tokenizer endpoints, filler text, fitting
     levels        per-level figures from request rows: throughput, percentiles, knee, frontier figures
-    concurrency   the concurrency sweep;  context: the prompt-length sweep
+    workload      arrival schedules and length draws (seeded)
+    serving       rate levels: steady-state window, goodput under SLOs, schedule rule, sweep rates
+    concurrency   the concurrency sweep;  context: the prompt-length sweep;  rate: the rate sweep
     display       the load notebook's figures and tables
-    suite         run_load: both sweeps on one server start, then the suite summary
+    suite         run_load: the three sweeps on one server start, then the suite summary
 """
 
 from benchlib.load.concurrency import run_concurrency_sweep
 from benchlib.load.context import run_context_sweep
-from benchlib.load.display import concurrency_table, context_table, health_table, plot_concurrency, plot_context
+from benchlib.load.display import (
+    concurrency_table,
+    context_table,
+    health_table,
+    plot_concurrency,
+    plot_context,
+    plot_rate,
+    rate_table,
+    slo_line,
+)
+from benchlib.load.rate import run_rate_sweep
 from benchlib.load.suite import LoadResult, run_load
 
 __all__ = ["LoadResult", "concurrency_table", "context_table", "health_table", "plot_concurrency", "plot_context",
-           "run_concurrency_sweep", "run_context_sweep", "run_load"]
+           "plot_rate", "rate_table", "run_concurrency_sweep", "run_context_sweep", "run_load", "run_rate_sweep",
+           "slo_line"]

@@ -47,7 +47,7 @@ def _context_text(session: Any, key: str, n_words: int, seed: int) -> str:
     return session.unique_prompt(body, key)
 
 
-def _calibrate(session: Any, done: set[str]) -> tuple[float | None, int, str]:
+def calibrate(session: Any, done: set[str]) -> tuple[float | None, int, str]:
     """One warm-up request (1 completion token) with a known text: (server prompt_tokens, chars, text).
     On resume the recorded row answers instead."""
     record = session.base_record(CONTEXT_TASK, "calibrate", 0, warmup=True)
@@ -86,7 +86,7 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
         with progress_bar(len(pending_targets) * repeats, desc, progress) as bar:
             template, cpt, points = None, None, []
             if pending_targets:  # calibration and tokenizer probing stay outside every measured window
-                calib_tokens, calib_chars, calib_text = _calibrate(session, done)
+                calib_tokens, calib_chars, calib_text = calibrate(session, done)
                 if tokenizer is not None and calib_tokens is not None:
                     template = calib_tokens - tokenizer.count(calib_text)
                 elif calib_tokens is not None:

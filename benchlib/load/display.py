@@ -1,11 +1,13 @@
-"""What the load notebook shows: throughput/latency and prompt-length figures, level tables and the
-client-health table.
+"""What the load notebook shows: throughput/latency, prompt-length and rate-sweep figures, level tables and
+the client-health table.
 
-Imports: benchlib.load.levels, .health."""
+Imports: benchlib.load.levels, .health, .serving."""
 
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import seaborn as sns
 
 from benchlib.load.health import HEALTH_COLUMNS
 from benchlib.load.levels import flag_column, numeric_column
+from benchlib.load.serving import max_slo_rate
 
 
 def plot_concurrency(levels: pd.DataFrame, out_dir: Path | None = None, title: str = "") -> Any:
@@ -81,17 +84,20 @@ def plot_context(levels: pd.DataFrame, out_dir: Path | None = None, title: str =
     return fig
 
 
-def health_table(concurrency: pd.DataFrame, context: pd.DataFrame) -> pd.DataFrame:
-    """Client self-check of every level, both sweeps."""
+def health_table(concurrency: pd.DataFrame, context: pd.DataFrame, rate: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Client self-check of every level of every sweep (the rate sweep's with its schedule lag)."""
     parts = []
     if len(concurrency):
-        parts.append(concurrency.assign(sweep="concurrency", level=concurrency["concurrency"].astype(int)))
+        parts.append(concurrency.assign(sweep="concurrency", level=concurrency["concurrency"].astype(int).astype(str)))
     if len(context):
-        parts.append(context.assign(sweep="context", level=context["target_tokens"].astype(int)))
+        parts.append(context.assign(sweep="context", level=context["target_tokens"].astype(int).astype(str)))
+    if rate is not None and len(rate):
+        parts.append(rate.assign(sweep="rate", level=rate["level"].astype(str)))
     if not parts:
         return pd.DataFrame(columns=["sweep", "level"] + HEALTH_COLUMNS)
     frame = pd.concat(parts, ignore_index=True)
-    return frame[["sweep", "level"] + [c for c in HEALTH_COLUMNS if c in frame]].round(3)
+    lag = [c for c in ("schedule_lag_p50_ms", "schedule_lag_p99_ms", "schedule_lag_max_ms") if c in frame]
+    return frame[["sweep", "level"] + [c for c in HEALTH_COLUMNS if c in frame] + lag].round(3)
 
 
 def fmt(value: Any, spec: str = ".0f") -> str:
@@ -111,3 +117,134 @@ def context_table(levels: pd.DataFrame) -> pd.DataFrame:
     columns = ["target_tokens", "prompt_tokens", "token_error", "exact", "method", "n_ok", "n_failed", "ttft_s_p50",
                "prefill_tps", "server_prefill_tps", "client_bound", "note"]
     return levels[[c for c in columns if c in levels]].round(3)
+
+
+# ---- rate sweep ---------------------------------------------------------------------------------------------
+RATE_TABLE_COLUMNS = ["level", "mode", "offered_rps", "n_requests", "n_window", "window_s", "sent_rps", "achieved_rps",
+                      "throughput_tps", "ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "itl_s_p99", "e2e_s_p50",
+                      "slo_met_share", "goodput_rps", "meets_slo", "schedule_lag_p99_ms", "schedule_lag_max_ms",
+                      "prompt_tokens_mean", "prompt_exact_share", "cached_tokens_mean", "tokens_per_joule",
+                      "client_bound", "resumed"]
+
+
+def rate_table(levels: pd.DataFrame) -> pd.DataFrame:
+    """The rate sweep's levels: offered vs achieved, latency, goodput, scheduling accuracy."""
+    return levels[[c for c in RATE_TABLE_COLUMNS if c in levels]].round(3)
+
+
+def slo_line(levels: pd.DataFrame) -> str:
+    """One line naming the highest rate that meets the SLOs (or that none does) and the best goodput."""
+    if levels is None or levels.empty:
+        return "rate sweep: not run (sweep.rate.enabled is false, or no level finished)"
+    rate, level = max_slo_rate(levels)
+    slos = str(levels["slos"].iloc[0]) if "slos" in levels else ""
+    best = numeric_column(levels, "goodput_rps")
+    good = f"; best goodput {best.max():.2f} req/s" if best.notna().any() else ""
+    if rate != rate:
+        return f"no level met the SLOs ({slos}){good}"
+    return f"highest rate meeting the SLOs ({slos}): {rate:.2f} req/s (level {level}){good}"
+
+
+CLOSED_LOOP = ("synchronous", "throughput")
+
+
+def rate_series(ax: Any, data: pd.DataFrame, column: str, color: str, label: str, scale: float = 1.0,
+                style: str = "-") -> None:
+    """One figure of the rate sweep against rate: open-loop levels joined by a line, the closed-loop levels
+    (synchronous, throughput) as hollow squares beside it (they have no offered rate, only an achieved one)."""
+    values = numeric_column(data, column) * scale
+    closed = data["mode"].isin(CLOSED_LOOP) if "mode" in data else pd.Series(False, index=data.index)
+    open_ = data[~closed & values.notna()]
+    if len(open_):
+        sns.lineplot(x=open_["rate_rps"], y=values[open_.index], ax=ax, color=color, marker="o", linestyle=style,
+                     label=label, sort=True)
+    shut = data[closed & values.notna()]
+    if len(shut):
+        ax.scatter(shut["rate_rps"], values[shut.index], marker="s", s=60, facecolors="none", edgecolors=color,
+                   linewidths=1.5, label=None if len(open_) else label, zorder=4)
+
+
+def plot_rate(levels: pd.DataFrame, out_dir: Path | None = None, title: str = "") -> Any:
+    """Offered rate against achieved rate and goodput, output throughput, latency percentiles and tokens per
+    joule; open-loop levels as lines, closed-loop ones (sync, throughput) as hollow squares; the highest
+    SLO-meeting rate dashed, SLO limits dotted on the latency panel."""
+    data = levels[numeric_column(levels, "n_ok").fillna(0) > 0].copy()
+    data = data[numeric_column(data, "rate_rps").notna()].sort_values("rate_rps")
+    if data.empty:
+        return None
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    best, _ = max_slo_rate(data)
+    top = float(max(numeric_column(data, "rate_rps").max(), numeric_column(data, "achieved_rps").max())) * 1.15
+    ax = axes[0, 0]
+    ax.plot([0, top], [0, top], color="#999999", linestyle=":", linewidth=1, label="achieved = offered")
+    rate_series(ax, data, "achieved_rps", "#4C72B0", "achieved (completed)")
+    rate_series(ax, data, "goodput_rps", "#55A868", "goodput (met the SLOs)", style="--")
+    for _, row in data.iterrows():
+        ax.annotate(str(row["level"]), (row["rate_rps"], row["achieved_rps"]), textcoords="offset points",
+                    xytext=(6, 4), fontsize=8)
+    ax.set(title="Offered vs achieved request rate", xlabel="offered rate (req/s; □ closed loop: achieved)",
+           ylabel="requests / s", xlim=(0, top), ylim=(0, top))
+    ax = axes[0, 1]
+    rate_series(ax, data, "throughput_tps", "#4C72B0", "output throughput")
+    rate_series(ax, data, "goodput_tps", "#55A868", "goodput", style="--")
+    ax.set(title="Output tokens / s in the steady-state window", xlabel="offered rate (req/s)",
+           ylabel="tokens / s", xlim=(0, top), ylim=(0, None))
+    ax.legend(loc="lower right", fontsize=8)
+    plot_rate_latency(axes[1, 0], data, top)
+    energy = plot_rate_energy(axes[1, 1], data, top)
+    if best == best:
+        for ax in list(axes.flat)[:3] + ([axes[1, 1]] if energy else []):
+            ax.axvline(best, color="#C44E52", linestyle="--", linewidth=1,
+                       label=f"highest rate meeting the SLOs: {best:.2f} req/s" if ax is axes[0, 0] else None)
+    axes[0, 0].legend(loc="upper left", fontsize=8)
+    n = ", ".join(f"{r['level']} n={int(r['n_window'])}" for _, r in data.iterrows())
+    fig.suptitle((title or "Rate sweep") + f"\nrequests in each level's steady-state window: {n}",
+                 fontweight="bold", fontsize=11)
+    fig.tight_layout()
+    if out_dir is not None:
+        fig.savefig(Path(out_dir) / "load_rate.png", dpi=120)
+    return fig
+
+
+LATENCY_SERIES = {"ttft_s": ("TTFT", "#DD8452", "ttft_ms"), "tpot_s": ("TPOT", "#4C72B0", "tpot_ms"),
+                  "itl_s": ("ITL", "#8172B3", "itl_ms")}
+
+
+def plot_rate_latency(ax: Any, data: pd.DataFrame, top: float) -> None:
+    """TTFT, TPOT and ITL p50 (solid) and p99 (dashed; from 100 samples) against rate, SLOs dotted."""
+    slo_limits = slo_limits_of(data)
+    for metric, (name, color, slo) in LATENCY_SERIES.items():
+        for q, style in (("p50", "-"), ("p99", "--")):
+            if numeric_column(data, f"{metric}_{q}").notna().any():
+                rate_series(ax, data, f"{metric}_{q}", color, f"{name} {q}", scale=1000, style=style)
+        if slo in slo_limits:
+            ax.axhline(slo_limits[slo], color=color, linestyle=":", linewidth=1.2)
+            ax.annotate(f"{name} SLO {slo_limits[slo]:g} ms", (top, slo_limits[slo]), xytext=(-4, 3),
+                        textcoords="offset points", fontsize=8, color=color, ha="right")
+    ax.set_yscale("log")
+    ax.set(title="Latency percentiles (dotted: SLOs)", xlabel="offered rate (req/s)", ylabel="ms (log scale)",
+           xlim=(0, top))
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+
+
+def slo_limits_of(data: pd.DataFrame) -> dict[str, float]:
+    """The SLO limits (ms) written in the levels' `slos` text."""
+    text = str(data["slos"].iloc[0]) if "slos" in data and len(data) else ""
+    found = re.findall(r"(ttft|tpot|itl|e2e) ≤ ([0-9.]+) ms", text)
+    return {f"{name}_ms": float(value) for name, value in found}
+
+
+def plot_rate_energy(ax: Any, data: pd.DataFrame, top: float) -> bool:
+    """Tokens per joule against offered rate, or why there is none; True when drawn."""
+    if numeric_column(data, "tokens_per_joule").notna().any():
+        rate_series(ax, data, "tokens_per_joule", "#937860", "tokens per joule")
+        ax.set(title="Energy efficiency per level", xlabel="offered rate (req/s)", ylabel="tokens / joule",
+               xlim=(0, top), ylim=(0, None))
+        return True
+    reason = str(data["energy_reason"].dropna().iloc[0]) if "energy_reason" in data and \
+        data["energy_reason"].notna().any() else "not measured"
+    ax.text(0.5, 0.5, "tokens per joule: no energy reading\n" + "\n".join(textwrap.wrap(reason, 50)),
+            ha="center", va="center", transform=ax.transAxes, fontsize=9, color="#555555")
+    ax.set(title="Energy efficiency per level", xticks=[], yticks=[])
+    return False

@@ -212,9 +212,9 @@ LEVEL_ENERGY_COLUMNS = ["level_window_s", "energy_j", "avg_power_w", "net_energy
                         "net_loaded_energy_j", "tokens_per_joule", "tps_per_w", "energy_reason"]
 
 
-def level_window(task: str, level: int) -> str:
-    """The telemetry window of one sweep level: 'concurrency:4', 'context:512'."""
-    return f"{task}:{int(level)}"
+def level_window(task: str, level: Any) -> str:
+    """The telemetry window of one sweep level: 'concurrency:4', 'context:512', 'rate:r2.5'."""
+    return f"{task}:{level if isinstance(level, str) else int(level)}"
 
 
 def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: str) -> pd.DataFrame:

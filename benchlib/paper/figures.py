@@ -227,24 +227,24 @@ def fig_runs_vs_published(tables: Mapping[str, Table], runs: Runs) -> plt.Figure
 
 LOAD_METRIC_NAMES = {"throughput_tps": "aggregate, all streams", "decode_tps_mean": "per stream (mean)",
                      "ttft_s_p50": "TTFT p50", "e2e_s_p50": "end-to-end p50", "prefill_tps": "prefill rate",
-                     "tokens_per_joule": "tokens per joule (level window)"}
+                     "tokens_per_joule": "tokens per joule (level window)", "goodput_tps": "goodput (met the SLOs)"}
 
 
 LOAD_PANELS = [("concurrency", ("concurrency",), ("throughput_tps", "decode_tps_mean"), "output tok/s"),
                ("concurrency", ("concurrency",), ("ttft_s_p50", "e2e_s_p50"), "p50 latency (s)"),
                ("context", ("prompt_tokens", "target_tokens"), ("ttft_s_p50",), "p50 TTFT (s)"),
                ("context", ("prompt_tokens", "target_tokens"), ("prefill_tps",), "prefill tok/s"),
-               ("concurrency", ("concurrency",), ("tokens_per_joule",), "tokens per joule")]
+               ("concurrency", ("concurrency",), ("tokens_per_joule",), "tokens per joule"),
+               ("rate", ("rate_rps",), ("throughput_tps", "goodput_tps"), "output tok/s in the steady state")]
 
 
 def fig_load(runs: Runs) -> plt.Figure | None:
     """Load sweeps when the load suite wrote them: throughput and latency per concurrency level (knee marked),
-    TTFT and prefill rate per prompt length."""
+    TTFT and prefill rate per prompt length, output tok/s and goodput per offered rate."""
     if not runs.load:
         return None
     theme()
     fig, axes = plt.subplots(3, 2, figsize=(14, 12.5), squeeze=False)
-    axes.flat[-1].set_axis_off()
     for ax, (kind, xs, ys, ylabel) in zip(axes.flat, LOAD_PANELS):
         frame = runs.load.get(kind)
         xcol = next((c for c in xs if frame is not None and c in frame and frame[c].notna().any()), None)

@@ -101,7 +101,8 @@ FIGURE_CAPTIONS = {
     "roofline": "Measured decode tok/s against the bandwidth ceiling (bandwidth ÷ GB read per token); 002 and 004 "
                 "reference runs and ours. A run whose bandwidth is unknown is a horizontal line, not a point.",
     "runs_vs_published": "Headline numbers of our runs beside the paper's systems.",
-    "load_sweeps": "Concurrency and context sweeps of the load suite.",
+    "load_sweeps": "Concurrency, context and rate sweeps of the load suite (rate: open-loop levels' output tok/s and "
+                   "goodput under the run's SLOs against the offered rate).",
     "ladder": "The bandwidth law on this host's quantization ladder (make ladder) beside 004's published E4B ladder: "
               "each rung's decode tok/s against the GB it reads per token, the fitted law and the bandwidth ceiling; "
               "right, accuracy against file size where it is that precision's own.",
@@ -120,7 +121,7 @@ REPORT_SECTIONS = [
     ("8. Bandwidth roofline (002, 004)", ["roofline"], ["roofline"]),
     ("9. Swap decisions (001)", ["decisions"], []),
     ("10. Our runs beside the published ones", [], ["runs_vs_published"]),
-    ("11. Load sweeps", ["load_concurrency", "load_context"], ["load_sweeps"]),
+    ("11. Load sweeps", ["load_concurrency", "load_context", "load_rate"], ["load_sweeps"]),
     ("12. Quantization ladder: the bandwidth law on this host (002, 004)", ["ladder", "ladder_law"], ["ladder"]),
 ]
 

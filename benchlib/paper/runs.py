@@ -132,7 +132,7 @@ def load_runs(outputs_dir: str | Path | None = None) -> Runs:
     """Load every run under outputs_dir (default outputs_root()); an empty or missing root gives empty frames."""
     root = Path(outputs_dir) if outputs_dir else outputs_root()
     dirs, skipped = suite_dirs(root)
-    summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": []}
+    summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": [], "rate": []}
     per_system: dict[tuple[str, str], dict[str, Any]] = {}
     for path in dirs:
         manifest = _read_json(path / "manifest.json")
@@ -141,7 +141,7 @@ def load_runs(outputs_dir: str | Path | None = None) -> Runs:
         host = str(host_p.get("name") or path.parent.parent.name)
         model = str(server_p.get("model") or path.parent.name)
         if path.name == "load":  # sweeps only: concurrency > 1 and long prompts are not per-task speed rows
-            for kind in ("concurrency", "context"):
+            for kind in ("concurrency", "context", "rate"):
                 frame = _read_csv(path / f"sweep_{kind}.csv")
                 if len(frame):
                     load[kind].append(frame.assign(host=host, model=model))

@@ -6,12 +6,13 @@ Imports: analysis layer; benchlib.paper.settings and .runs."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 
 from benchlib import analysis, frontier, metrics, reference, roofline
 from benchlib.load import levels as load_levels
+from benchlib.load.serving import serving_figures
 from benchlib.paper.format import isnan
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
@@ -54,13 +55,15 @@ SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization
                   "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
-                  "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "energy_note"]
+                  "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "goodput_tps",
+                  "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note"]
 # each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage
 QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
                    if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
 SYSTEM_COLUMNS += QUALITY_COLUMNS
 TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "memory_kind", "energy_note",
+                       "serving_basis",
                        *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
 
 
@@ -79,18 +82,26 @@ def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
     return systems.reindex(columns=SYSTEM_COLUMNS)
 
 
-def _sweep_figures(runs: Runs, host: str, model: str) -> dict[str, float]:
-    """What the load notebook measured for one host × model: the frontier's serving figures (NaN if not run)."""
+def _sweep_figures(runs: Runs, host: str, model: str) -> dict[str, Any]:
+    """What the load notebook measured for one host × model: the frontier's serving figures (NaN if not run).
+    serving_tps is the best goodput under the run's SLOs where a rate sweep ran, else the peak aggregate
+    throughput of the concurrency sweep; serving_basis says which."""
     mine = {}
-    for kind in ("concurrency", "context"):
+    for kind in ("concurrency", "context", "rate"):
         frame = runs.load.get(kind, pd.DataFrame())
         mine[kind] = frame[(frame["host"] == host) & (frame["model"] == model)] if len(frame) else frame
-    if mine["concurrency"].empty and mine["context"].empty:
-        return {"peak_throughput_tps": math.nan, "max_concurrency_ok": math.nan, "max_context_ok_k": math.nan,
-                "knee_concurrency": math.nan}
-    figures = load_levels.frontier_figures(mine["concurrency"], mine["context"])
+    figures = {**load_levels.frontier_figures(mine["concurrency"], mine["context"]), **serving_figures(mine["rate"])}
+    if all(mine[kind].empty for kind in mine):
+        figures = {k: math.nan for k in figures}
+    goodput = figures["goodput_tps"]
+    slos = str(mine["rate"]["slos"].iloc[0]) if len(mine["rate"]) and "slos" in mine["rate"] else ""
     return {"peak_throughput_tps": figures["peak_throughput_tps"], "max_concurrency_ok": figures["max_concurrency_ok"],
-            "max_context_ok_k": figures["max_context_ok"] / 1000, "knee_concurrency": figures["knee_concurrency"]}
+            "max_context_ok_k": figures["max_context_ok"] / 1000, "knee_concurrency": figures["knee_concurrency"],
+            "goodput_tps": goodput, "max_slo_rate_rps": figures["max_slo_rate_rps"],
+            "serving_tps": goodput if goodput == goodput else figures["peak_throughput_tps"],
+            "serving_basis": f"goodput under SLOs: {slos}" if goodput == goodput else
+            ("peak throughput (no rate sweep)" if figures["peak_throughput_tps"] == figures["peak_throughput_tps"]
+             else "")}
 
 
 def run_systems(runs: Runs) -> pd.DataFrame:

@@ -352,11 +352,26 @@ LOAD_DISPLAY = {
                     "energy_reason"],
     "context": ["system", "target_tokens", "prompt_tokens", "exact", "n_ok", "n_failed", "ttft_s_p50", "prefill_tps",
                 "energy_j", "tokens_per_joule", "client_bound", "energy_reason", "note"],
+    "rate": ["system", "level", "mode", "offered_rps", "n_window", "achieved_rps", "throughput_tps", "ttft_s_p50",
+             "ttft_s_p99", "tpot_s_p50", "itl_s_p99", "slo_met_share", "goodput_rps", "goodput_tps", "meets_slo",
+             "schedule_lag_p99_ms", "tokens_per_joule", "client_bound", "slos"],
+}
+
+
+LOAD_CAPTIONS = {
+    "concurrency": "Aggregate output tok/s and latency per concurrency level; the knee is the first level after which "
+                   "throughput grows < 10 % while p50 latency grows ≥ 1.5×; client_bound marks levels the client "
+                   "itself may have paced.",
+    "context": "TTFT and prefill rate per prompt length (server-counted prompt tokens beside the target).",
+    "rate": "Open-loop rate sweep: per level the offered rate, what the server achieved and its latency in the "
+            "steady-state window (ramp-up and drain left out; n_window requests), goodput = achieved rate × share "
+            "meeting every SLO (slos). The highest offered rate whose level meets the SLOs is the system's "
+            "max_slo_rate_rps on the frontier.",
 }
 
 
 def load_tables(runs: Runs) -> dict[str, Table]:
-    """The load suite's sweeps (benchlib.sweeps: sweep_concurrency.csv, sweep_context.csv), when present."""
+    """The load suite's sweeps (sweep_concurrency.csv, sweep_context.csv, sweep_rate.csv), when present."""
     out = {}
     for kind, frame in runs.load.items():
         name = f"load_{kind}"
@@ -366,11 +381,7 @@ def load_tables(runs: Runs) -> dict[str, Table]:
         for column in display.columns:
             if pd.api.types.is_float_dtype(display[column]):
                 display[column] = [smart(v) for v in display[column]]
-        caption = ("Aggregate output tok/s and latency per concurrency level; the knee is the first level after "
-                   "which throughput grows < 10 % while p50 latency grows ≥ 1.5×; client_bound marks levels the "
-                   "client itself may have paced." if kind == "concurrency" else
-                   "TTFT and prefill rate per prompt length (server-counted prompt tokens beside the target).")
-        out[name] = Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=caption)
+        out[name] = Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=LOAD_CAPTIONS[kind])
     return out
 
 

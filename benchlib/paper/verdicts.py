@@ -105,11 +105,13 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
 def frontier_systems_table(systems: pd.DataFrame) -> Table:
     columns = ["system", "source", "avg_decode_tps", "modality_count", "video_support", "tps_per_w", "peak_temp_c",
                "context_window_k", "asr_decode_tps", "short_qa_decode_tps", "avg_power_w", "avg_e2e_s",
-               "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency"]
+               "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "goodput_tps",
+               "max_slo_rate_rps", "serving_tps", "serving_basis"]
     data = systems.reindex(columns=columns)
     display = data.copy()
     display["source"] = display["source"].map(source_label)
-    for column in columns[2:]:
+    display["serving_basis"] = [v if isinstance(v, str) else "" for v in data["serving_basis"]]
+    for column in columns[2:-1]:
         display[column] = [fmt(number(v), AXIS_FORMATS.get(column, ".3g"), "n/a") for v in data[column]]
     return Table("frontier_systems", "Frontier inputs per system", data, display,
                  caption="The axis values the regimes judge (n/a = not supported or not measured: worst on that axis).")
