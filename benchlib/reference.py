@@ -18,7 +18,8 @@ from benchlib import frontier, metrics
 from benchlib.paths import PROJECT_ROOT, REFERENCE_DIR
 
 REFERENCE_COLUMNS = ["source", "section", "host", "hardware", "model", "quantization", "server", "task",
-                     "modality", "metric", "value", "value_low", "value_high", "unit", "value_text", "note"]
+                     "modality", "metric", "value", "value_low", "value_high", "unit", "value_text", "note",
+                     "seed_table", "seed_row", "seed_col"]
 NUMERIC_COLUMNS = ("value", "value_low", "value_high")
 # seed prefix -> file under paper/reference/
 REFERENCE_FILES = {

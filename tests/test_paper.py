@@ -247,6 +247,12 @@ def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
     assert conc["throughput_tps"].tolist() == [40.0, 70.0, 72.0] and set(conc["system"]) == {SYN_SYSTEM}
     assert (tmp_path / "out" / "tables" / "load_context.md").read_text().count(SYN_SYSTEM) == 2
     assert (tmp_path / "out" / "figures" / "load_sweeps.png").stat().st_size > 0
+    drawn = [ax for ax in built.figures["load_sweeps"].axes if ax.axison and ax.lines]
+    assert len(drawn) == 5  # concurrency ×2, context ×2, rate (no energy without NVML)
+    assert all(ax.get_ylim()[0] == 0 for ax in drawn)  # the prefill axis among them starts at zero
+    colours = {tuple(line.get_color()) if not isinstance(line.get_color(), str) else line.get_color()
+               for line in drawn[0].lines if len(line.get_xdata()) > 1}
+    assert len(colours) == 2  # aggregate and per-stream lines are told apart by colour
     assert "load_concurrency" in (tmp_path / "out" / "report.md").read_text()
     # sweep levels never enter the per-task throughput table
     assert "concurrency" not in built.tables["throughput"].data["task_id"].tolist()

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 import pytest
 
-from benchlib import reference
+from benchlib import reference, transcription
 from benchlib.paths import PROJECT_ROOT, REFERENCE_DIR
 
 SEEDS_PRESENT = reference.SEEDS_DIR.is_dir() and any(reference.SEEDS_DIR.glob("00*_*.txt"))
-RANGE = re.compile(r"^[~≈]?\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)")
-NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 
 # (seed snippet as printed, seed prefix, section prefix, filters, expected value)
 SPOT_CHECKS = [
@@ -70,22 +67,7 @@ def test_files_have_the_documented_columns():
 
 
 def test_value_matches_the_printed_text(ref):
-    for _, row in ref.iterrows():
-        where = (row["section"], row["model"], row["metric"], row["value_text"])
-        text = row["value_text"].replace(",", "")
-        empty = math.isnan(row["value"]) and math.isnan(row["value_low"])
-        if empty:  # a text cell: never one that starts like a number
-            assert not re.match(r"^[~≈]?\d", text), where
-            continue
-        if row["unit"] == "flag" or not re.search(r"\d", text):  # coded: the note must say so
-            assert row["note"], where
-            continue
-        match = RANGE.match(text)
-        if match:
-            assert math.isnan(row["value"]), where
-            assert (row["value_low"], row["value_high"]) == (float(match.group(1)), float(match.group(2))), where
-        else:
-            assert row["value"] == float(NUMBER.search(text).group(1)), where
+    assert transcription.check_values(ref) == []
 
 
 def test_not_applicable_rows_are_empty_with_a_note(ref):
@@ -104,15 +86,6 @@ def test_spot_values(ref, snippet, prefix, section, filters, expected):
     text = _seed(prefix)
     if text is not None:
         assert snippet in text
-
-
-@pytest.mark.skipif(not SEEDS_PRESENT, reason="seed documents not present (../shared/seeds)")
-def test_every_printed_cell_occurs_in_its_seed(ref):
-    texts = {source: reference.seed_text(source) for source in ref["source"].unique()}
-    assert all(texts.values()), "a cited seed file is missing"
-    missing = [(r.source, r.section, r.metric, r.value_text) for r in ref.itertuples()
-               if r.value_text not in texts[r.source]]
-    assert not missing, missing[:5]
 
 
 def test_seed_location_is_beside_the_repository():

@@ -261,7 +261,8 @@ def fig_load(runs: Runs) -> plt.Figure | None:
         long = data.melt(id_vars=["system", xcol] + (["knee"] if "knee" in data else []), value_vars=present,
                          var_name="metric", value_name="value").dropna(subset=["value"])
         long["metric"] = long["metric"].map(lambda m: LOAD_METRIC_NAMES.get(m, m))
-        sns.lineplot(data=long, x=xcol, y="value", hue="system", style="metric", markers=True, dashes=False, ax=ax)
+        # colour tells the metrics apart (aggregate vs per stream, throughput vs goodput), line style the systems
+        sns.lineplot(data=long, x=xcol, y="value", hue="metric", style="system", markers=True, ax=ax)
         if "knee" in long:
             knees = long[long["knee"].map(flag)]
             ax.scatter(knees[xcol], knees["value"], s=160, facecolor="none", edgecolor="black", zorder=5,
@@ -269,6 +270,7 @@ def fig_load(runs: Runs) -> plt.Figure | None:
         if kind == "concurrency":
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_ylim(bottom=0)  # rates, latencies and tokens per joule: every panel's axis starts at zero
         ax.set(xlabel=xcol.replace("_", " "), ylabel=ylabel, title=f"Load sweep: {ylabel} vs {xcol.replace('_', ' ')}")
         ax.legend(fontsize=7)
     fig.tight_layout()

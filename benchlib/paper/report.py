@@ -37,6 +37,7 @@ from benchlib.paper.tables import (
     platform_table,
     roofline_table,
     runs_table,
+    seed_arithmetic_table,
     setup_table,
     throughput_table,
 )
@@ -63,6 +64,7 @@ def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None
         "capability_context": capability_table(ref, runs, long),
         "roofline": roofline_table(roofline_points(ref, runs, systems)),
         "decisions": decisions_table(ref, runs, settings.thresholds),
+        "seed_arithmetic": seed_arithmetic_table(ref),
     }
     tables.update(load_tables(runs))
     tables.update(ladder_tables(ref, runs))
@@ -123,6 +125,7 @@ REPORT_SECTIONS = [
     ("10. Our runs beside the published ones", [], ["runs_vs_published"]),
     ("11. Load sweeps", ["load_concurrency", "load_context", "load_rate"], ["load_sweeps"]),
     ("12. Quantization ladder: the bandwidth law on this host (002, 004)", ["ladder", "ladder_law"], ["ladder"]),
+    ("13. The seeds' own arithmetic (000, 002, 004)", ["seed_arithmetic"], []),
 ]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib import bandwidth_law, reference, roofline
+from benchlib import bandwidth_law, reference, roofline, seed_arithmetic
 from benchlib.paper.format import Table, fmt, isnan, smart
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN, _shown
@@ -458,3 +458,12 @@ def ladder_tables(ref: pd.DataFrame, runs: Runs) -> dict[str, Table]:
                                     "of tok/s × GB/token over rungs (b fixed at −1), bootstrap interval over rungs. "
                                     f"Our bandwidth: {method}."),
     }
+
+
+def seed_arithmetic_table(ref: pd.DataFrame) -> Table:
+    """The seeds' printed totals, averages and ratios beside their recomputation from the seeds' own cells."""
+    data = seed_arithmetic.derivations(ref)
+    off = int((~data["agrees"]).sum())
+    return Table("seed_arithmetic", "The seeds' printed arithmetic, recomputed from their own cells", data,
+                 caption=f"{len(data)} printed figures; {off} do not follow from the cells they summarise (kept as "
+                         "printed; paper/reference/README.md says why).")
