@@ -243,6 +243,12 @@ class Session:
         await asyncio.gather(*started)
         return done
 
+    def run_requests(self) -> pd.DataFrame:
+        """Every row this run has appended so far (other runs in the same requests.csv left out)."""
+        requests = read_requests(self.log.path)
+        return requests[requests["run_id"] == self.run_id].reset_index(drop=True) if "run_id" in requests \
+            else requests
+
     def after_request(self, item: Planned, concurrency: int) -> None:
         """Server-side figures, cross-checks, unsupported-media classification and scoring."""
         record = item.record
@@ -455,8 +461,7 @@ def progress_bar(total: int, desc: str, enabled: bool = True) -> Iterator[Any]:
 def finish_suite(session: Session) -> SuiteResult:
     """Summary (with validity), telemetry windows with tokens per joule, manifest — each written atomically."""
     run = session.params.run
-    requests = read_requests(session.log.path)
-    requests = requests[requests["run_id"] == session.run_id].reset_index(drop=True)
+    requests = session.run_requests()
     # whole-run rules (prefill far above its group's median) on top of the per-request flags
     requests = crosscheck.flag_requests(requests, cold_load_s=run.cold_load_s, cache_share=run.cache_suspect_share)
     summary = analysis.summarize_requests(requests, max_error_rate=run.max_error_rate)

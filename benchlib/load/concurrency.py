@@ -13,7 +13,7 @@ import pandas as pd
 from benchlib.client import ChatRequest
 from benchlib.load.health import HEALTH_COLUMNS, client_health
 from benchlib.load.levels import CONCURRENCY_CSV, CONCURRENCY_TASK, concurrency_levels, level_energy, level_window
-from benchlib.records import read_requests, write_csv_atomic
+from benchlib.records import write_csv_atomic
 from benchlib.runner import Planned, progress_bar
 from benchlib.schema import read_csv
 
@@ -92,8 +92,7 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
                             session.telemetry.window(level_window(CONCURRENCY_TASK, level), kind="level"):
                         session.execute(pending, concurrency=level, progress=bar)
                     health[level] = figures
-    requests = read_requests(session.log.path)
-    requests = requests[requests["run_id"] == session.run_id] if "run_id" in requests else requests
+    requests = session.run_requests()
     frame = concurrency_levels(requests, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), CONCURRENCY_TASK, "concurrency")
     write_csv_atomic(session.out_dir / CONCURRENCY_CSV, frame)

@@ -54,8 +54,8 @@ def calibrate(session: Any, done: set[str]) -> tuple[float | None, int, str]:
     key = record.request_key
     text = _context_text(session, key, 60, seed=7)
     if key in done:
-        rows = read_requests(session.log.path)
-        rows = rows[(rows["request_key"] == key) & (rows["run_id"] == session.run_id)]
+        rows = session.run_requests()
+        rows = rows[rows["request_key"] == key]
         tokens = pd.to_numeric(rows["prompt_tokens"], errors="coerce").dropna() if len(rows) else pd.Series()
         return (float(tokens.iloc[-1]) if len(tokens) else None), len(text), text
     request = simple_request(session, record, text, 1, unique=False)
@@ -106,8 +106,7 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
             tokenizer.close()
     stored[session.run_id] = {str(k): v for k, v in plans.items()}
     write_atomic(plan_path, json.dumps(stored, indent=2))
-    requests = read_requests(session.log.path)
-    requests = requests[requests["run_id"] == session.run_id] if "run_id" in requests else requests
+    requests = session.run_requests()
     frame = context_levels(requests, plans, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), CONTEXT_TASK, "target_tokens")
     write_csv_atomic(session.out_dir / CONTEXT_CSV, frame)

@@ -43,7 +43,7 @@ from benchlib.load.serving import (
 )
 from benchlib.load.workload import lengths, level_size, offsets
 from benchlib.params import RateParams
-from benchlib.records import read_requests, write_atomic, write_csv_atomic
+from benchlib.records import write_atomic, write_csv_atomic
 from benchlib.runner import Planned, progress_bar
 
 RATE_PLAN = "rate_plan.json"
@@ -180,21 +180,16 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
     finally:
         if tokenizer is not None:
             tokenizer.close()
-    frame = rate_levels(own_requests(session), plans, slo, rp.ramp_share, health, identity=row_identity(session))
+    frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), RATE_TASK, "level")
     write_csv_atomic(session.out_dir / RATE_CSV, frame)
     return frame
 
 
-def own_requests(session: Any) -> pd.DataFrame:
-    requests = read_requests(session.log.path)
-    return requests[requests["run_id"] == session.run_id] if "run_id" in requests else requests
-
-
 def between(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams) -> list[float]:
     """The sweep's open-loop rates from the synchronous and throughput levels' request rates (a closed loop
     sends as fast as it completes: its sent rate is its completion rate)."""
-    frame = rate_levels(own_requests(session), plans, slo, rp.ramp_share).set_index("level")
+    frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share).set_index("level")
     if SYNC not in frame.index or THROUGHPUT not in frame.index:
         return []
     return sweep_rates(float(frame.at[SYNC, "rate_rps"]), float(frame.at[THROUGHPUT, "rate_rps"]), rp.points)

@@ -148,10 +148,6 @@ def spread_inside(rows: pd.DataFrame, w0: float, w1: float, weight: str = "") ->
     return float((amount * share).sum())
 
 
-def _ms(values: pd.Series, q: float) -> float:
-    return stats.percentile(values.dropna().to_numpy(dtype=float) * 1000, q)
-
-
 def schedule_bound(lag_ms: pd.Series, offered_rps: float) -> str:
     """The SCHEDULE RULE's reason ('' when the schedule held or the level is closed loop)."""
     lag = lag_ms.dropna()
