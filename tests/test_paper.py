@@ -7,6 +7,8 @@ import json
 import math
 import re
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import papermill
 import pytest
@@ -15,6 +17,7 @@ from helpers import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
 from benchlib import paper
 from benchlib.load import levels as load_levels
 from benchlib.load import serving as load_serving
+from benchlib.paper.labels import label_problems, place_labels
 from benchlib.paths import PAPER_DIR, PROJECT_ROOT
 
 PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}
@@ -272,3 +275,51 @@ def test_a_runs_own_thresholds_give_its_decision(tmp_path):
     assert mine["verdict"] == "SWAP" and "PASS" in mine["criteria"] and "FAIL" not in mine["criteria"]
     published = table[table["source"] != "this run"]
     assert (published["thresholds_used"] == "heros_swap").all()
+
+
+# --------------------------------------------------------------------------------------- point labels
+
+def _label_problems(figures) -> dict[str, list[str]]:
+    found = {}
+    for name, fig in figures.items():
+        for ax in fig.axes:
+            if getattr(ax, "_point_labels", None):
+                found.setdefault(name, []).extend(label_problems(ax))
+    return found
+
+
+def test_point_labels_never_overlap_and_sit_nearest_their_own_point(reference_only, with_run):
+    for built in (reference_only, with_run):
+        problems = _label_problems(built.figures)
+        assert {"pareto_frontier", "roofline"} <= set(problems), "the labelled figures carry their labels"
+        assert not any(problems.values()), problems
+
+
+def test_label_placer_keeps_its_rules_in_a_crowd_and_the_checker_catches_a_misplaced_label():
+    fig, ax = plt.subplots(figsize=(6, 4))
+    rng = np.random.default_rng(3)
+    xs, ys = list(rng.uniform(0, 10, 25)) + [5.0, 5.01], list(rng.uniform(0, 10, 25)) + [5.0, 5.0]
+    ax.scatter(xs, ys)
+    ax.set(xlim=(-1, 11), ylim=(-1, 11))
+    texts = [f"system number {i}" for i in range(len(xs))]
+    place_labels(ax, xs, ys, texts)
+    assert label_problems(ax) == []
+    groups = [sorted(g) for _, g in ax._point_labels["labels"]]
+    assert sorted(i for g in groups for i in g) == list(range(len(xs))), "every point is labelled exactly once"
+    assert [25, 26] in [[i for i in g if i >= 25] for g in groups], "coinciding points share one label"
+    assert any(a.get_text() == "system number 3" for a, _ in ax._point_labels["labels"])
+    # a label moved onto another point (the bug 16 found in the roofline) is caught, and so is an overlap
+    first, _ = ax._point_labels["labels"][0]
+    others = [i for i in range(len(xs)) if i not in ax._point_labels["labels"][0][1]]
+    first.xy = (xs[others[0]], ys[others[0]])
+    first.set_position((0, 0))
+    problems = label_problems(ax)
+    assert any("nearer another point" in p for p in problems), problems
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    ax.set(xlim=(0, 10), ylim=(0, 10))
+    place_labels(ax, [2.0, 8.0], [5.0, 5.0], ["left point", "right point"])
+    for ann, _ in ax._point_labels["labels"]:
+        ann.xy, ann.xyann = (5.0, 5.0), (0, 0)
+    assert any("labels overlap" in p for p in label_problems(ax))
+    plt.close(fig)

@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 
 from benchlib import frontier
 from benchlib.paper.format import Table, fmt
-from benchlib.paper.labels import place_labels, short
+from benchlib.paper.labels import joined, place_labels, short
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import AXIS_FORMATS, AXIS_LABELS, NO_RUNS, THIS_RUN, Settings
 from benchlib.paper.style import system_colors, theme, wrap
@@ -48,7 +48,7 @@ def fig_pareto(tables: Mapping[str, Table], runs: Runs, settings: Settings) -> p
         _pareto_panel(ax, systems, xcol, ycol, axes_dirs, title, colors, requires, floors)
     handles = [Line2D([], [], marker="*", ls="", ms=14, mfc="0.3", mec="black", label="on the regime's frontier"),
                Line2D([], [], marker="o", ls="", ms=8, mfc="white", mec="0.3",
-                      label="dominated (label names by whom) or not eligible (label says why)"),
+                      label="dominated or not eligible (the note under each panel says by whom or why)"),
                Line2D([], [], marker="D", ls="", ms=8, mfc="0.3", mec="black", label="this run (diamond outline)"),
                Line2D([], [], color="0.2", ls="--", lw=1.2, label="Pareto front of the two plotted axes")]
     fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False, fontsize=9, bbox_to_anchor=(0.5, 0.0))
@@ -129,21 +129,24 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
         on = front["on_frontier"].fillna(False).astype(bool).to_numpy()
         if on.any():
             _draw_front(ax, px[on].astype(float).to_numpy(), py[on].astype(float).to_numpy(), xdir, ydir)
-    texts, xs, ys, cols = [], [], [], []
+    texts, xs, ys, cols, notes = [], [], [], [], {}
     for row, xv, yv in zip(marked.itertuples(), px, py):
-        extra_txt = ", ".join(_extra_axis_text(a, getattr(row, a)) for a in extra)
-        label = short(row.system) + (" [this run]" if row.source == THIS_RUN else "")
-        if extra_txt:
-            label += f"\n({extra_txt})"
-        if not row.on_frontier and str(row.dominated_by).startswith("not eligible"):
-            label += "\n" + wrap(str(row.dominated_by), 48)
-        elif not row.on_frontier and row.dominated_by:
-            doms = [d.split(" (better on")[0] for d in row.dominated_by.split("; ")]
-            label += "\ndominated by " + ", ".join(short(d) for d in doms)
-        texts.append(label)
+        texts.append(short(row.system) + (" [this run]" if row.source == THIS_RUN else ""))
         xs.append(float(xv))
         ys.append(float(yv))
         cols.append(colors.get(row.system, "0.2"))
+        why = ", ".join(_extra_axis_text(a, getattr(row, a)) for a in extra)
+        if not row.on_frontier and str(row.dominated_by).startswith("not eligible"):
+            why += ("; " if why else "") + str(row.dominated_by)
+        elif not row.on_frontier and row.dominated_by:
+            doms = [d.split(" (better on")[0] for d in row.dominated_by.split("; ")]
+            why += ("; " if why else "") + "dominated by " + ", ".join(short(d) for d in doms)
+        elif row.on_frontier:
+            why += ("; " if why else "") + "on the frontier"
+        notes.setdefault(why, []).append(texts[-1])
+    # what each point's label would say beyond its name, below the panel: grouped, so the plot keeps short labels
+    lines = [wrap(f"• {joined(names, 10_000).replace(chr(10), ', ')}: {why}", 118) for why, names in notes.items()]
+    ax.text(0.0, -0.13, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.25")
     ax._paper_labels = (xs, ys, texts, cols)  # type: ignore[attr-defined]
 
 
