@@ -4,7 +4,10 @@ The CLI copies the manifest into the executed notebook's metadata, so it travels
 
   run        run id, suite, params file, start/end (unix and ISO), git commit (+dirty)
   params     the notebook parameters (host, server, run, tasks, telemetry, sweep, thresholds); no secrets
-  host       Python, OS, CPU, cores, memory; `gpu`: name, driver, CUDA and memory per GPU when NVML works
+  host       Python, OS, CPU, cores, memory; `gpu`: name, driver, CUDA, memory and theoretical memory bandwidth
+             per GPU when NVML works
+  bandwidth  the host's memory bandwidth, labelled by source (declared in params, NVML's theoretical figure, or
+             measured on a host without a GPU) and the one the roofline uses (benchlib.bandwidth.record)
   packages   versions of the packages that shape a result
   server     what the server says about itself, per kind (each probe best-effort, a failure is recorded):
              vLLM GET /version, /v1/models · SGLang GET /get_server_info, /get_model_info, /v1/models ·
@@ -38,6 +41,7 @@ from typing import Any, Callable
 
 import httpx
 
+from benchlib import bandwidth
 from benchlib.params import BenchParams, code_version, task_set_hash
 from benchlib.paths import PROJECT_ROOT
 from benchlib.records import write_atomic
@@ -142,6 +146,7 @@ def gpu_info(nvml: Any = None) -> dict[str, Any]:
                 except Exception as exc:  # noqa: BLE001 — GB10 (unified memory) reports Not Supported
                     device["memory_total_gb"] = None
                     device["memory_reason"] = str(exc)
+                device.update(bandwidth.nvml_memory(module, handle))
             except Exception as exc:  # noqa: BLE001
                 device["error"] = str(exc)
             info["gpus"].append(device)
@@ -426,6 +431,7 @@ def build_manifest(params: BenchParams, run_id: str, suite: str, started_unix: f
         "cpu": host["cpu"],
         "cpu_count": host["cpu_count"],
         "host": host,
+        "bandwidth": bandwidth.record(params.host.memory_bandwidth_gbs, host["gpu"], host["cpu"], host["cpu_count"]),
         "packages": package_versions(),
         "params": params.sections(),
         "api_key_env": params.server.api_key_env,

@@ -60,6 +60,8 @@ class FakeGpu:
     processes: list[tuple[int, int | None]] | None = field(default_factory=list)  # None: Not Supported
     temp_c: int = 50
     clock_mhz: int = 1980
+    bus_width_bits: int | None = 5120  # H100 SXM HBM3; None: Not Supported (unified memory, e.g. GB10)
+    mem_clock_max_mhz: int = 2619
     throttle: int | None = 0  # None: Not Supported
     power_limit_mw: int = 700_000
     energy_offset_mj: float = 5e9
@@ -98,6 +100,7 @@ class FakeNvml:
     NVML_VALUE_TYPE_UNSIGNED_INT = 1
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
     nvmlMemory_v2 = 0x02000028
     nvmlClocksEventReasonGpuIdle = 0x1
     nvmlClocksEventReasonApplicationsClocksSetting = 0x2
@@ -192,6 +195,16 @@ class FakeNvml:
         if not gpu.power_usage:
             raise not_supported()
         return int(gpu.power_w * 1000)
+
+    def nvmlDeviceGetMemoryBusWidth(self, handle: int) -> int:
+        gpu = self._gpu(handle, "bus_width", runtime=False)
+        if gpu.bus_width_bits is None:
+            raise not_supported()
+        return gpu.bus_width_bits
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: int, clock_type: int) -> int:
+        gpu = self._gpu(handle, "max_clock", runtime=False)
+        return gpu.mem_clock_max_mhz if clock_type == self.NVML_CLOCK_MEM else gpu.clock_mhz
 
     def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> SimpleNamespace:
         gpu = self._gpu(handle, "memory_v2" if version else "memory_v1")

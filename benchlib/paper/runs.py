@@ -66,7 +66,7 @@ class Runs:
 
 
 META_COLUMNS = ["host", "model", "system", "source", "hardware", "accelerator", "cpu", "memory_gb",
-                "memory_bandwidth_gbs", "power_envelope_w", "unified_memory", "server_kind", "server_software",
+                "memory_bandwidth_gbs", "bandwidth_source", "power_envelope_w", "unified_memory", "server_kind", "server_software",
                 "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
                 "context_window", "modalities", "thinking", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds"]
@@ -212,6 +212,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "power_envelope_w": number(host_p.get("power_envelope_w")), "unified_memory": bool(host_p.get("unified_memory")),
         "server_kind": str(server_p.get("kind") or ""), "server_software": software, "server_version": str(version),
         **roofline.run_inputs(host_p, server_p),
+        **_bandwidth(host_p, manifest.get("bandwidth") or {}),
         "total_params_b": number(server_p.get("total_params_b")),
         "context_window": number(server_p.get("context_window")),
         "modalities": ", ".join(server_p.get("modalities") or []),
@@ -228,6 +229,17 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "git_commit": str(manifest.get("git_commit") or ""),
         "path": ", ".join(sorted(entry["paths"])),
     }
+
+
+def _bandwidth(host_p: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's memory bandwidth: the params' figure, else the one its manifest recorded (NVML's theoretical
+    figure on a GPU host, the measured read bandwidth on a CPU host; benchlib.bandwidth), with its source."""
+    declared = number(host_p.get("memory_bandwidth_gbs"))
+    if not math.isnan(declared):
+        return {"memory_bandwidth_gbs": declared, "bandwidth_source": "declared"}
+    value = number(recorded.get("ceiling_gbs"))
+    return {"memory_bandwidth_gbs": value, "bandwidth_source": "" if math.isnan(value) else
+            str(recorded.get("ceiling_source") or "")}
 
 
 def runs_text(runs: Runs) -> str:

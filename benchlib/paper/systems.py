@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from benchlib import analysis, frontier, metrics, reference, roofline
+from benchlib import analysis, bandwidth, frontier, metrics, reference, roofline
 from benchlib.load import levels as load_levels
 from benchlib.load.serving import serving_figures
 from benchlib.paper.format import isnan
@@ -51,7 +51,7 @@ def task_order(task_ids: Iterable[str], catalog: pd.DataFrame) -> list[str]:
 
 
 SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization", "memory_bandwidth_gbs",
-                  "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w", "peak_power_w",
+                  "bandwidth_source", "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w", "peak_power_w",
                   "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
@@ -62,7 +62,8 @@ QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.value
                    if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
 SYSTEM_COLUMNS += QUALITY_COLUMNS
-TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "memory_kind", "energy_note",
+TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "bandwidth_source", "memory_kind",
+                       "energy_note",
                        "serving_basis",
                        *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
 
@@ -126,6 +127,7 @@ def run_systems(runs: Runs) -> pd.DataFrame:
             "hardware": info.get("hardware", "") or info.get("cpu", ""),
             "quantization": info.get("quantization", ""),
             "memory_bandwidth_gbs": info.get("memory_bandwidth_gbs", math.nan),
+            "bandwidth_source": info.get("bandwidth_source", ""),
             "active_params_b": info.get("active_params_b", math.nan),
             "bytes_per_param": info.get("bytes_per_param", math.nan),
             "tps_per_w_reported": math.nan,
@@ -285,26 +287,31 @@ def roofline_points(ref: pd.DataFrame, runs: Runs, systems: pd.DataFrame) -> pd.
         # a quantization ladder's rungs: bytes per token from the GGUF, the host's measured read bandwidth
         ours = ours.merge(runs.ladders[["host", "model", "read_gbs", "read_per_token_gb"]], on=["host", "model"],
                           how="left")
-        declared = pd.to_numeric(ours["memory_bandwidth_gbs"], errors="coerce")
+        recorded = pd.to_numeric(ours["memory_bandwidth_gbs"], errors="coerce")
+        declared = recorded.where(ours["bandwidth_source"].eq("declared"))
         rung = pd.to_numeric(ours["read_gbs"], errors="coerce").notna()
         frame = pd.DataFrame({
             "label": [f"{m} · {h}" for m, h in zip(ours["model"], ours["host"])], "source": THIS_RUN,
             "host": ours["host"], "model": ours["model"], "quantization": ours["quantization"],
-            "memory_bandwidth_gbs": declared.fillna(pd.to_numeric(ours["read_gbs"], errors="coerce")),
+            "memory_bandwidth_gbs": declared.fillna(pd.to_numeric(ours["read_gbs"], errors="coerce")).fillna(recorded),
             "active_params_b": ours["active_params_b"], "bytes_per_param": ours["bytes_per_param"],
             "decode_tps": ours["avg_decode_tps"], "note": "", "weights_read_gb": ours["read_per_token_gb"],
             "ladder": rung})
         table = roofline.roofline_table(frame)
         notes = []
-        for row, bw_measured in zip(table.itertuples(), declared.isna() & rung):
+        sources = ours["bandwidth_source"].fillna("").astype(str)
+        for row, bw_measured, source in zip(table.itertuples(), declared.isna() & rung, sources):
             missing = ["quantization ladder rung; bandwidth = the host's measured read bandwidth"] if bw_measured else []
             if isnan(row.memory_bandwidth_gbs):
-                missing.append("bandwidth unknown (host.memory_bandwidth_gbs not set)")
+                missing.append("bandwidth unknown (none declared, measured or from NVML)")
+            source_note = f"bandwidth {bandwidth.LABELS.get(source, source)}" \
+                if source and not bw_measured and not isnan(row.memory_bandwidth_gbs) else ""
             if isnan(row.active_params_b):
                 missing.append("server.active_params_b not set")
             if isnan(row.bytes_per_param):
                 missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
-            notes.append("; ".join(missing) if missing else "average decode tok/s over our speed tasks")
+            notes.append("; ".join(filter(None, missing + [source_note])) if missing else
+                         "; ".join(filter(None, ["average decode tok/s over our speed tasks", source_note])))
         table["note"] = notes
         frames.append(table)
     if not frames:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib import bandwidth_law, reference, roofline, seed_arithmetic
+from benchlib import bandwidth, bandwidth_law, reference, roofline, seed_arithmetic
 from benchlib.paper.format import Table, fmt, isnan, smart
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN, _shown
@@ -113,7 +113,8 @@ def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
                      "inference_power_w": run_avg_power(runs, row.host),
                      "inference_power": "", "peak_temp": run_peak_temp(runs, row.host),
                      "note": "; ".join(n for n in (
-                         "" if bandwidth_known else "bandwidth unknown (host.memory_bandwidth_gbs not set)",
+                         f"bandwidth: {bandwidth.LABELS.get(row.bandwidth_source, row.bandwidth_source)}"
+                         if bandwidth_known else "bandwidth unknown (none declared, measured or from NVML)",
                          f"no energy: {row.energy_reason}" if row.energy_reason else "") if n)})
     data = pd.DataFrame(rows, columns=["host", "source", "hardware", "architecture", "memory", "memory_bandwidth_gbs",
                                        "tdp_w", "idle_power_w", "inference_power_w", "inference_power", "peak_temp",
@@ -132,7 +133,8 @@ def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
     display["source"] = display["source"].map(source_label)
     return Table("platform", "Hardware platforms (000 §3, 002 and 004 hosts, our hosts)", data, display,
                  caption="Memory bandwidth sets the decode ceiling (see the roofline); power and temperature as "
-                         "reported. Our host's bandwidth is shown only when the params file states it.")
+                         "reported. Our host's bandwidth: the params' figure, else NVML's theoretical one on a GPU, else the "
+                         "measured read bandwidth of the machine (the note says which).")
 
 
 def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str = THIS_RUN) -> str:
