@@ -369,6 +369,17 @@ def _task_value(group: pd.DataFrame, tasks: Sequence[str], column: str) -> float
     return float(values.mean()) if len(values) else np.nan
 
 
+def _tokens_per_answer(group: pd.DataFrame, tasks: Sequence[str]) -> float:
+    """Mean completion tokens per successful answer over `tasks` (brevity): Σ completion tokens ÷ Σ n_ok."""
+    rows = group[group["task"].isin(tasks)] if "task" in group else group.iloc[0:0]
+    if "completion_tokens_sum" not in rows or not len(rows):
+        return np.nan
+    tokens = pd.to_numeric(rows["completion_tokens_sum"], errors="coerce")
+    answers = pd.to_numeric(rows["n_ok"], errors="coerce")
+    both = tokens.notna() & answers.notna() & (answers > 0)
+    return float(tokens[both].sum() / answers[both].sum()) if both.any() else np.nan
+
+
 def _modality_mean(group: pd.DataFrame, modality: str, column: str) -> float:
     if "modality" not in group or column not in group:
         return np.nan
@@ -415,6 +426,8 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "vision_decode_tps": _modality_mean(worked, "vision", "decode_tps_mean"),
             "asr_decode_tps": _task_value(worked, asr_tasks, "decode_tps_mean"),
             "short_qa_decode_tps": _task_value(worked, short_qa_tasks, "decode_tps_mean"),
+            "short_qa_output_tokens": _tokens_per_answer(worked, short_qa_tasks),
+            "asr_e2e_s": _task_value(worked, asr_tasks, "e2e_s_mean"),
             "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
         })
     return frontier.quality_columns(pd.DataFrame(rows), task_accuracy(summary))

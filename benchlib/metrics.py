@@ -147,7 +147,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("short_qa_decode_tps", "short-answer (basic Q&A) decode rate", "tok/s", "max", "mean decode rate of "
            "basic Q&A", ("system",), ".1f"),
     Metric("short_qa_output_tokens", "basic Q&A answer length", "tokens", "min", "mean completion tokens per "
-           "basic Q&A answer (brevity)", ("system",), ".0f"),
+           "basic Q&A answer (brevity); published systems: their Basic Q&A tok/s × latency", ("system",), ".0f"),
+    Metric("asr_e2e_s", "ASR (transcription) latency", "s", "min", "mean end-to-end latency of the transcription "
+           "task", ("system",), ".2f"),
+    Metric("avg_e2e_s", "mean end-to-end latency", "s", "min", "mean over tasks of each task's mean latency",
+           ("system",), ".2f"),
     Metric("peak_throughput_tps", "peak aggregate throughput", "tok/s", "max", "best concurrency level's "
            "completion tokens ÷ its wall span", ("system", "level"), ".1f"),
     Metric("goodput_tps", "goodput", "tok/s", "max", "output tokens of the requests meeting every SLO ÷ the "

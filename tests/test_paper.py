@@ -84,9 +84,16 @@ def test_frontier_conclusions_in_the_written_table(reference_only):
     members = {k: sorted(g.loc[g["on_frontier"], "system"]) for k, g in table.groupby("regime_key")}
     assert members["workstation"] == ["Gemma 4 E2B @ RTX 3090 host"]
     assert members["edge"] == ["Qwen3.5-4B @ GB10 DGX Spark"]
-    assert members["audio"] == ["Phi-4 Multimodal @ RTX 3090 host"]
+    # audio judges brevity as tokens per answer (Gemma 12, Phi-4 74): both are on it, unlike the paper's pick,
+    # which only its own reading (short-answer token *rate*) reproduces; the table says so
+    assert members["audio"] == ["Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host"]
     assert sorted(members["all"]) == sorted(PUBLISHED)  # the split frontier: no global winner
-    assert table.loc[table["regime_key"] != "all", "matches_paper"].astype(bool).all()
+    assert table.loc[~table["regime_key"].isin(["all", "audio"]), "matches_paper"].astype(bool).all()
+    audio = table[table["regime_key"] == "audio"].set_index("system")
+    assert not audio.loc["Gemma 4 E2B @ RTX 3090 host", "matches_paper"]
+    assert "the paper's reading" in audio.loc["Gemma 4 E2B @ RTX 3090 host", "paper_agrees_if"]
+    assert "DIFFERS (agrees if brevity as the short-answer token rate" in \
+        (out / "tables" / "frontier.md").read_text(encoding="utf-8")
     edge = table[table["regime_key"] == "edge"].set_index("system")
     assert edge["tps_per_w"].round(2).to_dict() == {"Gemma 4 E2B @ RTX 3090 host": 0.20,
                                                     "Phi-4 Multimodal @ RTX 3090 host": 0.22,
@@ -105,8 +112,17 @@ def test_frontier_conclusions_in_the_written_table(reference_only):
     text = reference_only.frontier_summary
     assert text == (out / "tables" / "frontier.txt").read_text(encoding="utf-8")
     for line in ("paper:     Gemma 4 E2B — reproduced", "paper:     Qwen3.5-4B — reproduced",
-                 "paper:     Phi-4 Multimodal — reproduced"):
+                 "paper:     Phi-4 Multimodal — NOT reproduced (reproduced if brevity as the short-answer token rate "
+                 "(the paper's reading) instead of tokens per answer)",
+                 # the sensitivity lines under each verdict, and the edge regime's power-reading scope
+                 "flips if add context_window_k ↑: + Qwen3.5-4B",
+                 "flips if add asr_decode_tps ↑: + Phi-4 Multimodal, − Qwen3.5-4B",
+                 "power scope: RTX 3090 host: 156-205 W average GPU draw (envelope 350 W rated GPU TDP; idle ~17 W "
+                 "GPU, not subtracted); GB10 DGX Spark: 25.8 W average GPU draw (envelope ~140 W total system TDP"):
         assert line in text
+    sensitivity = pd.read_csv(out / "tables" / "frontier_sensitivity.csv")
+    assert set(sensitivity["regime_key"]) >= {"workstation", "edge", "audio", "all"}
+    assert (sensitivity.groupby("regime_key")["kind"].first() == "base").all()
 
 
 def test_reference_sets_and_regimes_are_parameters(tmp_path):
@@ -159,7 +175,8 @@ def test_synthetic_run_in_frontier_memory_and_roofline(with_run):
     # the synthetic run passes 2 of its 4 scored text answers and 100 % of vision/audio: its quality is measured
     assert "(measured)" in mine.loc["workstation", "axes"] and "accuracy_workstation" in mine.loc["workstation", "axes"]
     # the published conclusions still hold for the published systems
-    assert frontier.loc[frontier["source"] != "this run", "matches_paper"].astype(bool).all()
+    published = frontier[(frontier["source"] != "this run") & (frontier["regime_key"] != "audio")]
+    assert published["matches_paper"].astype(bool).all()
     memory = pd.read_csv(out / "tables" / "memory_power_thermal.csv").set_index("system")
     assert math.isnan(memory.loc[SYN_SYSTEM, "avg_power_w"])
     assert "synthetic: no energy sensor" in memory.loc[SYN_SYSTEM, "energy_note"]

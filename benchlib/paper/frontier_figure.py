@@ -22,7 +22,7 @@ from benchlib.paper.style import system_colors, theme, wrap
 from benchlib.schema import number
 
 PARETO_PANELS = [("workstation", "avg_decode_tps", "modality_count"), ("edge", "tps_per_w", "peak_temp_c"),
-                 ("audio", "asr_decode_tps", "short_qa_decode_tps"), ("tradeoff", "avg_decode_tps", "tps_per_w")]
+                 ("audio", "asr_decode_tps", "short_qa_output_tokens"), ("tradeoff", "avg_decode_tps", "tps_per_w")]
 
 
 def fig_pareto(tables: Mapping[str, Table], runs: Runs, settings: Settings) -> plt.Figure:

@@ -41,7 +41,13 @@ from benchlib.paper.tables import (
     setup_table,
     throughput_table,
 )
-from benchlib.paper.verdicts import decisions_table, frontier_systems_table, frontier_tables, frontier_text
+from benchlib.paper.verdicts import (
+    decisions_table,
+    frontier_systems_table,
+    frontier_tables,
+    frontier_text,
+    sensitivity_table,
+)
 
 
 def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None) -> dict[str, Table]:
@@ -60,6 +66,7 @@ def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None
         "memory_power_thermal": memory_power_table(systems),
         "frontier": frontier_table,
         "frontier_dominance": dominance,
+        "frontier_sensitivity": sensitivity_table(systems, settings.regime_objects(), ref, runs),
         "frontier_systems": frontier_systems_table(systems),
         "capability_context": capability_table(ref, runs, long),
         "roofline": roofline_table(roofline_points(ref, runs, systems)),
@@ -118,7 +125,8 @@ REPORT_SECTIONS = [
     ("3. Generation throughput (000 §4)", ["throughput"], ["throughput_by_task"]),
     ("4. Latency and accuracy (000 §5)", ["latency_accuracy"], ["latency"]),
     ("5. Memory, power and thermal efficiency (000 §6)", ["memory_power_thermal"], ["energy_efficiency"]),
-    ("6. Deployment frontier (000 §7)", ["frontier", "frontier_dominance", "frontier_systems"], ["pareto_frontier"]),
+    ("6. Deployment frontier (000 §7)", ["frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems"],
+     ["pareto_frontier"]),
     ("7. Video and context length (000 §9)", ["capability_context"], []),
     ("8. Bandwidth roofline (002, 004)", ["roofline"], ["roofline"]),
     ("9. Swap decisions (001)", ["decisions"], []),
@@ -230,7 +238,7 @@ def assemble(outputs_dir: str | Path = "", out_dir: str | Path = "", reference_s
     runs = load_runs(settings.outputs_dir)
     tables = build_tables(ref, runs, settings)
     figures = build_figures(tables, runs, settings)
-    summary = frontier_text(tables["frontier"])
+    summary = frontier_text(tables["frontier"], tables["frontier_sensitivity"])
     written = write_outputs(settings.out_dir, tables, figures, runs, settings, summary)
     if close_figures:
         for fig in figures.values():

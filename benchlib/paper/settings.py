@@ -43,7 +43,7 @@ PAPER_TASK_TITLES["video_analysis"] = "Video description"
 
 
 TABLES = ["runs", "setup", "platform", "throughput", "latency_accuracy", "memory_power_thermal",
-          "frontier", "frontier_dominance", "frontier_systems", "capability_context", "roofline", "decisions",
+          "frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems", "capability_context", "roofline", "decisions",
           "seed_arithmetic"]
 
 

@@ -54,7 +54,8 @@ SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization
                   "bandwidth_source", "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w", "peak_power_w",
                   "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
-                  "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "avg_e2e_s",
+                  "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "short_qa_output_tokens", "asr_e2e_s",
+                  "avg_e2e_s",
                   "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "goodput_tps",
                   "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note"]
 # each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage

@@ -53,13 +53,14 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
         dom = frontier.dominance_pairs(systems[marked["eligible"]], axes)
         paper_model = regime.paper_model
         paper_row = printed[printed["task"] == regime.title] if len(printed) else printed
+        agree_if = _paper_agrees_if(systems[systems["source"] != THIS_RUN], regime) if paper_model else ""
         for row in marked.to_dict("records"):
             entry = {"regime_key": key, "regime": regime.title,
                      "axes_spec": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in axes.items()),
                      "axes": ", ".join(_axis_text(a, d, row[a], row) for a, d in axes.items()),
                      "system": row["system"], "source": row["source"], "on_frontier": bool(row["on_frontier"]),
                      "dominated_by": row["dominated_by"],
-                     "paper_frontier_model": paper_model,
+                     "paper_frontier_model": paper_model, "paper_agrees_if": agree_if,
                      "paper_reason": (str(paper_row["note"].iloc[0]) if len(paper_row) else "")}
             entry.update({a: row.get(a, math.nan) if a in axes else math.nan for a in axis_columns})
             entry["eligible"] = bool(row["eligible"])
@@ -74,7 +75,8 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
                           "tied_on": ", ".join(p.tied_on)})
     data = pd.DataFrame(rows, columns=["regime_key", "regime", "axes_spec", "system", "source", "on_frontier",
                                        "eligible", "axes",
-                                       "dominated_by", "paper_frontier_model", "matches_paper", "paper_reason"]
+                                       "dominated_by", "paper_frontier_model", "matches_paper", "paper_agrees_if",
+                                       "paper_reason"]
                         + axis_columns)
     display = pd.DataFrame({
         "regime": data["regime"], "system": data["system"], "source": data["source"].map(source_label),
@@ -82,8 +84,9 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
         "on frontier": [("**yes**" if v else "no") if e else "not eligible"
                         for v, e in zip(data["on_frontier"], data["eligible"])],
         "dominated by (better on)": data["dominated_by"].replace("", "—"),
-        "paper (§7)": [("agrees" if m else "DIFFERS") if m is not None else ("extra system" if s == THIS_RUN else "")
-                       for m, s in zip(data["matches_paper"], data["source"])],
+        "paper (§7)": [("agrees" if m else "DIFFERS" + (f" (agrees if {a})" if a else "")) if m is not None
+                       else ("extra system" if s == THIS_RUN else "")
+                       for m, s, a in zip(data["matches_paper"], data["source"], data["paper_agrees_if"])],
     })
     frontier_table = Table("frontier", "Deployment frontier per regime preset (000 §7), our runs as extra systems",
                            data, display,
@@ -102,6 +105,64 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
                                          "strictly better on and those it ties on.")
 
 
+def sensitivity_table(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime], ref: pd.DataFrame,
+                      runs: Runs) -> Table:
+    """Per regime, every single change of its axes (frontier.sensitivity) and whether it changes the verdict;
+    the edge regime's rows end with the power-reading scope of each platform."""
+    frames = []
+    for key, regime in regimes.items():
+        if systems.empty or any(a not in systems for a in regime.all_axes()):
+            continue
+        frames.append(frontier.sensitivity(systems, regime))
+    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=frontier.SENSITIVITY_COLUMNS)
+    scope = power_scope(ref, runs)
+    display = pd.DataFrame({
+        "regime": data["regime_key"], "change": data["change"], "frontier": data["frontier"],
+        "verdict": [("as defined" if k == "base" else ("**flips**" if f else "same"))
+                    for k, f in zip(data["kind"], data["flips"])],
+        "joined / left": [", ".join(filter(None, [f"+ {j}" if j else "", f"− {x}" if x else ""]))
+                          for j, x in zip(data["joined"], data["left"])]})
+    caption = ("Each regime's verdict under every single change of its axes: one axis dropped, one added (the "
+               "other regimes' axes, latencies, both readings of brevity) or one measured otherwise. 'flips' = a "
+               "different frontier. Edge power readings differ in scope: " + "; ".join(scope) + ".")
+    return Table("frontier_sensitivity", "Which single axis change flips each regime's verdict", data, display,
+                 caption=caption)
+
+
+def power_scope(ref: pd.DataFrame, runs: Runs) -> list[str]:
+    """What each platform's power figure covers, from the seed's own cells (000 §3) and our windows' sources:
+    '<host>: <avg power as printed>, envelope <TDP as printed>, idle <idle as printed> (not subtracted)'."""
+    lines = []
+    platform = seed_rows(ref, "000")
+    platform = platform[platform["section"].str.startswith("§3")] if len(platform) else platform
+    for host, group in platform.groupby("host", sort=False) if len(platform) else []:
+        def text(metric: str) -> str:
+            cells = group[group["metric"] == metric]
+            return str(cells["value_text"].iloc[0]) if len(cells) else "not printed"
+        lines.append(f"{host}: {text('avg_power')} (envelope {text('tdp')}; idle {text('idle_power')}, "
+                     "not subtracted)")
+    if not runs.empty and len(runs.windows) and "power_source" in runs.windows:
+        for host, group in runs.windows.groupby("host", sort=False):
+            sources = sorted({str(v) for v in group["power_source"].dropna() if str(v)})
+            lines.append(f"{host} (this run): {', '.join(sources) if sources else 'no power sensor'}")
+    return lines
+
+
+def _paper_agrees_if(published: pd.DataFrame, regime: frontier.Regime) -> str:
+    """'' when the regime as defined gives the paper's pick on the published systems, else the first single axis
+    change (frontier.sensitivity) under which it does ('no single change' when none does)."""
+    if published.empty or any(a not in published for a in regime.all_axes()):
+        return ""
+    changes = frontier.sensitivity(published, regime)
+    picks = [[m.split(" @ ")[0] for m in str(f).split("; ")] for f in changes["frontier"]]
+    if picks[0] == [regime.paper_model]:
+        return ""
+    order = {"swap": 0, "drop": 1, "add": 2}  # another measure of an axis first: the reading, not the question
+    found = sorted((order.get(k, 3), i) for i, (k, p) in enumerate(zip(changes["kind"], picks))
+                   if p == [regime.paper_model])
+    return str(changes["change"].iloc[found[0][1]]) if found else "no single change"
+
+
 def frontier_systems_table(systems: pd.DataFrame) -> Table:
     columns = ["system", "source", "avg_decode_tps", "modality_count", "video_support", "tps_per_w", "peak_temp_c",
                "context_window_k", "asr_decode_tps", "short_qa_decode_tps", "avg_power_w", "avg_e2e_s",
@@ -117,9 +178,9 @@ def frontier_systems_table(systems: pd.DataFrame) -> Table:
                  caption="The axis values the regimes judge (n/a = not supported or not measured: worst on that axis).")
 
 
-def frontier_text(table: Table, dominance: Table | None = None) -> str:
-    """Plain-text frontier summary: per regime the axes, members, the paper's pick and the dominated systems,
-    then the full table."""
+def frontier_text(table: Table, sensitivity: Table | None = None) -> str:
+    """Plain-text frontier summary: per regime the axes, members, the paper's pick, which single axis change
+    flips the verdict (from the sensitivity table) and the dominated systems."""
     data = table.data
     if data.empty:
         return "deployment frontier: no systems (no reference data and no runs)"
@@ -134,7 +195,15 @@ def frontier_text(table: Table, dominance: Table | None = None) -> str:
         if paper_model:
             published = group[group["source"] != THIS_RUN]
             agrees = bool(published["matches_paper"].all()) if len(published) else False
-            lines.append(f"  paper:     {paper_model} — {'reproduced' if agrees else 'NOT reproduced'}")
+            why = "" if agrees else str(group["paper_agrees_if"].iloc[0] or "")
+            lines.append(f"  paper:     {paper_model} — {'reproduced' if agrees else 'NOT reproduced'}"
+                         + (f" (reproduced if {why})" if why else ""))
+        if sensitivity is not None and len(sensitivity.data):
+            changes = sensitivity.data[sensitivity.data["regime_key"] == key]
+            for line in frontier.sensitivity_lines(changes, lambda s: s.split(" @ ")[0]) if len(changes) else []:
+                lines.append(f"  {line}")
+            if key == "edge" and sensitivity.caption:
+                lines.append("  power scope: " + sensitivity.caption.split("differ in scope: ", 1)[-1])
         for row in group.itertuples():
             excluded = str(row.dominated_by).startswith("not eligible")
             tag = "FRONTIER " if row.on_frontier else ("NOT ELIGIBLE" if excluded else "dominated")
