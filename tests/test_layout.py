@@ -20,7 +20,7 @@ LAYERS = {
     "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
                     "load.prompts", "load.workload", "weights", "quantize", "bandwidth"],
     "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "bandwidth_law", "reference", "transcription",
-                 "seed_arithmetic", "load.levels", "load.serving"],
+                 "seed_arithmetic", "seed_rebuild", "load.levels", "load.serving"],
     "suites": ["runner", "load", "evidence", "timeline", "report", "explore", "ladder"],
     "paper": ["paper"],
     "entry": ["cli"],

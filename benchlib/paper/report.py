@@ -20,6 +20,7 @@ from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.roofline_figure import fig_roofline
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs
+from benchlib.paper.seed_tables import fig_bandwidth_law, fig_power_thermal, seed_tables
 from benchlib.paper.settings import FIGURES, LONG_TABLE, NO_RUNS, TABLES, Settings, _shown, seed_prefix
 from benchlib.paper.systems import (
     all_systems,
@@ -72,6 +73,7 @@ def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None
         "roofline": roofline_table(roofline_points(ref, runs, systems)),
         "decisions": decisions_table(ref, runs, settings.thresholds),
         "seed_arithmetic": seed_arithmetic_table(ref),
+        **seed_tables(ref),
     }
     tables.update(load_tables(runs))
     tables.update(ladder_tables(ref, runs))
@@ -94,6 +96,10 @@ def build_figures(tables: Mapping[str, Table], runs: Runs, settings: Settings | 
     load = fig_load(runs)
     if load is not None:
         figures["load_sweeps"] = load
+    figures["power_thermal"] = fig_power_thermal(tables, runs)
+    law = fig_bandwidth_law(tables)
+    if law is not None:
+        figures["bandwidth_law"] = law
     ladder = fig_ladder(tables)
     if ladder is not None:
         figures["ladder"] = ladder
@@ -112,6 +118,11 @@ FIGURE_CAPTIONS = {
     "runs_vs_published": "Headline numbers of our runs beside the paper's systems.",
     "load_sweeps": "Concurrency, context and rate sweeps of the load suite (rate: open-loop levels' output tok/s and "
                    "goodput under the run's SLOs against the offered rate).",
+    "power_thermal": "Left: each published platform's idle, average and peak inference power beside its envelope "
+                     "(the seed's cells, one run each). Right: our first run's telemetry — power where a sensor "
+                     "reads it, else CPU utilisation — with its idle, loaded and task windows shaded.",
+    "bandwidth_law": "002's generation speeds against each machine's bandwidth, per model, with the least-squares "
+                     "line through the origin; the ringed point is the outlier (the M4, as 002 says).",
     "ladder": "The bandwidth law on this host's quantization ladder (make ladder) beside 004's published E4B ladder: "
               "each rung's decode tok/s against the GB it reads per token, the fitted law and the bandwidth ceiling; "
               "right, accuracy against file size where it is that precision's own.",
@@ -134,6 +145,12 @@ REPORT_SECTIONS = [
     ("11. Load sweeps", ["load_concurrency", "load_context", "load_rate"], ["load_sweeps"]),
     ("12. Quantization ladder: the bandwidth law on this host (002, 004)", ["ladder", "ladder_law"], ["ladder"]),
     ("13. The seeds' own arithmetic (000, 002, 004)", ["seed_arithmetic"], []),
+    ("14. Power and thermal: published envelopes, our telemetry (000 §3, §6)", [], ["power_thermal"]),
+    ("15. 002's bandwidth law, prefill and measurement artefacts", ["bandwidth_law", "prefill_ttft"],
+     ["bandwidth_law"]),
+    ("16. 004's napkin ceiling beside our bytes-per-token model", ["napkin_ceiling"], []),
+    ("17. 001's decisions under their own thresholds", ["heros_thresholds"], []),
+    ("18. Where the seeds disagree", ["contradictions"], []),
 ]
 
 

@@ -44,13 +44,14 @@ PAPER_TASK_TITLES["video_analysis"] = "Video description"
 
 TABLES = ["runs", "setup", "platform", "throughput", "latency_accuracy", "memory_power_thermal",
           "frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems", "capability_context", "roofline", "decisions",
-          "seed_arithmetic"]
+          "seed_arithmetic", "bandwidth_law", "prefill_ttft", "napkin_ceiling", "heros_thresholds", "contradictions"]
 
 
 LONG_TABLE = "published_and_runs_long"  # CSV only: every published row plus ours, tidy, with a source column
 
 
-FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontier", "roofline", "runs_vs_published"]
+FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontier", "roofline", "runs_vs_published",
+           "power_thermal", "bandwidth_law"]
 
 
 
