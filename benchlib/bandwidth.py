@@ -17,7 +17,7 @@ Two numbers, each the best of `repeats` passes over buffers far larger than any 
 GB is 10^9 bytes. The best pass is reported (the least disturbed by other work); all passes are kept. The
 ceiling of a CPU host is the read figure: decode reads weights, and copy counts written bytes too.
 
-Imports: paths."""
+Imports: paths, records."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from benchlib.paths import cache_dir
+from benchlib.records import write_atomic
 
 METHOD = ("best of {repeats} passes over {mib} MiB on {threads} thread(s): read = np.add.reduce over float32, "
           "bytes read ÷ time; copy = np.copyto, (read + written bytes) ÷ time (STREAM convention); GB = 1e9 bytes")
@@ -74,10 +75,9 @@ def measure(size_mib: int = 512, repeats: int = 5, threads: int | None = None) -
     }
 
 
-NVML_METHOD = "NVML: memory bus width (bits) ÷ 8 × maximum memory clock (MHz) × 2 transfers per clock"
-SOURCES = {"declared": "params host.memory_bandwidth_gbs (vendor figure)", "nvml": NVML_METHOD,
-           "measured": "measured read bandwidth of this machine (benchlib.bandwidth.measure)"}
-LABELS = {"declared": "declared in params", "nvml": "NVML theoretical (bus width × memory clock × 2)",
+# ceiling_source -> what it is (the manifest's ceiling_method, the paper's notes)
+LABELS = {"declared": "declared in params (host.memory_bandwidth_gbs)",
+          "nvml": "NVML theoretical (bus width × memory clock × 2)",
           "measured": "measured read bandwidth of this machine"}
 CACHE_MAX_AGE_S = 7 * 86400
 _MEMO: dict[str, dict[str, Any]] = {}
@@ -123,10 +123,7 @@ def machine_measurement(cpu: str, cpu_count: int | None, cache: Path | None = No
     result = {**(measure_fn or measure)(), "machine": key, "measured_unix": now}
     _MEMO[key] = result
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(result, indent=1))
     except OSError:
         pass  # a read-only home only costs the next run a new measurement
     return {**result, "reused": "no"}
@@ -135,7 +132,7 @@ def machine_measurement(cpu: str, cpu_count: int | None, cache: Path | None = No
 def record(declared_gbs: float | None, gpu: Mapping[str, Any], cpu: str, cpu_count: int | None,
            cache: Path | None = None, measure_fn=None) -> dict[str, Any]:
     """The run's bandwidth record (module docstring): declared, nvml (per GPU), measured (hosts without a GPU),
-    ceiling_gbs and ceiling_source (a key of SOURCES) with its method."""
+    ceiling_gbs and ceiling_source (a key of LABELS) with its method."""
     gpus = [g for g in (gpu.get("gpus") or []) if isinstance(g, Mapping)] if gpu.get("available") else []
     nvml = [{"index": g.get("index"), "name": g.get("name"), "gbs": g.get("memory_bandwidth_gbs"),
              "reason": g.get("memory_bandwidth_reason", "")} for g in gpus]
@@ -148,7 +145,7 @@ def record(declared_gbs: float | None, gpu: Mapping[str, Any], cpu: str, cpu_cou
     for source, value in (("declared", declared_gbs), ("nvml", nvml_gbs),
                           ("measured", (out["measured"] or {}).get("read_gbs"))):
         if value:
-            out.update(ceiling_gbs=round(float(value), 2), ceiling_source=source, ceiling_method=SOURCES[source])
+            out.update(ceiling_gbs=round(float(value), 2), ceiling_source=source, ceiling_method=LABELS[source])
             break
     else:
         out.update(ceiling_gbs=None, ceiling_source="", ceiling_method="no bandwidth: GPU without NVML memory "

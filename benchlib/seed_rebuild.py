@@ -161,7 +161,7 @@ def verdicts_001(ref: pd.DataFrame) -> pd.DataFrame:
         first = group.iloc[0]
         candidate = " ".join(str(v) for v in (first["model"], first["quantization"], f"({first['server']})") if v)
         decision = group[group["metric"] == "decision"]["value_text"]
-        judged = []
+        judged, rows_of_table = [], []
         for criterion in _CRITERIA:
             cells = group[group["metric"] == criterion]
             if cells.empty:
@@ -182,15 +182,13 @@ def verdicts_001(ref: pd.DataFrame) -> pd.DataFrame:
             word = {"NO": "FAIL", "YES": "PASS"}.get(printed.split(" ")[0], printed.split(" ")[0]) if printed else ""
             judged.append((criterion, status or (f"{word} (printed)" if word else ""), threshold or "printed",
                            cell["value"]))
-            out.append({"seed_table": table, "candidate": candidate, "criterion": criterion, "value": cell["value"],
+            rows_of_table.append({"seed_table": table, "candidate": candidate, "criterion": criterion, "value": cell["value"],
                         "value_text": cell["value_text"], "threshold": threshold, "status": status,
                         "printed_status": printed, "agrees": (word == status) if word and status else None,
                         "printed_decision": str(decision.iloc[0]) if len(decision) else ""})
         fails = [f"{c} {v:g} vs {t}" for c, s, t, v in judged if s.startswith("FAIL")]
         verdict = ("fails " + "; ".join(fails)) if fails else "every printed threshold passes"
-        for row in out:
-            if row["seed_table"] == table:
-                row["verdict"] = verdict
+        out += [{**row, "verdict": verdict} for row in rows_of_table]
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 

@@ -9,8 +9,8 @@ seed_tables.csv says where each table is and how its cells are separated:
     space   cells separated by whitespace (000's tables, 002's ratio tables): `columns` and `rows` give the labels
     none    cells printed with nothing between them (002's and 004's web tables): `columns` and `rows` likewise
 A table starts at the first header line after its `anchor` (a line, unique in the seed, or empty; for pipe tables
-the `nth` table from it) and ends at the next blank line. For pipe tables the cell is the column's cell of the row. For space/none tables a row's
-cells are not delimited, so the row's whole line must be spelled out, in column order, by its label and its cells:
+the `nth` table from it) and ends at the next blank line. For pipe tables the cell is the column's cell of the
+row. For space/none tables a row's cells are not delimited, so the row's whole line must be spelled out, in column order, by its label and its cells:
 in a space table each transcribed cell is its texts (a number never continued by a digit or a point) with at most
 some words around them but no other number, and every other column at least one word; a none table has no
 boundaries at all, so every one of its cells must be transcribed and the line is their exact concatenation. A value

@@ -111,8 +111,9 @@ FIGURE_CAPTIONS = {
     "latency": "End-to-end latency per task (published and ours) and, for our runs, time to first token.",
     "energy_efficiency": "tok/s per watt and tokens per joule; runs without an energy sensor show the reason.",
     "pareto_frontier": "Regime presets: stars are on the regime's frontier (judged on all its axes), hollow "
-                       "markers are dominated or not eligible (the note under each panel names the dominators or the reason); labels sit on their own points, coinciding points share one; the dashed step is the Pareto "
-                       "front of the two plotted axes.",
+                       "markers are dominated or not eligible (the note under each panel names the dominators or "
+                       "the reason); labels sit on their own points, coinciding points share one; the dashed step "
+                       "is the Pareto front of the two plotted axes.",
     "roofline": "Measured decode tok/s against the bandwidth ceiling (bandwidth ÷ GB read per token); 002 and 004 "
                 "reference runs and ours. A run whose bandwidth is unknown is a horizontal line, not a point.",
     "runs_vs_published": "Headline numbers of our runs beside the paper's systems.",

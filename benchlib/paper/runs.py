@@ -66,8 +66,8 @@ class Runs:
 
 
 META_COLUMNS = ["host", "model", "system", "source", "hardware", "accelerator", "cpu", "memory_gb",
-                "memory_bandwidth_gbs", "bandwidth_source", "power_envelope_w", "unified_memory", "server_kind", "server_software",
-                "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
+                "memory_bandwidth_gbs", "bandwidth_source", "power_envelope_w", "unified_memory", "server_kind",
+                "server_software", "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
                 "context_window", "modalities", "thinking", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds"]
 
@@ -240,6 +240,23 @@ def _bandwidth(host_p: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[s
     value = number(recorded.get("ceiling_gbs"))
     return {"memory_bandwidth_gbs": value, "bandwidth_source": "" if math.isnan(value) else
             str(recorded.get("ceiling_source") or "")}
+
+
+def first_telemetry(runs: Runs) -> tuple[pd.DataFrame | None, pd.DataFrame, str]:
+    """The text suite's telemetry.csv and windows of the first run found (others alike; the notebook of each
+    run shows its own)."""
+    if runs.empty:
+        return None, pd.DataFrame(), ""
+    for row in runs.meta.itertuples():
+        for path in sorted(str(row.path).split(", ")):
+            for suite in ("text", *str(row.suites).split(", ")):
+                folder = Path(path) / suite
+                if (folder / "telemetry.csv").is_file() and (folder / "windows.csv").is_file():
+                    telemetry = pd.read_csv(folder / "telemetry.csv")
+                    windows = pd.read_csv(folder / "windows.csv")
+                    if len(telemetry) > 1:
+                        return telemetry, windows, f"{row.system}, {suite} suite ({len(windows)} windows)"
+    return None, pd.DataFrame(), ""
 
 
 def runs_text(runs: Runs) -> str:

@@ -7,7 +7,6 @@ Imports: seed_rebuild (analysis layer); benchlib.paper.format, .labels, .runs, .
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Mapping
 
 import matplotlib.pyplot as plt
@@ -18,7 +17,7 @@ import seaborn as sns
 from benchlib import seed_rebuild
 from benchlib.paper.format import Table, fmt
 from benchlib.paper.labels import place_labels
-from benchlib.paper.runs import Runs
+from benchlib.paper.runs import Runs, first_telemetry
 from benchlib.paper.settings import THIS_RUN
 from benchlib.paper.style import no_runs_note, theme, wrap
 
@@ -165,7 +164,7 @@ def fig_power_thermal(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
 
 
 def _telemetry_panel(ax: plt.Axes, runs: Runs) -> None:
-    telemetry, windows, label = _first_telemetry(runs)
+    telemetry, windows, label = first_telemetry(runs)
     if telemetry is None:
         ax.set_axis_off()
         no_runs_note(ax, "this run: no telemetry recorded yet (make run)", "center")
@@ -192,20 +191,3 @@ def _telemetry_panel(ax: plt.Axes, runs: Runs) -> None:
     ax.legend(handles, [f"{k} window" for k in shades], fontsize=8, loc="upper right", frameon=False)
     ax.set(xlabel="time since the run started (s)", ylabel=ylabel, title=wrap(f"Our telemetry: {label}", 70))
     ax.set_ylim(0, None)
-
-
-def _first_telemetry(runs: Runs) -> tuple[pd.DataFrame | None, pd.DataFrame, str]:
-    """The text suite's telemetry.csv and windows of the first run found (others alike; the notebook of each
-    run shows its own)."""
-    if runs.empty:
-        return None, pd.DataFrame(), ""
-    for row in runs.meta.itertuples():
-        for path in sorted(str(row.path).split(", ")):
-            for suite in ("text", *str(row.suites).split(", ")):
-                folder = Path(path) / suite
-                if (folder / "telemetry.csv").is_file() and (folder / "windows.csv").is_file():
-                    telemetry = pd.read_csv(folder / "telemetry.csv")
-                    windows = pd.read_csv(folder / "windows.csv")
-                    if len(telemetry) > 1:
-                        return telemetry, windows, f"{row.system}, {suite} suite ({len(windows)} windows)"
-    return None, pd.DataFrame(), ""

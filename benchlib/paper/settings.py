@@ -43,8 +43,8 @@ PAPER_TASK_TITLES["video_analysis"] = "Video description"
 
 
 TABLES = ["runs", "setup", "platform", "throughput", "latency_accuracy", "memory_power_thermal",
-          "frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems", "capability_context", "roofline", "decisions",
-          "seed_arithmetic", "bandwidth_law", "prefill_ttft", "napkin_ceiling", "heros_thresholds", "contradictions"]
+          "frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems", "capability_context",
+          "roofline", "decisions", "seed_arithmetic", "bandwidth_law", "prefill_ttft", "napkin_ceiling", "heros_thresholds", "contradictions"]
 
 
 LONG_TABLE = "published_and_runs_long"  # CSV only: every published row plus ours, tidy, with a source column

@@ -51,8 +51,8 @@ def task_order(task_ids: Iterable[str], catalog: pd.DataFrame) -> list[str]:
 
 
 SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization", "memory_bandwidth_gbs",
-                  "bandwidth_source", "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w", "peak_power_w",
-                  "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
+                  "bandwidth_source", "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w",
+                  "peak_power_w", "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "short_qa_output_tokens", "asr_e2e_s",
                   "avg_e2e_s",
@@ -63,9 +63,8 @@ QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.value
                    if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
 SYSTEM_COLUMNS += QUALITY_COLUMNS
-TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "bandwidth_source", "memory_kind",
-                       "energy_note",
-                       "serving_basis",
+TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "bandwidth_source",
+                       "memory_kind", "energy_note", "serving_basis",
                        *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
 
 

@@ -133,8 +133,8 @@ def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
     display["source"] = display["source"].map(source_label)
     return Table("platform", "Hardware platforms (000 §3, 002 and 004 hosts, our hosts)", data, display,
                  caption="Memory bandwidth sets the decode ceiling (see the roofline); power and temperature as "
-                         "reported. Our host's bandwidth: the params' figure, else NVML's theoretical one on a GPU, else the "
-                         "measured read bandwidth of the machine (the note says which).")
+                         "reported. Our host's bandwidth: the params' figure, else NVML's theoretical one on a GPU, "
+                         "else the measured read bandwidth of the machine (the note says which).")
 
 
 def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str = THIS_RUN) -> str:

@@ -108,7 +108,7 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
 def sensitivity_table(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime], ref: pd.DataFrame,
                       runs: Runs) -> Table:
     """Per regime, every single change of its axes (frontier.sensitivity) and whether it changes the verdict;
-    the edge regime's rows end with the power-reading scope of each platform."""
+    a regime judging tok/s per W notes each platform's power-reading scope on its base row (column note)."""
     frames = []
     for key, regime in regimes.items():
         if systems.empty or any(a not in systems for a in regime.all_axes()):
@@ -116,6 +116,10 @@ def sensitivity_table(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regi
         frames.append(frontier.sensitivity(systems, regime))
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=frontier.SENSITIVITY_COLUMNS)
     scope = power_scope(ref, runs)
+    # a regime that judges tok/s per W carries the power-reading scope on its own row ("as defined")
+    power_keys = {k for k, r in regimes.items() if "tps_per_w" in r.all_axes()}
+    data["note"] = ["power scope: " + "; ".join(scope) + "." if kind == "base" and key in power_keys and scope
+                    else "" for key, kind in zip(data["regime_key"], data["kind"])]
     display = pd.DataFrame({
         "regime": data["regime_key"], "change": data["change"], "frontier": data["frontier"],
         "verdict": [("as defined" if k == "base" else ("**flips**" if f else "same"))
@@ -202,8 +206,7 @@ def frontier_text(table: Table, sensitivity: Table | None = None) -> str:
             changes = sensitivity.data[sensitivity.data["regime_key"] == key]
             for line in frontier.sensitivity_lines(changes, lambda s: s.split(" @ ")[0]) if len(changes) else []:
                 lines.append(f"  {line}")
-            if key == "edge" and sensitivity.caption:
-                lines.append("  power scope: " + sensitivity.caption.split("differ in scope: ", 1)[-1])
+            lines += [f"  {note}" for note in changes.get("note", pd.Series(dtype=str)) if note]
         for row in group.itertuples():
             excluded = str(row.dominated_by).startswith("not eligible")
             tag = "FRONTIER " if row.on_frontier else ("NOT ELIGIBLE" if excluded else "dominated")
