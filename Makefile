@@ -57,6 +57,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/measure_accuracy.py
 	$(PY) bench/telemetry_overhead.py
 	$(PY) bench/scheduler_lag.py
+	$(PY) bench/omp_spin.py
 
 notebooks: $(VENV)/.installed-run
 	$(PY) tools/make_notebooks.py

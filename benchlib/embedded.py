@@ -3,6 +3,12 @@
 Started as a subprocess in its own process group (so one signal stops it and its threads), killed if the
 parent dies (PR_SET_PDEATHSIG), stopped on exit, error and Ctrl-C. Its log goes beside the results, and
 its per-request `llama_perf` lines give server-side prefill/decode timings.
+
+llama.cpp's CPU threads come from OpenMP, whose threads spin at each barrier (libgomp: 300000 turns) before they
+sleep. With all cores given to the server, anything else that runs (the measuring client, a notebook, another
+job) preempts one thread while its partner spins: on 2 busy cores a 48-token answer took 57–118 s instead of
+~2.5 s. A short spin (`omp_spin_count`, default 1000) removes the stall at no cost on idle cores; the value in
+force is in the manifest (`bench/omp_spin.py` measures both).
 """
 
 from __future__ import annotations
@@ -156,6 +162,7 @@ class EmbeddedServer:
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
         self._log_offset = 0
+        self.command_line: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -175,6 +182,19 @@ class EmbeddedServer:
                 # interrupt_requests=true ends it with [DONE] and no finish_reason): the load sweep measures queueing.
                 "--interrupt_requests", "false"]
 
+    def environment(self) -> dict[str, str]:
+        """The server's environment: ours, unbuffered, with the OpenMP spin unless the user set OpenMP's wait."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        spin = self.settings.omp_spin_count
+        if spin is not None and not {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & env.keys():
+            env["GOMP_SPINCOUNT"] = str(spin)
+        return env
+
+    def openmp(self) -> dict[str, str]:
+        """The OpenMP wait settings the server runs with (provenance)."""
+        env = self.environment()
+        return {name: env[name] for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if name in env}
+
     def start(self) -> str:
         try:
             import llama_cpp  # noqa: F401  — fail early with a clear message
@@ -188,9 +208,10 @@ class EmbeddedServer:
         self.port = free_port()
         log = self.log_path.open("ab")
         self._log_offset = self.log_path.stat().st_size
-        self.process = subprocess.Popen(self.command(model_path, self.port), stdout=log, stderr=subprocess.STDOUT,
+        self.command_line = self.command(model_path, self.port)
+        self.process = subprocess.Popen(self.command_line, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                        env=self.environment())
         log.close()
         atexit.register(self.stop)
         self._wait_ready()

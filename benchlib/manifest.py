@@ -480,8 +480,8 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
             extra["sensors"] = {"error": f"{type(exc).__name__}: {exc}"}
     embedded = getattr(session, "server", None)
     if embedded is not None:
-        extra["embedded_server"] = {"pid": getattr(embedded, "pid", None),
-                                    "log": str(getattr(embedded, "log_path", "")) or None}
+        extra["embedded_server"] = {"pid": embedded.pid, "log": str(embedded.log_path),
+                                    "command": embedded.command_line, "openmp": embedded.openmp()}
     data = build_manifest(session.params, session.run_id, session.suite, session.started_unix, extra,
                           server_before=getattr(session, "server_before", None), session=session, nvml=nvml)
     path = Path(session.out_dir) / "manifest.json"

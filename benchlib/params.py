@@ -53,6 +53,10 @@ class EmbeddedParams(_Section):
     chat_format: str = Field("gemma", description="llama-cpp-python chat format")
     n_ctx: int = Field(2048, ge=256, description="Context window the server allocates")
     n_threads: int = Field(0, ge=0, description="CPU threads; 0 = all cores")
+    omp_spin_count: int | None = Field(1000, ge=0, description="GOMP_SPINCOUNT for llama.cpp's OpenMP threads "
+                                       "(null = libgomp's 300000) unless the environment sets GOMP_SPINCOUNT or "
+                                       "OMP_WAIT_POLICY: a short spin keeps the server from stalling when other "
+                                       "work shares its cores (bench/omp_spin.py)")
     startup_timeout_s: float = Field(120.0, gt=0, le=86_400, description="Bound on waiting for /v1/models")
 
 

@@ -28,6 +28,8 @@ from helpers import make_params, send
 
 from benchlib import aio, crosscheck
 from benchlib.client import make_backend, ollama_keep_alive
+from benchlib.embedded import EmbeddedServer, parse_timings
+from benchlib.params import EmbeddedParams
 
 
 def wire(fake_server):
@@ -165,8 +167,6 @@ llama_perf_context_print:       total time =     109.31 ms /    13 tokens
 
 
 def test_embedded_log_timings_and_token_mapping():
-    from benchlib.embedded import parse_timings
-
     cut, eos, empty = parse_timings(EMBEDDED_LOG)
     assert (cut.prompt_tokens, cut.cached_tokens, cut.prompt_eval_tokens) == (23, 10, 13)
     assert cut.eval_runs == 63 and cut.total_ms == 1235.72
@@ -182,8 +182,6 @@ def test_embedded_log_timings_and_token_mapping():
 
 def test_embedded_log_implausible_prompt_time_yields_no_server_rates():
     """Seen on the real server: the prompt pass logged as 0.08 ms for 70 tokens (875k tok/s on 2 CPU cores)."""
-    from benchlib.embedded import parse_timings
-
     bogus, sane = parse_timings(
         "Llama.generate: 7 prefix-match hit, remaining 70 prompt tokens to eval\n"
         "llama_perf_context_print: prompt eval time =       0.08 ms /    70 tokens\n"
@@ -205,3 +203,15 @@ def test_ollama_backend_closes_its_client(params_for):
     assert not backend.http.is_closed
     aio.run(backend.aclose())
     assert backend.http.is_closed
+
+
+def test_embedded_server_openmp_spin_is_short_unless_the_user_set_openmp_wait(monkeypatch, tmp_path):
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    server = EmbeddedServer(EmbeddedParams(), "m", tmp_path / "server.log")
+    assert server.environment()["GOMP_SPINCOUNT"] == "1000" and server.openmp() == {"GOMP_SPINCOUNT": "1000"}
+    assert "GOMP_SPINCOUNT" not in EmbeddedServer(EmbeddedParams(omp_spin_count=None), "m", tmp_path).environment()
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")  # the user's choice wins, and is what the manifest records
+    assert server.openmp() == {"OMP_WAIT_POLICY": "active"}
+    monkeypatch.setenv("GOMP_SPINCOUNT", "50")
+    assert server.openmp() == {"GOMP_SPINCOUNT": "50", "OMP_WAIT_POLICY": "active"}

@@ -14,7 +14,7 @@ SCRIPTS = sorted((PROJECT_ROOT / "bench").glob("*.py"))
 
 
 def test_bench_has_its_scripts():
-    assert {p.name for p in SCRIPTS} >= {"measure_accuracy.py", "telemetry_overhead.py", "scheduler_lag.py"}
+    assert {p.name for p in SCRIPTS} >= {"measure_accuracy.py", "telemetry_overhead.py", "scheduler_lag.py", "omp_spin.py"}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -135,6 +136,8 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
     from benchlib.embedded import EmbeddedServer
 
     monkeypatch.setenv("FB_MANIFEST_TEST_KEY", SECRET)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     params = validate({
         "host": {"name": "local-cpu"},
         "server": {"kind": "embedded", "software": "llama-cpp-python", "model": "gemma3-270m-q4_k_m",
@@ -151,8 +154,13 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
                                   out_dir=tmp_path, telemetry=None, server=server,
                                   server_before=manifest.server_state(params))
         data = manifest.write_manifest(session)
+        environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
     finally:
         server.stop()
+    # the server's OpenMP threads spin briefly (see benchlib.embedded), and the manifest says so
+    assert b"GOMP_SPINCOUNT=1000" in environ
+    assert data["embedded_server"]["openmp"] == {"GOMP_SPINCOUNT": "1000"}
+    assert data["embedded_server"]["command"][1:3] == ["-m", "llama_cpp.server"]
     text = (tmp_path / "manifest.json").read_text()
     assert json.loads(text) == data
     assert {"run_id", "suite", "params_file", "params", "started", "finished", "started_unix", "finished_unix",
