@@ -8,6 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PARAMS ?= params/embedded.yaml
 ARGS   ?=
+ROOTS  ?=
 
 .PHONY: run test paper ladder validate bench clean-outputs notebooks explore
 
@@ -38,7 +39,7 @@ test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -ra $(ARGS)
 
 paper: $(VENV)/.installed-run
-	$(PY) -m benchlib.cli paper
+	$(PY) -m benchlib.cli paper $(ROOTS)
 
 # The quantization ladder of the embedded model (Q2_K … F16, made here by llama.cpp's quantizer, cached in
 # ~/.cache/frontier-bench), each rung run as its own deployment, then the paper's bandwidth-law table and figure.

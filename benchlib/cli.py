@@ -12,19 +12,20 @@ import logging
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from benchlib import ladder
+from benchlib import ladder, store
 from benchlib.embedded import EmbeddedServerError
 from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
 from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root, run_dir
 from benchlib.quantize import QuantizeError
 from benchlib.records import write_atomic
 from benchlib.report import console_table
-from benchlib.runner import RunConflict, check_unlocked, prepare_out_dir
+from benchlib.runner import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
 from benchlib.schema import read_csv
 
 
@@ -102,12 +103,14 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
                   progress: bool = True) -> tuple[list[str], list[Path]]:
     """Execute each suite notebook; a failing notebook is reported and the next one still runs."""
     failed, suite_dirs = [], []
+    root, url = results_root(params)
     for suite in notebooks:
-        suite_dir = run_dir(params.host.name, params.server.model, suite)
+        suite_dir = run_dir(params.host.name, params.server.model, suite, root)
         try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
             check_unlocked(suite_dir)
-            prepare_out_dir(params, suite, fresh, None)
-        except RunConflict as exc:
+            remote = sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
+            prepare_out_dir(params, suite, fresh, root)
+        except (RunConflict, store.StoreError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed.append(suite)
             continue
@@ -128,6 +131,9 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
                   f"{reason[-1] if reason else type(exc).__name__}\n  see {_display(str(executed))}", flush=True)
         else:
             print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
+        finally:
+            if remote:  # the executed notebook is written after the suite's own last mirror
+                store.push(suite_dir, remote)
         suite_dirs.append(suite_dir)
     return failed, suite_dirs
 
@@ -163,11 +169,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     any_ok = print_summary(suite_dirs)
-    model_dir = run_dir(params.host.name, params.server.model, "x").parent
+    root, url = results_root(params)
+    model_dir = run_dir(params.host.name, params.server.model, "x", root).parent
     print(f"\nresults: {_display(str(model_dir))}/"
           f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
+    if url:
+        print(f"store: {store.redact(url)} (mirrored; the paper reads every host there)")
     if not args.no_paper:
-        paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0
+        paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [])) != 0
         if paper_failed:
             failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")
@@ -216,9 +225,18 @@ def cmd_paper(args: argparse.Namespace) -> int:
         print("paper/assemble.ipynb not present yet; skipping the paper", file=sys.stderr)
         return 0
     output = PAPER_OUT_DIR / "assemble.ipynb"
-    print(f"▶ paper: executing paper/assemble.ipynb → {_display(str(PAPER_OUT_DIR))}/", flush=True)
+    roots = list(getattr(args, "roots", None) or []) or [str(outputs_root())]
+    for root in roots:
+        if store.is_url(root):
+            try:
+                store.check_url(root)
+            except store.StoreError as exc:
+                return _fail(str(exc))
+    shown = ", ".join(store.redact(r) if store.is_url(r) else r for r in roots)
+    print(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/", flush=True)
     try:
-        execute_notebook(notebook, output, {"outputs_dir": str(outputs_root())}, progress=not args.quiet)
+        execute_notebook(notebook, output, {"outputs_dir": roots[0], "more_roots": roots[1:]},
+                         progress=not args.quiet)
     except Exception as exc:  # noqa: BLE001
         print(f"✗ paper failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}", file=sys.stderr)
         return 1
@@ -242,6 +260,30 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.no_lab:
         return 0
     return subprocess.call([sys.executable, "-m", "jupyterlab", str(target), f"--notebook-dir={PROJECT_ROOT}"])
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    target = Path(args.output or f"{args.host}-results.tar.gz")
+    try:
+        count = store.bundle(outputs_root(), args.host, target)
+    except store.StoreError as exc:
+        return _fail(str(exc))
+    print(f"bundle: {target} ({count} files of host {args.host}); "
+          f"on the other host: frontier-bench import {target.name}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    try:
+        added, present = store.import_bundle(Path(args.bundle), outputs_root())
+    except (store.StoreError, OSError, tarfile.TarError) as exc:
+        return _fail(f"{args.bundle}: {exc}")
+    for label in added:
+        print(f"imported {label}")
+    for label in present:
+        print(f"already here (same run id, counted once): {label}")
+    print(f"{len(added)} suite folder(s) imported into {_display(str(outputs_root()))}/")
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -271,12 +313,20 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
     lad.add_argument("--quiet", action="store_true", help="no progress bars")
     lad.set_defaults(func=cmd_ladder)
-    paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ and the reference data")
+    paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ (or given roots) and the reference data")
+    paper.add_argument("roots", nargs="*", help="results roots: folders or store URLs (default: outputs/)")
     paper.add_argument("--quiet", action="store_true")
     paper.set_defaults(func=cmd_paper)
     explore = sub.add_parser("explore", help="open the request explorer (a working copy under outputs/) in JupyterLab")
     explore.add_argument("--no-lab", action="store_true", help="only write the working copy and print its path")
     explore.set_defaults(func=cmd_explore)
+    bund = sub.add_parser("bundle", help="write one host's results (outputs/<host>/) as a single .tar.gz")
+    bund.add_argument("host", help="host folder name under outputs/")
+    bund.add_argument("-o", "--output", help="archive path (default: <host>-results.tar.gz)")
+    bund.set_defaults(func=cmd_bundle)
+    imp = sub.add_parser("import", help="merge a bundle written by `frontier-bench bundle` into outputs/")
+    imp.add_argument("bundle")
+    imp.set_defaults(func=cmd_import)
     validate = sub.add_parser("validate", help="check a params file and exit")
     validate.add_argument("params")
     validate.set_defaults(func=cmd_validate)

@@ -136,6 +136,11 @@ class RunSettings(_Section):
     cold_load_s: float = Field(1.0, gt=0, description="Server load time above this flags a request 'cold'")
     cache_suspect_share: float = Field(0.5, ge=0, le=1, description="Cached share of the prompt that flags "
                                        "'cache_suspect' (0 = any cached token)")
+    store: str = Field("", description="Results store: an fsspec URL (s3://bucket/runs, sftp://host/path, "
+                       "file:///…) the suite folders are mirrored to; empty = $FRONTIER_BENCH_STORE, else outputs/ "
+                       "only. Credentials from the environment, never in the URL")
+    store_every_s: float = Field(30.0, ge=0, le=86_400, description="Seconds between mirrors of a running suite "
+                                 "to the store (0 = only when it ends)")
     notebooks: list[Literal["text", "quality", "vision", "audio", "video", "load"]] = Field(
         default_factory=lambda: list(NOTEBOOK_ORDER), description="Notebooks the main job executes"
     )
@@ -253,9 +258,12 @@ class BenchParams(_Section):
     source: str = Field("", exclude=True, description="File the params came from (for messages)")
 
     def params_hash(self) -> str:
-        """A short hash of the params that shape results (not where they came from, not the embedded port)."""
+        """A short hash of the params that shape results (not where they came from or go, not the embedded
+        port)."""
         payload = self.model_dump(mode="json", exclude={"source"})
         payload["server"].pop("base_url", None)  # the embedded port changes every start
+        for where in ("store", "store_every_s"):  # where results are kept does not shape them
+            payload["run"].pop(where, None)
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -28,14 +28,14 @@ from typing import Any, Iterator
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchlib import aio, analysis, crosscheck, manifest, scoring
+from benchlib import aio, analysis, crosscheck, manifest, scoring, store
 from benchlib import media as media_builders
 from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
 from benchlib.echo import strip_echo
 from benchlib.embedded import EmbeddedServer
 from benchlib.media import UnsupportedMedia
 from benchlib.params import BenchParams, task_set_hash
-from benchlib.paths import run_dir
+from benchlib.paths import outputs_root, run_dir
 from benchlib.records import (
     STATUS_OK,
     STATUS_UNSUPPORTED,
@@ -348,6 +348,27 @@ def _what_changed(existing: dict[str, Any], params: BenchParams) -> str:
     return " and ".join(changed) if changed else "different params, task files or code"
 
 
+def results_root(params: BenchParams) -> tuple[Path, str]:
+    """(local root the suite folders are appended to, store URL or ''): outputs/, or with a results store
+    (`run.store` / $FRONTIER_BENCH_STORE) the store's local staging folder (benchlib.store)."""
+    url = store.configured(params.run.store)
+    return (store.staging_dir(url) if url else outputs_root()), url
+
+
+def sync_from_store(params: BenchParams, suite: str, fresh: bool, url: str, root: Path) -> str:
+    """Before a suite starts: the URL of its folder in the store ('' without one), with what the store holds
+    pulled into the local folder so a run begun elsewhere resumes here — or, with fresh, the store's copy
+    archived beside it as the local one is."""
+    if not url:
+        return ""
+    remote = store.join(url, *run_dir(params.host.name, params.server.model, suite, Path()).parts)
+    if fresh:
+        store.archive(remote, time.strftime("%Y%m%d-%H%M%S"))
+    else:
+        store.pull(remote, run_dir(params.host.name, params.server.model, suite, root))
+    return remote
+
+
 def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
     out_dir = run_dir(params.host.name, params.server.model, suite, root)
     run_id = params.identity()
@@ -378,11 +399,16 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
 
     needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
     """
+    default_root, url = results_root(params)
+    root = root or default_root
     folder = run_dir(params.host.name, params.server.model, suite, root)
     guard = contextlib.ExitStack()
     guard.enter_context(run_lock(folder))  # before anything in the folder is touched (--fresh archives it)
     try:
+        remote = sync_from_store(params, suite, fresh, url, root)
         out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
+        if remote:  # pushed every run.store_every_s and once more when the session ends, whatever ends it
+            guard.enter_context(store.Mirror(out_dir, remote, params.run.store_every_s))
     except BaseException:
         guard.close()
         raise

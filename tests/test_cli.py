@@ -139,3 +139,29 @@ def test_a_key_echoed_into_every_server_field_never_reaches_a_file(fake_server, 
     quality = (outputs / "cli-host" / "fake-model" / "quality" / "requests.csv").read_text()
     assert "answer Bearer *** end" in text and "thinking Bearer ***" in text  # the echo happened, scrubbed
     assert "lookup Bearer ***" in quality and '""q"":""Bearer ***""' in quality
+
+
+def test_run_with_a_store_url_mirrors_the_suite_and_its_notebook_and_the_paper_reads_the_url(fake_server, tmp_path):
+    """`run.store` as a file:// URL: the suite runs in the store's local staging copy, the folder (executed notebook
+    included) lands in the store, and the paper assembles from the URL."""
+    store_dir = tmp_path / "store"
+    env = {"FRONTIER_BENCH_OUTPUTS": str(tmp_path / "outputs"), "FRONTIER_BENCH_CACHE": str(tmp_path / "cache")}
+    path = fake_params(tmp_path, fake_server.url, {"tokens": 4})
+    data = yaml.safe_load(path.read_text())
+    data["run"]["store"] = store_dir.as_uri()
+    path.write_text(yaml.safe_dump(data))
+    result = cli("run", str(path), "--only", "text", "--no-paper", "--quiet", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    suite = store_dir / "cli-host" / "fake-model" / "text"
+    for name in ("requests.csv", "summary.csv", "manifest.json", "run.json", "text.ipynb"):
+        assert (suite / name).is_file(), name
+    assert f"store: {store_dir.as_uri()}" in result.stdout
+    assert not (tmp_path / "outputs" / "cli-host").exists()  # staged under the cache, not outputs/
+    out = tmp_path / "paper-out"
+    result = subprocess.run([sys.executable, "-c", "from benchlib import paper; import sys; "
+                             "p = paper.assemble(outputs_dir=sys.argv[1], out_dir=sys.argv[2]); "
+                             "print(paper.runs_text(p.runs))", store_dir.as_uri(), str(out)],
+                            capture_output=True, text=True, cwd=PROJECT_ROOT, env={**os.environ, **env}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"1 run(s) from 1 host(s) under {store_dir.as_uri()}" in result.stdout
+    assert (out / "report.md").is_file()

@@ -16,7 +16,7 @@ MAX_LINES = 620
 # Lowest first; a module may import modules of its own layer or a lower one, never a higher one.
 LAYERS = {
     "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures", "echo", "stats"],
-    "records": ["records"],
+    "records": ["records", "store"],
     "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
                     "load.prompts", "load.workload", "weights", "quantize", "bandwidth"],
     "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "bandwidth_law", "reference",

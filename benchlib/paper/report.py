@@ -248,12 +248,13 @@ class Paper:
 
 def assemble(outputs_dir: str | Path = "", out_dir: str | Path = "", reference_sets: Sequence[str] | None = None,
              regimes: Sequence[str] | None = None, thresholds: str = "heros_swap",
-             figure_formats: Sequence[str] | None = None, close_figures: bool = True) -> Paper:
+             figure_formats: Sequence[str] | None = None, close_figures: bool = True,
+             more_roots: Sequence[str] | None = None) -> Paper:
     """Load, build every table and figure, write them; what the notebook does cell by cell."""
     settings = Settings.from_parameters(str(outputs_dir or ""), reference_sets, str(out_dir or ""), regimes,
-                                        thresholds, figure_formats)
+                                        thresholds, figure_formats, more_roots=more_roots)
     ref = load_reference_sets(settings.reference_sets)
-    runs = load_runs(settings.outputs_dir)
+    runs = load_runs(settings.roots)
     tables = build_tables(ref, runs, settings)
     figures = build_figures(tables, runs, settings)
     summary = frontier_text(tables["frontier"], tables["frontier_sensitivity"])

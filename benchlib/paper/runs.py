@@ -1,7 +1,9 @@
-"""Reading what the paper is built from: our runs under outputs/ (Runs: requests, summaries, windows,
-sweeps and manifests of every suite folder) and the published reference sets.
+"""Reading what the paper is built from: our runs under one or several results roots — local folders and
+results-store URLs (benchlib.store), so one paper covers many hosts (Runs: requests, summaries, windows, sweeps
+and manifests of every suite folder) — and the published reference sets. A run found under two roots (same
+run id, host, model and suite) is counted once, and reported.
 
-Imports: records, reference, analysis; benchlib.paper.settings."""
+Imports: records, store, reference, analysis; benchlib.paper.settings."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib import analysis, bandwidth_law, reference, roofline
+from benchlib import analysis, bandwidth_law, reference, roofline, store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, _shown, seed_prefix
 from benchlib.params import NOTEBOOK_ORDER
 from benchlib.paths import outputs_root
@@ -54,6 +56,8 @@ class Runs:
     meta: pd.DataFrame
     load: dict[str, pd.DataFrame] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    roots: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
     ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
 
     @property
@@ -128,10 +132,32 @@ def _suite_summary(path: Path, params: Mapping[str, Any]) -> tuple[pd.DataFrame,
     return summary, (requests[keep].copy() if len(requests) else pd.DataFrame(columns=REQUEST_KEEP)), windows
 
 
-def load_runs(outputs_dir: str | Path | None = None) -> Runs:
-    """Load every run under outputs_dir (default outputs_root()); an empty or missing root gives empty frames."""
-    root = Path(outputs_dir) if outputs_dir else outputs_root()
-    dirs, skipped = suite_dirs(root)
+def _local_roots(roots: str | Path | Sequence[str | Path] | None) -> list[tuple[str, Path]]:
+    """(as given, local folder) per root: a store URL is brought into its local copy first."""
+    if roots is None or (isinstance(roots, (str, Path)) and not str(roots)):
+        roots = [outputs_root()]
+    elif isinstance(roots, (str, Path)):
+        roots = [roots]
+    return [(store.redact(str(r)), store.materialize(str(r))) if store.is_url(r) else (str(r), Path(r))
+            for r in roots]
+
+
+def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
+    """Load every run under one or several roots (default outputs_root()): folders or store URLs. An empty or
+    missing root gives empty frames; a suite folder whose run (run id, host, model, suite) was already read
+    from an earlier root is skipped and listed in `duplicates`."""
+    local = _local_roots(roots)
+    dirs, skipped, duplicates, seen = [], [], [], {}
+    for shown, root in local:
+        found, archived = suite_dirs(root)
+        skipped += archived
+        for path in found:
+            key = (_read_json(path / "run.json").get("run_id") or str(path), *path.relative_to(root).parts)
+            if key in seen:
+                duplicates.append(f"{'/'.join(key[1:])} (run {key[0]}) in {shown} and {seen[key]}")
+                continue
+            seen[key] = shown
+            dirs.append(path)
     summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": [], "rate": []}
     per_system: dict[tuple[str, str], dict[str, Any]] = {}
     for path in dirs:
@@ -174,9 +200,11 @@ def load_runs(outputs_dir: str | Path | None = None) -> Runs:
     wins = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame()
     meta = pd.DataFrame([_meta_row(host, model, entry, summary) for (host, model), entry in per_system.items()],
                         columns=META_COLUMNS)
-    return Runs(root=root, summary=summary, requests=reqs, windows=wins, meta=meta,
+    ladders = [frame for _, root in local if len(frame := bandwidth_law.read_ladders(root))]
+    return Runs(root=local[0][1], summary=summary, requests=reqs, windows=wins, meta=meta,
                 load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped,
-                ladders=bandwidth_law.read_ladders(root))
+                ladders=pd.concat(ladders, ignore_index=True) if ladders else bandwidth_law.read_ladders(local[0][1]),
+                roots=[shown for shown, _ in local], duplicates=duplicates)
 
 
 
@@ -261,12 +289,15 @@ def first_telemetry(runs: Runs) -> tuple[pd.DataFrame | None, pd.DataFrame, str]
 
 def runs_text(runs: Runs) -> str:
     """One line per run found (or 'no runs yet')."""
+    where = ", ".join(_shown(r) for r in runs.roots) if runs.roots else _shown(runs.root)
     if runs.empty:
-        return f"{NO_RUNS}: nothing under {_shown(runs.root)} (published numbers only)"
-    lines = [f"{len(runs.meta)} run(s) under {_shown(runs.root)}:"]
+        return f"{NO_RUNS}: nothing under {where} (published numbers only)"
+    lines = [f"{len(runs.meta)} run(s) from {runs.meta['host'].nunique()} host(s) under {where}:"]
     for row in runs.meta.itertuples():
         lines.append(f"  {row.system}: suites {row.suites}; {row.n_ok} ok / {row.n_failed} failed / "
                      f"{row.n_unsupported} unsupported requests")
     if runs.skipped:
         lines.append(f"  skipped (archived): {', '.join(runs.skipped)}")
+    for duplicate in runs.duplicates:
+        lines.append(f"  counted once (found twice): {duplicate}")
     return "\n".join(lines)

@@ -69,8 +69,9 @@ AXIS_FORMATS = {name: metrics.metric(name).fmt for name in [*metrics.METRICS, *_
 class Settings:
     """Resolved notebook parameters."""
 
-    outputs_dir: Path
+    outputs_dir: Path | str  # a folder, or a results-store URL (benchlib.store)
     out_dir: Path
+    more_roots: list[str] = field(default_factory=list)
     reference_sets: list[str] = field(default_factory=lambda: list(REFERENCE_SETS))
     regimes: list[str] = field(default_factory=lambda: list(DEFAULT_REGIMES))
     thresholds: str = "heros_swap"
@@ -80,8 +81,10 @@ class Settings:
     @classmethod
     def from_parameters(cls, outputs_dir: str = "", reference_sets: Sequence[str] | None = None, out_dir: str = "",
                         regimes: Sequence[str] | None = None, thresholds: str = "heros_swap",
-                        figure_formats: Sequence[str] | None = None, dpi: int = 130) -> "Settings":
-        """Empty outputs_dir -> outputs_root(); empty out_dir -> paper/out; names are checked here."""
+                        figure_formats: Sequence[str] | None = None, dpi: int = 130,
+                        more_roots: Sequence[str] | None = None) -> "Settings":
+        """Empty outputs_dir -> outputs_root(); empty out_dir -> paper/out; names are checked here. outputs_dir
+        and more_roots may be folders or results-store URLs; the paper reads them all."""
         sets = list(reference_sets if reference_sets is not None else REFERENCE_SETS)
         for name in sets:
             seed_prefix(name)
@@ -92,12 +95,18 @@ class Settings:
         if thresholds not in THRESHOLD_PRESETS:
             raise ValueError(f"thresholds: unknown preset {thresholds!r} (known: {', '.join(THRESHOLD_PRESETS)})")
         formats = [f.lower().lstrip(".") for f in (figure_formats or ["png", "svg"])]
-        return cls(outputs_dir=Path(outputs_dir).expanduser().resolve() if outputs_dir else outputs_root(),
+        return cls(outputs_dir=_root(outputs_dir) if outputs_dir else outputs_root(),
                    out_dir=Path(out_dir).expanduser().resolve() if out_dir else PAPER_OUT_DIR,
-                   reference_sets=sets, regimes=keys, thresholds=thresholds, figure_formats=formats, dpi=int(dpi))
+                   reference_sets=sets, regimes=keys, thresholds=thresholds, figure_formats=formats, dpi=int(dpi),
+                   more_roots=[str(_root(r)) for r in (more_roots or []) if str(r).strip()])
+
+    @property
+    def roots(self) -> list[Path | str]:
+        """Every results root the paper reads, outputs_dir first."""
+        return [self.outputs_dir, *self.more_roots]
 
     def describe(self) -> str:
-        return (f"outputs: {_shown(self.outputs_dir)} · out: {_shown(self.out_dir)} · reference: "
+        return (f"outputs: {', '.join(_shown(r) for r in self.roots)} · out: {_shown(self.out_dir)} · reference: "
                 f"{', '.join(self.reference_sets)} · regimes: {', '.join(self.regimes)} · "
                 f"thresholds: {self.thresholds}")
 
@@ -113,7 +122,14 @@ def seed_prefix(name: str) -> str:
     raise ValueError(f"reference_sets: unknown set {name!r} (known: {', '.join(REFERENCE_SETS)})")
 
 
-def _shown(path: Path) -> str:
+def _root(text: str | Path) -> Path | str:
+    """A results root as given: a URL stays a string, a folder becomes an absolute path."""
+    return str(text).strip() if "://" in str(text) else Path(text).expanduser().resolve()
+
+
+def _shown(path: Path | str) -> str:
+    if "://" in str(path):
+        return str(path)
     try:
         return str(Path(path).resolve().relative_to(PROJECT_ROOT))
     except ValueError:
