@@ -211,16 +211,16 @@ def read_requests(path: Path) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file via temp + rename, so readers never see half a summary or manifest. When the write
-    fails (a full disk), the temp file is removed and the old file, if any, stays as it was."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a whole file (text as UTF-8, or bytes) via a hidden temp file + rename, so readers never see half a
+    summary or manifest. When the write fails (a full disk), the temp file is removed and the old file, if any,
+    stays as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
-                                      encoding="utf-8")
+    tmp = tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False)
     try:
         with tmp:
-            tmp.write(text)
+            tmp.write(data.encode("utf-8") if isinstance(data, str) else data)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp.name, path)

@@ -16,7 +16,7 @@ overwritten); any other file that exists here stays (the local copy is the newer
 Credentials come only from the environment or the store library's own configuration (e.g. AWS_* variables,
 ~/.aws, `FSSPEC_S3_ENDPOINT_URL`); a URL carrying a password or a key is refused before anything is written.
 
-Imports: paths.
+Imports: paths, records.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from benchlib.paths import cache_dir
+from benchlib.records import write_atomic
 
 ENV = "FRONTIER_BENCH_STORE"
 LOGS = (".csv", ".jsonl")
@@ -116,10 +117,6 @@ def _remote_files(fs: fsspec.AbstractFileSystem, base: str) -> dict[str, int]:
     return out
 
 
-def _starts_with(longer: bytes, shorter_path: Path) -> bool:
-    return longer.startswith(shorter_path.read_bytes())
-
-
 def pull(url: str, local: Path) -> list[str]:
     """Bring what the store holds under `url` into `local` (the pull rule above); the files copied."""
     fs, base = filesystem(url)
@@ -131,35 +128,26 @@ def pull(url: str, local: Path) -> list[str]:
         if target.is_file():
             if not rel.endswith(LOGS) or target.stat().st_size == size:
                 continue
-            data = fs.cat_file(remote)
-            if len(data) > target.stat().st_size and _starts_with(data, target):
-                _write_bytes(target, data)
-                copied.append(rel)
-            elif not (len(data) < target.stat().st_size and target.read_bytes().startswith(data)):
+            theirs, ours = fs.cat_file(remote), target.read_bytes()
+            if ours.startswith(theirs):
+                continue  # rows here the store has not seen yet
+            if not theirs.startswith(ours):
                 raise StoreConflict(f"{redact(url)}/{rel} and {target} diverge (neither starts with the other): "
                                     f"keep one and move the other aside before resuming")
-            continue
-        _write_bytes(target, fs.cat_file(remote))
+            write_atomic(target, theirs)
+        else:
+            write_atomic(target, fs.cat_file(remote))
         copied.append(rel)
     return copied
 
 
-def _write_bytes(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".pulling")
-    with partial.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, target)
-
-
 def push(local: Path, url: str, sent: dict[str, tuple[int, int]] | None = None) -> list[str]:
-    """Copy every file under `local` that changed since `sent` (path -> (size, mtime_ns)) to the store."""
+    """Copy every file under `local` that changed since `sent` (path -> (size, mtime_ns)) to the store; hidden
+    files (write_atomic's temp files) are not results."""
     fs, base = filesystem(url)
     sent = {} if sent is None else sent
     pushed = []
-    for path in sorted(p for p in Path(local).rglob("*") if p.is_file() and not p.name.endswith(".pulling")):
+    for path in sorted(p for p in Path(local).rglob("*") if p.is_file() and not p.name.startswith(".")):
         rel = path.relative_to(local).as_posix()
         stat = path.stat()
         mark = (stat.st_size, stat.st_mtime_ns)
@@ -237,12 +225,12 @@ class Mirror:
 def _bundle_members(root: Path, host: str) -> list[Path]:
     base = Path(root) / host
     return sorted(p for p in base.rglob("*") if p.is_file() and ".archived-" not in p.as_posix()
-                  and not p.name.startswith(".") and not p.name.endswith((".pulling", ".partial")))
+                  and not p.name.startswith("."))
 
 
 def bundle(root: Path, host: str, target: Path) -> int:
-    """Write outputs/<host>/ (archived suite folders, lock files and partial files left out) as one .tar.gz;
-    the number of files in it."""
+    """Write outputs/<host>/ (archived suite folders and hidden files — locks, temp and partial files — left out)
+    as one .tar.gz; the number of files in it."""
     members = _bundle_members(root, host)
     if not members:
         raise StoreError(f"no results for host {host!r} under {root}")
@@ -301,5 +289,5 @@ def import_bundle(source: Path, root: Path) -> tuple[list[str], list[str]]:
                 target = root / member.name
                 if target.is_file() and len(group) < 3:
                     continue  # a host-level file (ladder.json) already here is kept
-                _write_bytes(target, archive.extractfile(member).read())
+                write_atomic(target, archive.extractfile(member).read())
     return added, present

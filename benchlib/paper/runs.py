@@ -200,10 +200,11 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
     wins = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame()
     meta = pd.DataFrame([_meta_row(host, model, entry, summary) for (host, model), entry in per_system.items()],
                         columns=META_COLUMNS)
-    ladders = [frame for _, root in local if len(frame := bandwidth_law.read_ladders(root))]
+    ladders = [bandwidth_law.read_ladders(root) for _, root in local]
+    found = [frame for frame in ladders if len(frame)]
     return Runs(root=local[0][1], summary=summary, requests=reqs, windows=wins, meta=meta,
                 load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped,
-                ladders=pd.concat(ladders, ignore_index=True) if ladders else bandwidth_law.read_ladders(local[0][1]),
+                ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
                 roots=[shown for shown, _ in local], duplicates=duplicates)
 
 

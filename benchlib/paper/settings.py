@@ -1,7 +1,7 @@
 """Notebook parameters of paper/assemble.ipynb (Settings), the names of the paper's tables, figures,
 reference sets and regimes, and the task order the paper prints.
 
-Imports: benchlib.analysis layer (frontier, reference) and paths; nothing else from benchlib.paper."""
+Imports: benchlib.analysis layer (frontier, reference), store and paths; nothing else from benchlib.paper."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from benchlib import decisions, frontier, metrics, reference
+from benchlib import decisions, frontier, metrics, reference, store
 from benchlib.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 
 THIS_RUN = "this run"
@@ -124,11 +124,11 @@ def seed_prefix(name: str) -> str:
 
 def _root(text: str | Path) -> Path | str:
     """A results root as given: a URL stays a string, a folder becomes an absolute path."""
-    return str(text).strip() if "://" in str(text) else Path(text).expanduser().resolve()
+    return str(text).strip() if store.is_url(text) else Path(text).expanduser().resolve()
 
 
 def _shown(path: Path | str) -> str:
-    if "://" in str(path):
+    if store.is_url(path):
         return str(path)
     try:
         return str(Path(path).resolve().relative_to(PROJECT_ROOT))
