@@ -153,6 +153,11 @@ class TelemetryParams(_Section):
     idle_baseline_s: float = Field(2.0, ge=0, description="Idle window before the model is loaded / first request")
     loaded_baseline_s: float = Field(1.0, ge=0, description="Model-loaded idle window")
     gpu_indices: list[int] | None = Field(None, description="NVML indices; None = CUDA_VISIBLE_DEVICES or all")
+    powermetrics: bool = Field(True, description="macOS: sample CPU+GPU+ANE power with powermetrics (needs root "
+                                                 "or passwordless sudo for it; otherwise the reason is recorded)")
+    hwmon_rails: list[str] | None = Field(None, description="Linux SoCs: hwmon power rails to sum as the host's "
+                                                             "power ('label' or 'chip/label'); None = a known "
+                                                             "whole-board input rail (Jetson VDD_IN) if present")
 
 
 class LengthParams(_Section):

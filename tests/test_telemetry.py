@@ -243,7 +243,7 @@ def test_host_without_any_sensor_still_writes_complete_rows(tmp_path):
         assert "no RAPL" in row["energy_reason"]
         assert row["cpu_util_avg"] is not None and 0.0 <= row["cpu_util_avg"] <= 100.0  # psutil still works
         assert row["n_samples"] >= 2
-        for prefix in ("energy_j:", "peak_power_w:", "temp/throttle:", "mem_*:", "server_*:",
+        for prefix in ("energy_j:", "peak_power_w:", "temp_*:", "throttle_seen:", "mem_*:", "server_*:",
                        "mem_available_drop_bytes:", "rapl_energy_j:"):
             assert prefix in row["unavailable"], prefix
     frame = read_windows(tel.out_dir / "telemetry_windows.csv")

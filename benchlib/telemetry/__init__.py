@@ -2,7 +2,8 @@
 
 Why not "poll power every 5 s": a 5 s poll misses most of a short task, and NVML's plain power reading is a
 1 s average on Ampere and newer. So energy comes from NVML's total-energy counter (mJ) where the GPU has one,
-from RAPL on a CPU-only host, and only otherwise from a labelled trapezoid over instant-power samples.
+on a GPU-less host from the SoC/board sensor (powermetrics on a Mac, hwmon rails on a Jetson) else RAPL, and
+only otherwise from a labelled trapezoid over instant-power samples.
 Every sensor is probed once at start; what is missing is recorded with its reason (sensors.json) and the
 matching window columns stay empty with that reason — never a fabricated number.
 
@@ -24,6 +25,7 @@ Modules (each imports only those listed before it):
     files      telemetry.csv / telemetry_windows.csv / sensors.json: columns, writing a cell, reading back
     nvml       NVIDIA GPUs through NVML: selection, probing, NaN-safe reads
     host       RAPL, process tree, MemAvailable, host CPU
+    soc        hosts NVML does not see: Apple powermetrics, hwmon power rails (Jetson), thermal zones
     windows    how a window's energy, power, temperature and memory are computed (WindowArithmetic)
     sampler    Telemetry: the background sampler and its windows
 

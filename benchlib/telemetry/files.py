@@ -2,11 +2,12 @@
 (one row per window, appended and fsynced as each closes) and sensors.json; how a cell is written and
 how each file is read back.
 
-Imports: benchlib.schema; benchlib.telemetry.common."""
+Imports: benchlib.records, benchlib.schema; benchlib.telemetry.common."""
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from benchlib.records import write_atomic
 from benchlib.schema import ColumnKind, read_csv
 
 TELEMETRY_CSV = "telemetry.csv"
@@ -29,6 +31,7 @@ TELEMETRY_COLUMNS = [
     "t_ns", "t_unix", "gpu",
     "power_w", "energy_mj", "mem_used_bytes", "gpu_proc_mem_bytes", "temp_c", "sm_clock_mhz", "throttle", "stale",
     "cpu_percent", "server_rss_bytes", "server_cpu_s", "rapl_energy_uj", "mem_available_bytes",
+    "soc_power_w", "soc_energy_uj", "soc_temp_c",
 ]
 
 
@@ -36,7 +39,7 @@ WINDOW_COLUMNS = [
     "window", "kind", "t_start_ns", "t_end_ns", "t_start_unix", "t_end_unix", "duration_s", "gpus",
     "energy_j", "energy_source", "energy_reason", "avg_power_w", "peak_power_w", "power_source",
     "idle_power_w", "net_energy_j", "counter_reset", "rapl_energy_j",
-    "temp_avg_c", "temp_peak_c", "throttle_seen",
+    "temp_avg_c", "temp_peak_c", "temp_source", "throttle_seen",
     "mem_baseline_bytes", "mem_peak_bytes", "mem_delta_bytes", "mem_source", "mem_available_drop_bytes",
     "cpu_util_avg", "server_rss_peak_bytes", "server_cpu_s",
     "n_samples", "stale_samples", "unavailable",
@@ -59,8 +62,20 @@ def csv_cell(value: Any) -> str:
 
 
 def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one window row and fsync, like requests.csv: a crash loses at most the window in progress."""
+    """Append one window row and fsync, like requests.csv: a crash loses at most the window in progress.
+    A file written by an older layout (other columns) is first rewritten in this one, its values kept."""
     fresh = not path.exists() or path.stat().st_size == 0
+    if not fresh:
+        with path.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if header != WINDOW_COLUMNS:
+            with path.open(encoding="utf-8", newline="") as handle:
+                old = list(csv.DictReader(handle))
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=WINDOW_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({k: v or "" for k, v in r.items() if k in WINDOW_COLUMNS} for r in old)
+            write_atomic(path, text.getvalue())
     with path.open("a", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=WINDOW_COLUMNS, extrasaction="ignore")
         if fresh:
@@ -70,8 +85,8 @@ def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "throttle_seen",
-               "mem_source", "unavailable")
+WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "temp_source",
+               "throttle_seen", "mem_source", "unavailable")
 # The typed schema of a window row: text, exact nanosecond edges, the reset flag, everything else a number.
 WINDOW_KINDS: dict[str, ColumnKind] = {
     c: ("str" if c in WINDOW_TEXT else "int" if c in ("t_start_ns", "t_end_ns") else

@@ -2,7 +2,7 @@
 at power_hz, the rest at slow_hz), writes telemetry.csv, and measures named windows (idle, loaded, task)
 whose rows WindowArithmetic computes.
 
-Imports: params; benchlib.telemetry.common, .files, .nvml, .host, .windows."""
+Imports: params; benchlib.telemetry.common, .files, .nvml, .host, .soc, .windows."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import platform
 import threading
 import time
 import weakref
@@ -37,6 +38,7 @@ from benchlib.telemetry.files import (
 )
 from benchlib.telemetry.host import ProcessTree, Rapl, host_cpu_times, read_mem_available
 from benchlib.telemetry.nvml import Nvml
+from benchlib.telemetry.soc import Hwmon, Powermetrics, ThermalZones, pressure_level, soc_power_sensor
 from benchlib.telemetry.windows import Series, WindowArithmetic, WindowHandle
 
 
@@ -45,14 +47,17 @@ class Telemetry(WindowArithmetic):
 
     `Telemetry(settings, out_dir, server_pid=None, nvml=None)` probes sensors at once; `start()` launches the
     sampler (window/baseline/measure start it too). `nvml` injects a pynvml-like module (tests); the
-    powercap root, meminfo path and environment are injectable for the same reason.
+    powercap root, meminfo path, hwmon and thermal roots, the powermetrics command line, the OS name (`system`)
+    and environment are injectable for the same reason.
     settings.enabled=False gives an object with the same API that samples nothing and whose windows carry
     only their times and the reason "telemetry disabled".
     """
 
     def __init__(self, settings: TelemetryParams, out_dir: Path | str, server_pid: int | None = None,
                  nvml: Any = None, *, powercap_root: Path | str = "/sys/class/powercap",
-                 meminfo_path: Path | str = "/proc/meminfo", environ: Mapping[str, str] | None = None):
+                 meminfo_path: Path | str = "/proc/meminfo", environ: Mapping[str, str] | None = None,
+                 hwmon_root: Path | str = "/sys/class/hwmon", thermal_root: Path | str = "/sys/class/thermal",
+                 powermetrics: list[str] | None = None, system: str | None = None):
         self.settings = settings
         self.out_dir = Path(out_dir)
         self.enabled = settings.enabled
@@ -72,6 +77,8 @@ class Telemetry(WindowArithmetic):
         self._server_status = sensor_status(False, "no server pid given", "")
         self._cpu_last: tuple[float, float] | None = None
         self.meminfo_path = Path(meminfo_path)
+        self.system = system or platform.system()
+        self._soc: Powermetrics | Hwmon | None = None
         self.sensors: dict[str, dict[str, Any]] = {}
         if not self.enabled:
             self.sensors = {"telemetry": sensor_status(False, "telemetry disabled", "params.telemetry.enabled")}
@@ -82,12 +89,17 @@ class Telemetry(WindowArithmetic):
         self._nvml = Nvml(nvml, settings.gpu_indices, os.environ if environ is None else environ,
                            stale_age_s=max(1.0, 2.0 / settings.power_hz))
         self._rapl = Rapl(Path(powercap_root))
+        if settings.powermetrics or self.system != "Darwin":
+            self._soc = soc_power_sensor(max(1, round(1000 / settings.power_hz)), settings.hwmon_rails,
+                                         system=self.system, powermetrics=powermetrics, hwmon_root=hwmon_root)
+        self._zones = ThermalZones(thermal_root)
         self._meminfo_status = self._probe_meminfo()
         self._cpu_status = self._probe_cpu()
         if server_pid is not None:
             self.set_server_pid(server_pid)
         self._gpus = self._nvml.gpus
-        names = ["cpu_busy_s", "cpu_total_s", "cpu_percent", "server_rss", "server_cpu", "rapl_uj", "mem_avail"]
+        names = ["cpu_busy_s", "cpu_total_s", "cpu_percent", "server_rss", "server_cpu", "rapl_uj", "mem_avail",
+                 "soc_uj", "soc_w", "soc_temp", "soc_pressure"]
         for gpu in self._gpus:
             names += [f"{key}@{gpu.slot}" for key in
                       ("power", "energy", "mem", "procmem", "stale", "temp", "clock", "throttle")]
@@ -99,6 +111,8 @@ class Telemetry(WindowArithmetic):
 
     # -- probing -------------------------------------------------------------------------------------------
     def _probe_meminfo(self) -> dict[str, Any]:
+        if self.system == "Darwin":  # no /proc: the OS's own figure (unified memory: GPU allocations included)
+            return sensor_status(True, "", "psutil.virtual_memory().available")
         try:
             value = read_mem_available(self.meminfo_path)
         except OSError as exc:
@@ -156,6 +170,9 @@ class Telemetry(WindowArithmetic):
         out["host_cpu"] = self._cpu_status
         out["server_process"] = self._server_status
         out["rapl"] = self._rapl.status
+        out["soc_power"] = self._soc.status if self._soc is not None else sensor_status(
+            False, "telemetry.powermetrics is false", "")
+        out["thermal_zones"] = self._zones.status
         out["meminfo"] = self._meminfo_status
         return out
 
@@ -215,7 +232,7 @@ class Telemetry(WindowArithmetic):
     def _run(self) -> None:
         period = 1.0 / self.settings.power_hz
         slow_every = max(1, round(self.settings.power_hz / self.settings.slow_hz))
-        if not self._gpus and not self._rapl.status["available"]:
+        if not self._gpus and not self._rapl.status["available"] and not self._soc_ok:
             period, slow_every = 1.0 / self.settings.slow_hz, 1  # nothing to read fast: don't write empty rows
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         next_at = wall0
@@ -254,6 +271,14 @@ class Telemetry(WindowArithmetic):
                     values[f"{key}@{gpu.slot}"] = value
                 gpu_rows.append((gpu.index, merged))
             values["rapl_uj"] = self._safe("rapl", self._rapl.read)
+            if self._soc_ok:
+                assert self._soc is not None
+                try:
+                    values["soc_uj"], values["soc_w"] = self._soc.read()
+                except Exception as exc:
+                    self._record_error("soc_power", exc)
+                if isinstance(self._soc, Powermetrics):
+                    values["soc_pressure"] = pressure_level(self._soc.pressure)
             if slow:
                 # Each /proc file costs ~0.1 ms to open and generate (per process for the server tree): host
                 # readings go at the slow rate. Window edges are full ticks and CPU figures are counters, so
@@ -262,7 +287,8 @@ class Telemetry(WindowArithmetic):
             self._series.append(t_ns, t_unix, values)
             self._ticks += 1
             host = [values.get("cpu_percent", NAN), values.get("server_rss", NAN), values.get("server_cpu", NAN),
-                    values["rapl_uj"], values.get("mem_avail", NAN)]
+                    values["rapl_uj"], values.get("mem_avail", NAN), values.get("soc_w", NAN),
+                    values.get("soc_uj", NAN), values.get("soc_temp", NAN)]
             head = f"{t_ns},{t_unix:.6f}"
             tail = ",".join(csv_cell(v) for v in host)
             if not gpu_rows:
@@ -285,11 +311,22 @@ class Telemetry(WindowArithmetic):
         except Exception as exc:
             self._record_error("host_cpu", exc)
         if self._meminfo_status["available"]:
-            values["mem_avail"] = self._safe("meminfo", lambda: read_mem_available(self.meminfo_path))
+            values["mem_avail"] = self._safe("meminfo", self._mem_available)
+        if self._zones.zones:
+            values["soc_temp"] = self._safe("thermal_zones", self._zones.read)
         tree = self._tree
         if tree is not None:
             tree.maybe_refresh()
             values["server_rss"], values["server_cpu"] = tree.read()
+
+    @property
+    def _soc_ok(self) -> bool:
+        return self._soc is not None and self._soc.status["available"]
+
+    def _mem_available(self) -> float:
+        if self.system == "Darwin":
+            return float(psutil.virtual_memory().available)
+        return read_mem_available(self.meminfo_path)
 
     def _safe(self, key: str, fn: Callable[[], float]) -> float:
         try:
@@ -341,6 +378,8 @@ class Telemetry(WindowArithmetic):
         if self._started:
             with contextlib.suppress(OSError):
                 self.write_sensors_json()
+        if self._soc is not None:
+            self._soc.close()
         self._nvml.shutdown()
 
     def __enter__(self) -> "Telemetry":

@@ -2,7 +2,7 @@
 window edges, trapezoid integration, values in force, and WindowArithmetic (energy, power, net energy,
 thermal, memory and host figures of one window).
 
-Imports: benchlib.telemetry.common, .files, .nvml."""
+Imports: benchlib.telemetry.common, .files, .nvml, .soc."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from benchlib import metrics
 from benchlib.telemetry.common import NAN, is_number
 from benchlib.telemetry.files import WINDOW_COLUMNS
 from benchlib.telemetry.nvml import MEM_SOURCE_LABELS, POWER_INSTANT_SOURCE, POWER_USAGE_SOURCE, Gpu
+from benchlib.telemetry.soc import THERMAL_PRESSURE_LEVELS, Powermetrics
 
 
 class Series:
@@ -112,12 +113,13 @@ class WindowHandle:
 
 class WindowArithmetic:
     """How a window's figures are computed from the sampled series: energy (NVML counter per GPU, else a
-    labelled trapezoid over instant power, else RAPL on a GPU-less host), average power = energy ÷ duration,
-    peak power, net energy over the idle baseline, temperature and throttling, memory, host CPU and the server
-    process tree.
+    labelled trapezoid over instant power; on a GPU-less host the SoC/board sensor — powermetrics, hwmon rails
+    — else RAPL), average power = energy ÷ duration, peak power, net energy over the idle baseline, temperature
+    and throttling (NVML; else the hottest thermal zone and powermetrics' thermal pressure), memory, host CPU
+    and the server process tree.
 
-    A mixin of `Telemetry`: it reads the sampler's state (`_series`, `_gpus`, `_rapl`, `_nvml`, `_tree`,
-    `_windows`, `sensors` and the probe statuses) and never samples itself."""
+    A mixin of `Telemetry`: it reads the sampler's state (`_series`, `_gpus`, `_rapl`, `_soc`, `_zones`, `_nvml`,
+    `_tree`, `_windows`, `sensors` and the probe statuses) and never samples itself."""
 
     def _summarise(self, name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
         now_ns, now_unix = time.perf_counter_ns(), time.time()
@@ -125,7 +127,7 @@ class WindowArithmetic:
         row.update(window=name, kind=kind, t_start_ns=t0, t_end_ns=t1, duration_s=(t1 - t0) / 1e9,
                    t_start_unix=now_unix - (now_ns - t0) / 1e9, t_end_unix=now_unix - (now_ns - t1) / 1e9,
                    counter_reset=False, n_samples=0, stale_samples=0, energy_source="", energy_reason="",
-                   power_source="", mem_source="", throttle_seen="", unavailable="")
+                   power_source="", temp_source="", mem_source="", throttle_seen="", unavailable="")
         if not self.enabled:
             row["energy_reason"] = row["unavailable"] = "telemetry disabled"
             row["gpus"] = ""
@@ -167,12 +169,19 @@ class WindowArithmetic:
         else:
             missing.append(f"rapl_energy_j: {self._rapl.status['reason']}")
         row["rapl_energy_j"] = rapl_j
+        soc_j, soc_why = None, self.sensors["soc_power"]["reason"]
+        if self._soc_ok:
+            delta, _, soc_why = _counter_delta(t, cols["soc_uj"], t0, t1)
+            soc_j = None if delta is None else delta / 1e6
         if not self._gpus:
-            if rapl_j is not None:
+            if soc_j is not None:  # a whole-board or SoC package scope: wider than RAPL's CPU package
+                row["energy_j"] = soc_j
+                row["energy_source"] = "powermetrics" if isinstance(self._soc, Powermetrics) else "hwmon"
+            elif rapl_j is not None:
                 row["energy_j"], row["energy_source"] = rapl_j, "rapl"
             else:
                 rapl_why = self._rapl.status["reason"] or "RAPL samples do not cover the window"
-                row["energy_reason"] = f"no GPU ({self._nvml.reason}); no RAPL ({rapl_why})"
+                row["energy_reason"] = f"no GPU ({self._nvml.reason}); no SoC power ({soc_why}); no RAPL ({rapl_why})"
         if row["energy_j"] is not None:
             if duration > 0:
                 row["avg_power_w"] = metrics.average_power_w(row["energy_j"], duration)  # never a mean of samples
@@ -195,6 +204,11 @@ class WindowArithmetic:
                 missing.append("peak_power_w: no power samples in the window")
         elif self._gpus:
             missing.append(f"peak_power_w: {self.sensors['power']['reason']}")
+        elif soc_j is not None:
+            peak = _held(t, cols["soc_w"], t0, t1)
+            row["peak_power_w"] = float(peak.max()) if len(peak) else None
+            row["power_source"] = ("powermetrics_interval_avg" if isinstance(self._soc, Powermetrics)
+                                   else "hwmon_instant")
         elif rapl_j is not None:
             rt, rv = _valid(t, cols["rapl_uj"])
             keep = (rt >= t0) & (rt <= t1)
@@ -276,8 +290,9 @@ class WindowArithmetic:
     def _thermal(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
                  missing: list[str]) -> None:
         if not self._gpus:
-            missing.append(f"temp/throttle: no GPU ({self._nvml.reason})")
+            self._host_thermal(row, t, cols, t0, t1, missing)
             return
+        row["temp_source"] = "nvml"
         temps = np.concatenate([_held(t, cols[f"temp@{g.slot}"], t0, t1) for g in self._gpus])
         if len(temps):
             row["temp_avg_c"], row["temp_peak_c"] = float(temps.mean()), float(temps.max())
@@ -291,6 +306,22 @@ class WindowArithmetic:
             row["throttle_seen"] = ";".join(self._nvml.decode_throttle(seen)) or "none"
         else:
             missing.append(f"throttle_seen: {self.sensors['clock_event_reasons']['reason'] or 'no samples'}")
+
+    def _host_thermal(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
+                      missing: list[str]) -> None:
+        """No GPU: the hottest thermal zone; thermal pressure levels seen (powermetrics) as throttle_seen."""
+        temps = _held(t, cols["soc_temp"], t0, t1)
+        if len(temps):
+            row["temp_avg_c"], row["temp_peak_c"] = float(temps.mean()), float(temps.max())
+            row["temp_source"] = "thermal_zone_max"
+        else:
+            missing.append(f"temp_*: no GPU ({self._nvml.reason}); {self._zones.status['reason'] or 'no samples'}")
+        levels = _held(t, cols["soc_pressure"], t0, t1)
+        if len(levels):
+            row["throttle_seen"] = ";".join(f"thermal_pressure:{THERMAL_PRESSURE_LEVELS[int(i)]}"
+                                            for i in sorted(set(levels.astype(int))))
+        else:
+            missing.append("throttle_seen: no GPU and no thermal pressure (powermetrics)")
 
     def _memory(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
                 missing: list[str]) -> None:
