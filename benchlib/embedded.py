@@ -14,6 +14,7 @@ force is in the manifest (`bench/omp_spin.py` measures both).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import re
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from benchlib.params import EmbeddedParams
 
@@ -57,6 +59,18 @@ def _die_with_parent() -> None:  # runs in the child before exec
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: a killed kernel must not orphan the server
     except OSError:
         pass
+
+
+def group_members(group: int) -> list[int]:
+    """Live (not zombie) processes of a process group."""
+    members = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == group:
+                members.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return members
 
 
 @dataclass
@@ -195,7 +209,8 @@ class EmbeddedServer:
         env = self.environment()
         return {name: env[name] for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if name in env}
 
-    def start(self) -> str:
+    def prepare(self) -> str:
+        """Check what the server needs; the model path to serve."""
         try:
             import llama_cpp  # noqa: F401  — fail early with a clear message
         except ImportError:
@@ -205,6 +220,10 @@ class EmbeddedServer:
         if not Path(model_path).is_file():
             raise EmbeddedServerError(f"server.embedded.model_path: GGUF file not found: {model_path}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        return model_path
+
+    def start(self) -> str:
+        model_path = self.prepare()
         self.port = free_port()
         log = self.log_path.open("ab")
         self._log_offset = self.log_path.stat().st_size
@@ -262,17 +281,24 @@ class EmbeddedServer:
             time.sleep(0.02)
 
     def stop(self) -> None:
+        """SIGTERM to the server's process group, then wait for every member to exit (vLLM's engine core and
+        worker outlive the API server by seconds); SIGKILL whatever is left after 10 s."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
+        group = process.pid  # the child called setsid(): its pid is the group id
         try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
+            os.killpg(group, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and (process.poll() is None or group_members(group)):
+            time.sleep(0.05)
+        if process.poll() is None or group_members(group):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
 
     def __enter__(self) -> "EmbeddedServer":
         self.start()

@@ -207,12 +207,12 @@ def assert_no_secret(text: str, params: BenchParams) -> None:
 
 
 # ---- server ----------------------------------------------------------------------------------------------------
-def _root(base_url: str) -> str:
+def server_root(base_url: str) -> str:
     base = base_url.rstrip("/")
     return base[:-3] if base.endswith("/v1") else base
 
 
-def _headers(params: BenchParams) -> dict[str, str]:
+def auth_headers(params: BenchParams) -> dict[str, str]:
     return {"Authorization": f"Bearer {params.server.api_key()}"} if params.server.api_key_env else {}
 
 
@@ -270,14 +270,15 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
     errors = info["errors"]
     software = (params.server.software or "").lower()
     kind = params.server.kind
+    vllm_engine = kind == "embedded" and params.server.embedded.engine == "vllm"
     probes: list[str] = ["/v1/models"]
-    if kind == "embedded" or "llama-cpp-python" in software:
+    if (kind == "embedded" and not vllm_engine) or "llama-cpp-python" in software:
         pass  # llama-cpp-python serves /v1/models and /extras/*; it has no version endpoint
     elif "sglang" in software:
         probes += ["/get_server_info", "/get_model_info"]
     elif "llama.cpp" in software or "llama-server" in software or "llamacpp" in software:
         probes += ["/props", "/health"]
-    elif "vllm" in software:
+    elif "vllm" in software or vllm_engine:
         probes += ["/version"]
     else:
         probes += ["/version", "/props"]
@@ -315,7 +316,8 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
         model["context_length"] = server_info.get("context_length")
         model["quantization"] = server_info.get("quantization") or model["quantization"]
     if kind == "embedded" or "llama-cpp-python" in software:
-        version = version or package_versions(("llama-cpp-python",)).get("llama-cpp-python")
+        if not vllm_engine:
+            version = version or package_versions(("llama-cpp-python",)).get("llama-cpp-python")
         model.update(_embedded_model(params, session))
     info["version"] = version
     info["model"] = model
@@ -356,8 +358,8 @@ def server_state(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S) -> dic
     if params.server.kind != "ollama" or not params.server.base_url:
         return state
     errors: dict[str, str] = {}
-    with httpx.Client(timeout=timeout_s, headers=_headers(params)) as client:
-        ps = _probe(client, "GET", _root(params.server.base_url) + "/api/ps", errors, "/api/ps")
+    with httpx.Client(timeout=timeout_s, headers=auth_headers(params)) as client:
+        ps = _probe(client, "GET", server_root(params.server.base_url) + "/api/ps", errors, "/api/ps")
     if errors:
         state["error"] = errors["/api/ps"]
         return state
@@ -385,11 +387,11 @@ def server_info(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S, session
     if not base:
         info["errors"]["base_url"] = "no base_url (embedded server not started)"
         return info
-    with httpx.Client(timeout=timeout_s, headers=_headers(params)) as client:
+    with httpx.Client(timeout=timeout_s, headers=auth_headers(params)) as client:
         if params.server.kind == "ollama":
-            _ollama(params, client, _root(base), info)
+            _ollama(params, client, server_root(base), info)
         else:
-            _openai(params, client, _root(base), info, session)
+            _openai(params, client, server_root(base), info, session)
     if not info["errors"]:
         del info["errors"]
     return info
@@ -482,6 +484,10 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
     if embedded is not None:
         extra["embedded_server"] = {"pid": embedded.pid, "log": str(embedded.log_path),
                                     "command": embedded.command_line, "openmp": embedded.openmp()}
+    scraper = getattr(session, "metrics", None)
+    if scraper is not None:
+        extra["server_metrics"] = {"url": scraper.url, "software": scraper.software, "available": scraper.available,
+                                   "reason": scraper.reason, "poll_s": scraper.poll_s}
     data = build_manifest(session.params, session.run_id, session.suite, session.started_unix, extra,
                           server_before=getattr(session, "server_before", None), session=session, nvml=nvml)
     path = Path(session.out_dir) / "manifest.json"

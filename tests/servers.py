@@ -36,6 +36,11 @@ Prompt length (load sweeps): POST /extras/tokenize {"input": text} -> {"tokens":
 route, with a fake tokenizer of one token per whitespace-separated word; "prompt_tokens": "words" makes the
 server report that count over every message's text plus FAKE_TEMPLATE_TOKENS per message (the fake chat
 template), and "prefill_per_token" (s) adds prompt_tokens x that to the TTFT, as a real prefill would.
+Prometheus metrics: FakeServer(metrics="vllm" | "sglang" | "llama.cpp") serves GET /metrics in that server's
+exposition format and names (benchlib.server_metrics documents them), counting what it really served: requests,
+prompt and generation tokens, TTFT / inter-token / e2e sums (histogram _sum/_count) and requests running;
+"metrics_extra_tokens": n in a request's "fake" object makes the generation counter over-count by n, as a
+server counting tokens the client never received would.
 Run standalone: python tests/servers.py [--port N]  (prints "PORT <n>" when listening).
 """
 
@@ -89,8 +94,11 @@ def fake_prompt_tokens(messages: Any) -> int:
 class FakeServer:
     """asyncio HTTP/1.1 server; run in a thread (tests) or as a process (bench, standalone)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, metrics: str | None = None):
         self.host, self.port = host, port
+        self.metrics = metrics
+        self.counts = {"requests": 0, "prompt": 0, "generation": 0, "ttft": 0.0, "itl": 0.0, "itl_n": 0, "e2e": 0.0,
+                       "running": 0}
         self.log: list[dict[str, Any]] = []
         self.seen_prompts: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -196,6 +204,12 @@ class FakeServer:
             return await self._json(writer, 200, self.log)
         if method == "GET" and path in ("/version", "/api/version"):
             return await self._json(writer, 200, {"version": "fake-1.0"})
+        if method == "GET" and path == "/metrics" and self.metrics:
+            text = render_metrics(self.metrics, self.counts).encode()
+            self._head(writer, 200, "text/plain; version=0.0.4; charset=utf-8", len(text))
+            writer.write(text)
+            await writer.drain()
+            return True
         if method == "GET" and path == "/api/ps":
             return await self._json(writer, 200, {"models": list(self.loaded.values())})
         if method == "GET" and path == "/api/tags":
@@ -278,6 +292,14 @@ class FakeServer:
                     "digest": FAKE_DIGEST, "details": FAKE_DETAILS, "expires_at": "2026-04-07T10:30:00Z",
                     "size_vram": FAKE_SIZE, "context_length": 8192}
         self.log.append(entry)
+        self.counts["running"] += 1
+        try:
+            return await self._stream(body, spec, writer, received, ollama, fault, words, entry)
+        finally:
+            self.counts["running"] -= 1
+
+    async def _stream(self, body: dict, spec: dict, writer: asyncio.StreamWriter, received: int, ollama: bool,
+                      fault: Any, words: list[str] | None, entry: dict) -> bool:
         self._head(writer, 200, "application/x-ndjson" if ollama else "text/event-stream")
         await writer.drain()
         total = spec["reasoning_tokens"] + spec["tokens"]
@@ -315,6 +337,16 @@ class FakeServer:
         self._chunk(writer, self._final_chunks(body, spec, ollama))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+        sends = entry["sends_ns"]
+        c = self.counts
+        c["requests"] += 1
+        c["prompt"] += int(spec["prompt_tokens"])
+        c["generation"] += total + int(spec.get("metrics_extra_tokens") or 0)
+        if sends:
+            c["ttft"] += (sends[0] - received) / 1e9
+            c["itl"] += (sends[-1] - sends[0]) / 1e9
+            c["itl_n"] += len(sends) - 1
+        c["e2e"] += (time.perf_counter_ns() - received) / 1e9
         return True
 
     @staticmethod
@@ -409,6 +441,46 @@ class FakeServer:
             parts.append(usage_chunk)
         text = "".join(f"data: {json.dumps(p)}\n\n" for p in parts) + "data: [DONE]\n\n"
         return text.encode()
+
+
+def render_metrics(flavour: str, c: dict[str, Any]) -> str:
+    """/metrics in the server's own exposition format and names (label sets as each server writes them)."""
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, value: float, labels: str) -> None:
+        lines.extend([f"# HELP {name} fake", f"# TYPE {name} {kind}", f"{name}{labels} {value}"])
+
+    def histogram(name: str, total: float, count: int, labels: str) -> None:
+        inner = labels[1:-1] + "," if labels else ""
+        lines.extend([f"# HELP {name} fake", f"# TYPE {name} histogram",
+                      f'{name}_bucket{{{inner}le="+Inf"}} {count}', f"{name}_count{labels} {count}",
+                      f"{name}_sum{labels} {total}"])
+
+    if flavour == "llama.cpp":
+        metric("llamacpp:prompt_tokens_total", "counter", c["prompt"], "")
+        metric("llamacpp:tokens_predicted_total", "counter", c["generation"], "")
+        metric("llamacpp:tokens_predicted_seconds_total", "counter", c["itl"], "")
+        metric("llamacpp:requests_processing", "gauge", c["running"], "")
+        metric("llamacpp:requests_deferred", "gauge", 0, "")
+        return "\n".join(lines) + "\n"
+    prefix, labels = ("vllm", '{engine="0",model_name="fake-model"}') if flavour == "vllm" else \
+        ("sglang", '{model_name="fake-model"}')
+    histogram(f"{prefix}:time_to_first_token_seconds", c["ttft"], c["requests"], labels)
+    histogram(f"{prefix}:inter_token_latency_seconds", c["itl"], c["itl_n"], labels)
+    histogram(f"{prefix}:e2e_request_latency_seconds", c["e2e"], c["requests"], labels)
+    metric(f"{prefix}:prompt_tokens_total", "counter", c["prompt"], labels)
+    metric(f"{prefix}:generation_tokens_total", "counter", c["generation"], labels)
+    if flavour == "vllm":
+        metric("vllm:num_requests_running", "gauge", c["running"], labels)
+        metric("vllm:num_requests_waiting", "gauge", 0, labels)
+        metric("vllm:kv_cache_usage_perc", "gauge", 0.01 * c["running"], labels)
+        metric("vllm:num_preemptions_total", "counter", 0, labels)
+    else:
+        metric("sglang:num_running_reqs", "gauge", c["running"], labels)
+        metric("sglang:num_queue_reqs", "gauge", 0, labels)
+        metric("sglang:token_usage", "gauge", 0.01 * c["running"], labels)
+        metric("sglang:num_retracted_requests_total", "counter", 0, labels)
+    return "\n".join(lines) + "\n"
 
 
 def closed_port() -> int:

@@ -17,8 +17,9 @@ MAX_LINES = 620
 LAYERS = {
     "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures", "echo", "stats"],
     "records": ["records", "store"],
-    "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry", "load.health",
-                    "load.prompts", "load.workload", "weights", "quantize", "bandwidth"],
+    "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry",
+                    "server_metrics", "load.health", "load.prompts", "load.workload", "weights", "quantize",
+                    "embedded_vllm", "bandwidth"],
     "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "bandwidth_law", "reference",
                  "transcription", "seed_arithmetic", "seed_rebuild", "load.levels", "load.serving"],
     "suites": ["runner", "load", "evidence", "timeline", "report", "explore", "ladder"],

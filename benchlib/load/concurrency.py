@@ -12,7 +12,14 @@ import pandas as pd
 
 from benchlib.client import ChatRequest
 from benchlib.load.health import HEALTH_COLUMNS, client_health
-from benchlib.load.levels import CONCURRENCY_CSV, CONCURRENCY_TASK, concurrency_levels, level_energy, level_window
+from benchlib.load.levels import (
+    CONCURRENCY_CSV,
+    CONCURRENCY_TASK,
+    concurrency_levels,
+    level_energy,
+    level_server_metrics,
+    level_window,
+)
 from benchlib.records import write_csv_atomic
 from benchlib.runner import Planned, progress_bar
 from benchlib.schema import read_csv
@@ -83,17 +90,18 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
             session.execute(warmups, concurrency=1, progress=bar)
         todo = {level: [p for p in items if p.record.request_key not in done] for level, items in plan.items()}
         if any(todo.values()):
-            with session.telemetry.window(CONCURRENCY_TASK, kind="task"):
+            with session.window(CONCURRENCY_TASK, kind="task"):
                 for level, pending in todo.items():
                     if not pending:
                         continue
                     bar.set_postfix_str(f"{level} in flight")
                     with client_health(len(pending)) as figures, \
-                            session.telemetry.window(level_window(CONCURRENCY_TASK, level), kind="level"):
+                            session.window(level_window(CONCURRENCY_TASK, level), kind="level"):
                         session.execute(pending, concurrency=level, progress=bar)
                     health[level] = figures
     requests = session.run_requests()
     frame = concurrency_levels(requests, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), CONCURRENCY_TASK, "concurrency")
+    frame = level_server_metrics(frame, session.server_windows(), CONCURRENCY_TASK, "concurrency")
     write_csv_atomic(session.out_dir / CONCURRENCY_CSV, frame)
     return frame

@@ -14,7 +14,14 @@ import pandas as pd
 
 from benchlib.load.concurrency import read_previous, row_identity, simple_request
 from benchlib.load.health import client_health
-from benchlib.load.levels import CONTEXT_CSV, CONTEXT_TASK, context_levels, level_energy, level_window
+from benchlib.load.levels import (
+    CONTEXT_CSV,
+    CONTEXT_TASK,
+    context_levels,
+    level_energy,
+    level_server_metrics,
+    level_window,
+)
 from benchlib.load.prompts import (
     CONTEXT_INSTRUCTION,
     ServerTokenizer,
@@ -96,7 +103,7 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
                 n = target["target_tokens"]
                 plan = _plan_length(session, target, repeats, tokenizer, template, cpt, points, key_of)
                 plans[n] = {k: v for k, v in plan.__dict__.items() if k != "texts"}
-                with session.telemetry.window(level_window(CONTEXT_TASK, n), kind="level"):
+                with session.window(level_window(CONTEXT_TASK, n), kind="level"):
                     _execute_length(session, plan, repeats, key_of, done, health, bar, max_tokens)
                 if tokenizer is None:  # refit chars per token (and the fixed template) from every length so far
                     points.extend(_observed_points(session, n, plan))
@@ -109,6 +116,7 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
     requests = session.run_requests()
     frame = context_levels(requests, plans, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), CONTEXT_TASK, "target_tokens")
+    frame = level_server_metrics(frame, session.server_windows(), CONTEXT_TASK, "target_tokens")
     write_csv_atomic(session.out_dir / CONTEXT_CSV, frame)
     return frame
 

@@ -254,3 +254,29 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
         out.at[i, "tokens_per_joule"] = metrics.tokens_per_joule(tokens, energy)
         out.at[i, "tps_per_w"] = metrics.tps_per_watt(number(row.get(rate_column)), power)
     return out
+
+
+# ---- the server's own view of each level ---------------------------------------------------------------------
+LEVEL_SERVER_COLUMNS = ["server_ttft_mean_ms", "server_running_peak", "server_waiting_peak", "server_kv_usage_peak",
+                        "server_preemptions", "server_generation_tokens"]
+
+
+def level_server_metrics(levels: pd.DataFrame, server: pd.DataFrame | None, task: str, key: str) -> pd.DataFrame:
+    """Each level's figures from the server's /metrics (benchlib.server_metrics), from the window of the same
+    name: mean TTFT the server measured, peak requests running and waiting, peak KV-cache usage, preemptions
+    and generation tokens. Empty cells where the server has no /metrics."""
+    out = levels.copy()
+    for column in LEVEL_SERVER_COLUMNS:
+        out[column] = np.nan
+    if out.empty or server is None or server.empty:
+        return out
+    wins = server[server["kind"] == "level"]
+    for i, row in out.iterrows():
+        mine = wins[wins["window"] == level_window(task, row[key])]
+        if not len(mine):
+            continue
+        window = mine.iloc[-1]
+        out.at[i, "server_ttft_mean_ms"] = number(window.get("server_ttft_mean_s")) * 1e3
+        for column in LEVEL_SERVER_COLUMNS[1:]:
+            out.at[i, column] = number(window.get(column))
+    return out

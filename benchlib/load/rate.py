@@ -29,7 +29,7 @@ from benchlib.client import ChatRequest
 from benchlib.load.concurrency import read_previous, row_identity
 from benchlib.load.context import calibrate
 from benchlib.load.health import client_health
-from benchlib.load.levels import level_energy, level_window
+from benchlib.load.levels import level_energy, level_server_metrics, level_window
 from benchlib.load.prompts import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.load.serving import (
     RATE_COLUMNS,
@@ -165,7 +165,7 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
                     plan["resumed"] = bool(already) or plan.get("resumed", False)
                     bar.set_postfix_str(plan["level"])
                     with client_health(len(items)) as figures, \
-                            session.telemetry.window(level_window(RATE_TASK, plan["level"]), kind="level"):
+                            session.window(level_window(RATE_TASK, plan["level"]), kind="level"):
                         session.execute(items, concurrency=int(plan["max_concurrency"]), progress=bar, offsets=due)
                     health[plan["level"]] = figures
                 if plan["level"] == THROUGHPUT and not any(p["mode"] not in ("synchronous", "throughput")
@@ -182,6 +182,7 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
             tokenizer.close()
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), RATE_TASK, "level")
+    frame = level_server_metrics(frame, session.server_windows(), RATE_TASK, "level")
     write_csv_atomic(session.out_dir / RATE_CSV, frame)
     return frame
 
