@@ -143,6 +143,7 @@ def paper_systems(ref: pd.DataFrame | None = None) -> pd.DataFrame:
             "system": f"{model} @ {host}",
             "model": model,
             "host": host,
+            "server": next((v for v in group["server"] if v), ""),
             "hardware": group["hardware"].iloc[0],
             "quantization": group["quantization"].iloc[0],
             "memory_bandwidth_gbs": _first(select(ref, "§3", host=host), "memory_bandwidth"),

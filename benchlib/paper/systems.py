@@ -50,7 +50,7 @@ def task_order(task_ids: Iterable[str], catalog: pd.DataFrame) -> list[str]:
     return sorted(dict.fromkeys(task_ids), key=lambda t: (order.get(t, 10_000), t))
 
 
-SYSTEM_COLUMNS = ["system", "model", "host", "source", "hardware", "quantization", "memory_bandwidth_gbs",
+SYSTEM_COLUMNS = ["system", "model", "host", "server", "source", "hardware", "quantization", "memory_bandwidth_gbs",
                   "bandwidth_source", "active_params_b", "bytes_per_param", "avg_decode_tps", "avg_power_w",
                   "peak_power_w", "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "avg_temp_c", "peak_temp_c",
                   "memory_gb", "memory_kind", "context_window_k", "modality_count", "video_support",
@@ -63,7 +63,7 @@ QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.value
                    if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
 SYSTEM_COLUMNS += QUALITY_COLUMNS
-TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "source", "hardware", "quantization", "bandwidth_source",
+TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "server", "source", "hardware", "quantization", "bandwidth_source",
                        "memory_kind", "energy_note", "serving_basis",
                        *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
 
@@ -124,6 +124,7 @@ def run_systems(runs: Runs) -> pd.DataFrame:
         both = energy.notna() & tokens.notna() & (energy > 0)
         row.update({
             "source": THIS_RUN,
+            "server": f"{info.get('server_software', '')} {info.get('server_version', '')}".strip(),
             "hardware": info.get("hardware", "") or info.get("cpu", ""),
             "quantization": info.get("quantization", ""),
             "memory_bandwidth_gbs": info.get("memory_bandwidth_gbs", math.nan),
