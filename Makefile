@@ -27,13 +27,12 @@ LLAMA_FAST_ARGS ?= -DCMAKE_UNITY_BUILD=ON -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/tool
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS) $(LLAMA_FAST_ARGS)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 comma := ,
-PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off --no-compile
+PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 # The llama-cpp-python requirement, read from pyproject.toml's embedded extra (its one home).
 LLAMA_REQ := $(shell sed -n 's/^ *"\(llama-cpp-python[^"]*\)".*/\1/p' pyproject.toml | head -1)
 WHEELS := $(VENV)/wheels
 # llama.cpp compiles in the background (its own log: .venv/llama-build.log) while pip fetches and installs
-# everything else; then the project goes in with the extras, taking the wheel just built. --no-compile: pip
-# does not byte-compile every installed file up front (CPU the compile needs); Python compiles what it imports.
+# everything else; then the project goes in with the extras, taking the wheel just built.
 define install_with_llama
 	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
 	( $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) > $(VENV)/llama-build.log 2>&1 || \

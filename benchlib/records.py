@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -195,6 +195,40 @@ class RequestLog:
 
     def read(self) -> pd.DataFrame:
         return read_requests(self.path)
+
+
+def append_csv_row(path: Path, columns: Sequence[str], row: Mapping[str, Any]) -> None:
+    """Append one row (cells as given; None is empty) to a log CSV in one O_APPEND write + fsync, so a crash loses
+    at most the row in progress. A file whose header is another layout (an older release's columns) is first
+    rewritten in this one, every value under its own column, instead of being misaligned."""
+    path = Path(path)
+    if path.is_file() and path.stat().st_size:
+        with path.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if header != list(columns):
+            with path.open(encoding="utf-8", newline="") as handle:
+                old = list(csv.DictReader(handle))
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({k: v or "" for k, v in r.items() if k in columns} for r in old)
+            write_atomic(path, text.getvalue())
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            writer.writeheader()
+        elif os.pread(fd, 1, size - 1) != b"\n":
+            buffer.write("\n")  # a torn last line stays alone on its line; this row starts fresh
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        data = buffer.getvalue().encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_requests(path: Path) -> pd.DataFrame:

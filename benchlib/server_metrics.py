@@ -20,14 +20,12 @@ Names per server, from each server's own source (declared once in SERVERS):
   llamacpp:tokens_predicted_total and tokens_predicted_seconds_total (the server's own decode rate).
 A server without /metrics (Ollama, llama-cpp-python's server) gets one reason, once, and no rows.
 
-Imports: benchlib.schema."""
+Imports: benchlib.records, benchlib.schema."""
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ import httpx
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchlib.records import append_csv_row
 from benchlib.schema import ColumnKind, read_csv
 
 SERVER_METRICS_LOG = "server_metrics_windows.csv"  # appended and fsynced as each window closes (resume reads it)
@@ -48,7 +47,7 @@ SERVER_METRICS_CSV = "server_metrics.csv"  # the log with the client-side cross-
 
 @dataclass(frozen=True)
 class ServerNames:
-    """One server's metric names (first present wins where a server renamed one); "" = not exposed."""
+    """One server's metric names (first present wins where a server renamed one); () = not exposed."""
 
     ttft: tuple[str, ...] = ()
     itl: tuple[str, ...] = ()
@@ -187,6 +186,11 @@ class ServerMetrics:
             self.reason = f"{self.url}: no metric names known for this server ({software or 'unknown'})"
 
     @property
+    def gauges(self) -> dict[str, tuple[str, ...]]:
+        names = self.names or ServerNames()
+        return {"running": names.running, "waiting": names.waiting, "kv_usage": names.kv_usage}
+
+    @property
     def available(self) -> bool:
         return self.names is not None and not self.reason
 
@@ -206,8 +210,6 @@ class ServerMetrics:
             return None
 
     def _poll(self) -> None:
-        assert self.names is not None
-        gauges = {"running": self.names.running, "waiting": self.names.waiting, "kv_usage": self.names.kv_usage}
         while not self._stop.wait(self.poll_s):
             with self._lock:
                 if not self._open:
@@ -215,12 +217,12 @@ class ServerMetrics:
             values = self.scrape()
             if values is None:
                 continue
-            self._note_peaks(values, gauges)
+            self._note_peaks(values)
 
-    def _note_peaks(self, values: Mapping[str, float], gauges: Mapping[str, tuple[str, ...]]) -> None:
+    def _note_peaks(self, values: Mapping[str, float]) -> None:
         with self._lock:
             for _, _, _, peaks in self._open.values():
-                for key, fam in gauges.items():
+                for key, fam in self.gauges.items():
                     value = _first(values, fam)
                     if value is not None:
                         peaks[key] = max(peaks.get(key, value), value)
@@ -232,12 +234,11 @@ class ServerMetrics:
             yield
             return
         assert self.names is not None
-        gauges = {"running": self.names.running, "waiting": self.names.waiting, "kv_usage": self.names.kv_usage}
         before = self.scrape() or {}
         key = f"{name}\x00{time.perf_counter_ns()}"
         with self._lock:
             self._open[key] = (kind, time.perf_counter_ns(), before, {})
-        self._note_peaks(before, gauges)
+        self._note_peaks(before)
         if self._thread is None:
             self._thread = threading.Thread(target=self._poll, name="server-metrics", daemon=True)
             self._thread.start()
@@ -246,7 +247,7 @@ class ServerMetrics:
         finally:
             after = self.scrape()
             if after is not None:
-                self._note_peaks(after, gauges)
+                self._note_peaks(after)
             with self._lock:
                 kind, t0, before, peaks = self._open.pop(key)
             row = {"window": name, "kind": kind, "t_start_ns": t0, "t_end_ns": time.perf_counter_ns(),
@@ -258,22 +259,10 @@ class ServerMetrics:
                 row.update(window_row(self.names, before, after, peaks))
             self.rows.append(row)
             if self.out_dir is not None:
-                append_row(self.out_dir / SERVER_METRICS_LOG, row)
+                append_csv_row(self.out_dir / SERVER_METRICS_LOG, SERVER_METRICS_COLUMNS, row)
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         self.client.close()
-
-
-def append_row(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one window's row and fsync (a crash loses at most the window in progress)."""
-    fresh = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SERVER_METRICS_COLUMNS, extrasaction="ignore")
-        if fresh:
-            writer.writeheader()
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        handle.flush()
-        os.fsync(handle.fileno())

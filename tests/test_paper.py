@@ -17,6 +17,7 @@ from helpers import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
 from benchlib import paper
 from benchlib.load import levels as load_levels
 from benchlib.load import serving as load_serving
+from benchlib.paper import systems as paper_systems
 from benchlib.paper.labels import label_problems, place_labels
 from benchlib.paths import PAPER_DIR, PROJECT_ROOT
 
@@ -357,3 +358,16 @@ def test_label_placer_keeps_its_rules_in_a_crowd_and_the_checker_catches_a_mispl
         ann.xy, ann.xyann = (5.0, 5.0), (0, 0)
     assert any("labels overlap" in p for p in label_problems(ax))
     plt.close(fig)
+
+
+def test_a_deployment_names_its_server_and_the_version_the_server_reported(tmp_path):
+    root = write_synthetic_run(tmp_path / "outputs", with_media=False)
+    for manifest_path in root.rglob("manifest.json"):
+        data = json.loads(manifest_path.read_text())
+        data["params"]["server"]["software"] = "vllm"
+        data["server"] = {"software": "vllm", "version": "0.32.0"}  # as manifest.server_info records /version
+        manifest_path.write_text(json.dumps(data))
+    runs = paper.load_runs([root])
+    assert runs.meta.set_index("system").loc[SYN_SYSTEM, "server_version"] == "0.32.0"
+    systems = paper_systems.run_systems(runs)
+    assert systems.set_index("system").loc[SYN_SYSTEM, "server"] == "vllm 0.32.0"

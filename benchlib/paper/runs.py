@@ -220,6 +220,8 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
     version = packages.get(software) or ""
     if not version and isinstance(server_info.get("version"), dict):
         version = str(server_info["version"].get("version", ""))
+    elif not version and server_info.get("version"):  # what the server itself answered (vLLM /version)
+        version = str(server_info["version"])
     mine = summary[(summary["host"] == host) & (summary["model"] == model)] if len(summary) else summary
     wins = pd.concat(entry["windows"], ignore_index=True) if entry["windows"] else pd.DataFrame()
     idle = wins[wins["kind"] == "idle"] if len(wins) and "kind" in wins else pd.DataFrame()

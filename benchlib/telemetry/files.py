@@ -6,16 +6,13 @@ Imports: benchlib.records, benchlib.schema; benchlib.telemetry.common."""
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
-from benchlib.records import write_atomic
+from benchlib.records import append_csv_row
 from benchlib.schema import ColumnKind, read_csv
 
 TELEMETRY_CSV = "telemetry.csv"
@@ -62,27 +59,9 @@ def csv_cell(value: Any) -> str:
 
 
 def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
-    """Append one window row and fsync, like requests.csv: a crash loses at most the window in progress.
-    A file written by an older layout (other columns) is first rewritten in this one, its values kept."""
-    fresh = not path.exists() or path.stat().st_size == 0
-    if not fresh:
-        with path.open(encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), [])
-        if header != WINDOW_COLUMNS:
-            with path.open(encoding="utf-8", newline="") as handle:
-                old = list(csv.DictReader(handle))
-            text = io.StringIO()
-            writer = csv.DictWriter(text, fieldnames=WINDOW_COLUMNS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows({k: v or "" for k, v in r.items() if k in WINDOW_COLUMNS} for r in old)
-            write_atomic(path, text.getvalue())
-    with path.open("a", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=WINDOW_COLUMNS, extrasaction="ignore")
-        if fresh:
-            writer.writeheader()
-        writer.writerow({k: csv_cell(v) if not isinstance(v, str) else v for k, v in row.items()})
-        handle.flush()
-        os.fsync(handle.fileno())
+    """Append one window row and fsync, like requests.csv: a crash loses at most the window in progress (an older
+    layout's file is rewritten in this one first: records.append_csv_row)."""
+    append_csv_row(path, WINDOW_COLUMNS, {k: csv_cell(v) if not isinstance(v, str) else v for k, v in row.items()})
 
 
 WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "temp_source",
