@@ -232,15 +232,17 @@ SERVER_CHECK_COLUMNS = ("client_ttft_mean_s", "ttft_client_minus_server_ms", "cl
                         "client_completion_tokens", "token_delta_mismatch")
 
 
-def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s: float = 0.05) -> pd.DataFrame:
+def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s: float = 0.0) -> pd.DataFrame:
     """The server's /metrics windows (benchlib.server_metrics) beside the client's view of the same requests.
 
-    For each window, the requests that started and ended inside it (start_ns/e2e_s, `slack_s` either side):
-    client_ttft_mean_s over those answered (status ok) and ttft_client_minus_server_ms = client mean TTFT −
-    the server's (histogram delta) mean: what the network and the client add. client_completion_tokens sums
-    the usage every request reported, warm-ups and failures included since the server counted them too;
-    token_delta_mismatch is True when the server's generation-token delta differs from it (a request the
-    client lost, a server counting differently), None when either side has no count.
+    For each window, the requests that started and ended inside it (start_ns/e2e_s; the scrapes bracket the
+    window's requests, so no slack is needed, and a request failing within milliseconds of the next window's
+    start is not counted here): client_ttft_mean_s over those answered (status ok) and
+    ttft_client_minus_server_ms = client mean TTFT − the server's (histogram delta) mean: what the network and
+    the client add. client_completion_tokens sums the usage the requests reported (none for a request the server
+    refused), warm-ups and failures included since the server counted them too; token_delta_mismatch is True
+    when the server's generation-token delta differs from it (usage the client lost, a server counting
+    differently), None when the server has no count.
     """
     out = windows.copy()
     for column in SERVER_CHECK_COLUMNS:
@@ -268,6 +270,5 @@ def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s:
             out.at[i, "client_completion_tokens"] = int(counted.fillna(0).sum())
             server_tokens = number(w.get("server_generation_tokens"))
             if not np.isnan(server_tokens):
-                out.at[i, "token_delta_mismatch"] = bool(counted.isna().any() or
-                                                         int(round(server_tokens)) != int(counted.sum()))
+                out.at[i, "token_delta_mismatch"] = int(round(server_tokens)) != int(counted.fillna(0).sum())
     return out

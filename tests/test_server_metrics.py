@@ -151,3 +151,9 @@ def test_client_and_server_windows_match_by_time():
     assert row["ttft_client_minus_server_ms"] == pytest.approx(20.0) and row["token_delta_mismatch"] is False
     lost = requests.assign(completion_tokens=[10, None, 99])  # a request whose usage the client never got
     assert check_server_metrics(windows, lost).iloc[0]["token_delta_mismatch"] is True
+    # a request the server refused (no usage, nothing generated) right after the window is neither in it nor a
+    # mismatch: the scrapes bracket the window's requests exactly
+    refused = pd.DataFrame([{"start_ns": 3_010_000_000, "e2e_s": 0.002, "ttft_s": None, "completion_tokens": None,
+                             "status": "failed"}])
+    row = check_server_metrics(windows, pd.concat([requests, refused], ignore_index=True)).iloc[0]
+    assert row["client_requests"] == 2 and row["token_delta_mismatch"] is False
