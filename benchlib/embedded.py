@@ -216,8 +216,12 @@ class EmbeddedServer:
         except ImportError:
             raise EmbeddedServerError("llama-cpp-python is not installed: pip install -e '.[embedded]' "
                                       "(or run `make run`, which installs it)") from None
-        model_path = self.settings.model_path or default_model_path()
-        if not Path(model_path).is_file():
+        return str(self.gguf())
+
+    def gguf(self) -> Path:
+        """The GGUF to serve (params or the packaged model), checked; the log's folder made."""
+        model_path = Path(self.settings.model_path or default_model_path())
+        if not model_path.is_file():
             raise EmbeddedServerError(f"server.embedded.model_path: GGUF file not found: {model_path}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         return model_path

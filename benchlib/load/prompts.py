@@ -2,7 +2,7 @@
 /extras/tokenize, llama.cpp /tokenize, vLLM /tokenize), filler text, the fitting search, and the context
 lengths a sweep can use.
 
-Imports: params."""
+Imports: params, manifest."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import httpx
 
+from benchlib.manifest import auth_headers, server_root
 from benchlib.params import BenchParams
 
 CONTEXT_MARGIN = 64  # tokens kept free besides the completion budget
@@ -89,9 +90,7 @@ class ServerTokenizer:
     @classmethod
     def detect(cls, params: BenchParams) -> "ServerTokenizer | None":
         """Probe the endpoints (most likely first for the declared software); None when none answers sensibly."""
-        base = params.server.base_url.rstrip("/")
-        root = base[:-3] if base.endswith("/v1") else base
-        headers = {"Authorization": f"Bearer {params.server.api_key()}"} if params.server.api_key_env else {}
+        root, headers = server_root(params.server.base_url), auth_headers(params)
         software = f"{params.server.software} {params.server.kind}".lower()
         order = list(cls.ENDPOINTS)
         if "vllm" in software or "sglang" in software:

@@ -5,6 +5,7 @@ Imports: nothing from benchlib."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Literal
 
 WindowKind = Literal["idle", "loaded", "task", "level"]  # level: one load-sweep level (inside its task)
@@ -22,6 +23,14 @@ def sensor_status(available: bool, reason: str = "", source: str = "") -> dict[s
 
 def is_number(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def read_sysfs(path: Path) -> str:
+    """A sysfs/procfs attribute's text, stripped; "" when it cannot be read (absent, permission, device gone)."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def check_kind(kind: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from benchlib.telemetry.common import NAN, sensor_status
+from benchlib.telemetry.common import NAN, read_sysfs, sensor_status
 
 
 class Rapl:
@@ -28,7 +28,7 @@ class Rapl:
             return
         found = sorted(p for p in root.iterdir() if re.fullmatch(r"intel-rapl:\d+", p.name))
         # Top-level domains only (sub-domains are parts of their package); psys overlaps the packages.
-        named = [(p, _read_text(p / "name") or p.name) for p in found]
+        named = [(p, read_sysfs(p / "name") or p.name) for p in found]
         packages = [p for p, name in named if name != "psys"] or [p for p, _ in named]
         if not packages:
             self.status = sensor_status(False, f"no intel-rapl:N domains under {root}", "")
@@ -112,13 +112,6 @@ class ProcessTree:
             # children_* hold only reaped descendants, which are no longer in the tree: no double count
             cpu += times.user + times.system + times.children_user + times.children_system
         return float(rss), cpu
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
 
 
 def read_mem_available(path: Path) -> float:

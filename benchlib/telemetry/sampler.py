@@ -277,8 +277,7 @@ class Telemetry(WindowArithmetic):
                     values["soc_uj"], values["soc_w"] = self._soc.read()
                 except Exception as exc:
                     self._record_error("soc_power", exc)
-                if isinstance(self._soc, Powermetrics):
-                    values["soc_pressure"] = pressure_level(self._soc.pressure)
+                values["soc_pressure"] = pressure_level(self._soc.pressure)
             if slow:
                 # Each /proc file costs ~0.1 ms to open and generate (per process for the server tree): host
                 # readings go at the slow rate. Window edges are full ticks and CPU figures are counters, so

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchlib.telemetry.common import NAN, sensor_status
+from benchlib.telemetry.common import NAN, read_sysfs, sensor_status
 
 POWERMETRICS_SAMPLERS = "cpu_power,gpu_power,ane_power,thermal"
 
@@ -74,10 +74,12 @@ class Powermetrics:
     to `probe_s` for the first sample; a process that exits first (no root, no sudo rule) leaves the sensor
     unavailable with its own message as the reason."""
 
+    energy_source = "powermetrics"  # window labels: where the energy and the peak power come from
+    power_source = "powermetrics_interval_avg"
+
     def __init__(self, interval_ms: int, command: Sequence[str] | None = None, system: str | None = None,
                  probe_s: float = 3.0):
         self.status = sensor_status(False, "", "")
-        self.scope = "CPU+GPU+ANE package (powermetrics combined_power)"
         self.energy_uj = 0.0
         self.power_w = NAN
         self.pressure = ""
@@ -173,6 +175,10 @@ class Powermetrics:
 class Hwmon:
     """Board power from hwmon rails (W), integrated into a µJ counter between reads."""
 
+    energy_source = "hwmon"
+    power_source = "hwmon_instant"
+    pressure = ""  # no thermal-pressure level on Linux
+
     def __init__(self, root: Path | str = "/sys/class/hwmon", rails: Sequence[str] | None = None):
         self.root = Path(root)
         self.status = sensor_status(False, "", "")
@@ -207,18 +213,18 @@ class Hwmon:
         if not self.root.is_dir():
             return found
         for chip_dir in sorted(self.root.iterdir()):
-            chip = _read(chip_dir / "name") or chip_dir.name
+            chip = read_sysfs(chip_dir / "name") or chip_dir.name
             for path in sorted(chip_dir.glob("power*_input")):
                 n = re.fullmatch(r"power(\d+)_input", path.name)
                 if n:
-                    label = _read(chip_dir / f"power{n[1]}_label") or f"power{n[1]}"
+                    label = read_sysfs(chip_dir / f"power{n[1]}_label") or f"power{n[1]}"
                     found[f"{chip}/{label}"] = (path,)
             for path in sorted(chip_dir.glob("in*_label")):
                 n = re.fullmatch(r"in(\d+)_label", path.name)
                 if not n:
                     continue
                 volts, amps = chip_dir / f"in{n[1]}_input", chip_dir / f"curr{n[1]}_input"
-                name = f"{chip}/{_read(path)}"
+                name = f"{chip}/{read_sysfs(path)}"
                 if volts.is_file() and amps.is_file() and name not in found:  # INA3221: in7_label has no curr7
                     found[name] = (volts, amps)
         return found
@@ -227,9 +233,9 @@ class Hwmon:
         total = 0.0
         for _, files in self.rails:
             if len(files) == 1:
-                total += int(_read(files[0]) or "x") / 1e6  # µW
+                total += int(read_sysfs(files[0]) or "x") / 1e6  # µW
             else:
-                total += int(_read(files[0]) or "x") * int(_read(files[1]) or "x") / 1e6  # mV × mA
+                total += int(read_sysfs(files[0]) or "x") * int(read_sysfs(files[1]) or "x") / 1e6  # mV × mA
         return total
 
     def read(self) -> tuple[float, float]:
@@ -253,14 +259,14 @@ class ThermalZones:
         self.root = Path(root)
         self.zones: list[tuple[str, Path]] = []
         for zone in sorted(self.root.glob("thermal_zone*")) if self.root.is_dir() else []:
-            if (zone / "temp").is_file() and _read(zone / "temp").lstrip("-").isdigit():
-                self.zones.append((_read(zone / "type") or zone.name, zone / "temp"))
+            if (zone / "temp").is_file() and read_sysfs(zone / "temp").lstrip("-").isdigit():
+                self.zones.append((read_sysfs(zone / "type") or zone.name, zone / "temp"))
         self.status = sensor_status(bool(self.zones), "" if self.zones else f"no readable thermal zones under "
                                     f"{self.root}", f"max of thermal zones {', '.join(t for t, _ in self.zones)}"
                                     if self.zones else "")
 
     def read(self) -> float:
-        values = [int(v) / 1000.0 for _, path in self.zones if (v := _read(path)).lstrip("-").isdigit()]
+        values = [int(v) / 1000.0 for _, path in self.zones if (v := read_sysfs(path)).lstrip("-").isdigit()]
         return max(values) if values else NAN
 
 
@@ -277,9 +283,3 @@ def pressure_level(name: str) -> float:
     """A thermal-pressure name as a number for the series (index in THERMAL_PRESSURE_LEVELS; NaN if unknown)."""
     return float(THERMAL_PRESSURE_LEVELS.index(name)) if name in THERMAL_PRESSURE_LEVELS else NAN
 
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""

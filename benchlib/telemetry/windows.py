@@ -19,7 +19,7 @@ from benchlib import metrics
 from benchlib.telemetry.common import NAN, is_number
 from benchlib.telemetry.files import WINDOW_COLUMNS
 from benchlib.telemetry.nvml import MEM_SOURCE_LABELS, POWER_INSTANT_SOURCE, POWER_USAGE_SOURCE, Gpu
-from benchlib.telemetry.soc import THERMAL_PRESSURE_LEVELS, Powermetrics
+from benchlib.telemetry.soc import THERMAL_PRESSURE_LEVELS
 
 
 class Series:
@@ -176,7 +176,7 @@ class WindowArithmetic:
         if not self._gpus:
             if soc_j is not None:  # a whole-board or SoC package scope: wider than RAPL's CPU package
                 row["energy_j"] = soc_j
-                row["energy_source"] = "powermetrics" if isinstance(self._soc, Powermetrics) else "hwmon"
+                row["energy_source"] = self._soc.energy_source
             elif rapl_j is not None:
                 row["energy_j"], row["energy_source"] = rapl_j, "rapl"
             else:
@@ -207,8 +207,7 @@ class WindowArithmetic:
         elif soc_j is not None:
             peak = _held(t, cols["soc_w"], t0, t1)
             row["peak_power_w"] = float(peak.max()) if len(peak) else None
-            row["power_source"] = ("powermetrics_interval_avg" if isinstance(self._soc, Powermetrics)
-                                   else "hwmon_instant")
+            row["power_source"] = self._soc.power_source
         elif rapl_j is not None:
             rt, rv = _valid(t, cols["rapl_uj"])
             keep = (rt >= t0) & (rt <= t1)
