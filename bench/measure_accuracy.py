@@ -47,7 +47,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import aio  # noqa: E402
 from benchlib.client import ChatRequest, make_backend  # noqa: E402
-from benchlib.load import health  # noqa: E402
 from benchlib.params import validate  # noqa: E402
 from benchlib.records import RequestRecord  # noqa: E402
 
@@ -114,8 +113,8 @@ def drive_session(params, level: int, tags: list[str]) -> list[RequestRecord]:
 
 def run_level(params, url: str, level: int, n: int, via: str, run_tag: str) -> tuple[list, list, dict]:
     tags = [f"{run_tag}-{via}-{level}-{i}" for i in range(n)]
-    sampler = health.LoopLagSampler()
-    with health.quiet_gc():
+    sampler = aio.LoopLagSampler()
+    with aio.quiet_gc():
         sampler.start()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if via == "session":

@@ -23,6 +23,11 @@ cache_suspect   the server reports that at least `cache_share` (run.cache_suspec
                 Warm-ups are never flagged (they exist to absorb first-request effects).
 cold            the server's load time (Ollama `load_duration`) is above `cold_load_s` (run.cold_load_s, 1 s):
                 the model was (re)loaded for this request, so its TTFT and e2e measure a load, not inference.
+client_stalled  the client's own event loop woke more than `client_stall_ms` (20 ms) late while the request was in
+                flight (record.client_stall_ms, from the session's aio.LoopLagSampler; idle ≈ 0.1–1 ms): a full
+                garbage collection or another thread holding the GIL. Chunks that arrived meanwhile were read
+                together and share the last one's arrival stamp, so TTFT / ITL may be late by up to the stall —
+                seen once in CI as a 1.97 s TTFT (all 16 deltas in one read) beside vLLM's own 0.77 s.
 
 `flag_record` applies the single-request rules while a run is going (each row is written as it finishes);
 `flag_requests` applies all rules, including the group-median prefill rule, to a finished requests table and
@@ -42,6 +47,7 @@ from benchlib.schema import finite, flag, number
 RATE_TOLERANCE = 0.10
 PREFILL_FACTOR = 3.0
 COLD_LOAD_S = 1.0
+CLIENT_STALL_MS = 20.0
 CACHE_SHARE = 0.5
 MIN_GROUP = 3
 MIN_DECODE_TOKENS = 16
@@ -50,8 +56,8 @@ MIN_DECODE_TOKENS = 16
 PREFILL_GROUP_KEYS = ("run_id", "host", "model", "suite", "task", "concurrency")
 # The keys analysis.summarize_requests groups by, so flag_counts merges into summary.csv one-to-one.
 SUMMARY_KEYS = ("host", "model", "suite", "modality", "task")
-COUNT_COLUMNS = ("n_flag_checked", "n_rate_mismatch", "n_cache_suspect", "n_cold", "n_decode_ratio",
-                 "decode_ratio_median", "decode_ratio_min", "decode_ratio_max")
+COUNT_COLUMNS = ("n_flag_checked", "n_rate_mismatch", "n_cache_suspect", "n_cold", "n_client_stalled",
+                 "n_decode_ratio", "decode_ratio_median", "decode_ratio_min", "decode_ratio_max")
 
 
 # ---- scalar rules -------------------------------------------------------------------------------------------
@@ -84,6 +90,12 @@ def is_cold(load_s: Any, cold_load_s: float = COLD_LOAD_S) -> bool:
     return value is not None and value > cold_load_s
 
 
+def is_client_stall(stall_ms: Any, client_stall_ms: float = CLIENT_STALL_MS) -> bool:
+    """The client's loop was held up strictly longer than the bound while the request was in flight."""
+    value = finite(stall_ms)
+    return value is not None and value > client_stall_ms
+
+
 def _enough_tokens(completion_tokens: Any, min_decode_tokens: int) -> bool:
     """Unknown counts are checked; known ones must reach the minimum."""
     value = finite(completion_tokens)
@@ -92,8 +104,8 @@ def _enough_tokens(completion_tokens: Any, min_decode_tokens: int) -> bool:
 
 def flag_record(record: Any, *, cold_load_s: float = COLD_LOAD_S, rate_tolerance: float = RATE_TOLERANCE,
                 min_decode_tokens: int = MIN_DECODE_TOKENS, cache_share: float = CACHE_SHARE) -> Any:
-    """Set decode_ratio, rate_mismatch, cache_suspect and cold on one RequestRecord (or any object with those
-    attributes), as the request finishes. The group-median prefill rule needs the whole run: flag_requests."""
+    """Set decode_ratio, rate_mismatch, cache_suspect, cold and client_stalled on one RequestRecord (or any
+    object with those attributes), as the request finishes. The group-median prefill rule needs the whole run: flag_requests."""
     ratio = decode_ratio(getattr(record, "decode_tps", None), getattr(record, "server_decode_tps", None))
     record.decode_ratio = ratio
     record.rate_mismatch = is_rate_mismatch(ratio, rate_tolerance) and \
@@ -102,6 +114,7 @@ def flag_record(record: Any, *, cold_load_s: float = COLD_LOAD_S, rate_tolerance
                                              getattr(record, "prompt_tokens", None), cache_share) and not \
         flag(getattr(record, "is_warmup", False))
     record.cold = is_cold(getattr(record, "server_load_s", None), cold_load_s)
+    record.client_stalled = is_client_stall(getattr(record, "client_stall_ms", None))
     return record
 
 
@@ -140,14 +153,15 @@ def flag_requests(requests: pd.DataFrame, *, cold_load_s: float = COLD_LOAD_S,
     """A copy of `requests` with the flag columns added or recomputed (see the module docstring).
 
     Columns: decode_ratio, rate_mismatch, cached_share (cached / prompt tokens), prefill_ratio and
-    server_prefill_ratio (rate / its group median), prefill_outlier, cache_suspect, cold, and `flags`: one
+    server_prefill_ratio (rate / its group median), prefill_outlier, cache_suspect, cold, client_stalled, and
+    `flags`: one
     readable line of reasons ('' when the request is clean). Missing input columns count as missing values.
     """
     frame = requests.copy()
     if frame.empty:
         for name in ("decode_ratio", "cached_share", "prefill_ratio", "server_prefill_ratio"):
             frame[name] = pd.Series(dtype=float)
-        for name in ("rate_mismatch", "prefill_outlier", "cache_suspect", "cold"):
+        for name in ("rate_mismatch", "prefill_outlier", "cache_suspect", "cold", "client_stalled"):
             frame[name] = pd.Series(dtype=bool)
         frame["flags"] = pd.Series(dtype=str)
         return frame
@@ -174,6 +188,7 @@ def flag_requests(requests: pd.DataFrame, *, cold_load_s: float = COLD_LOAD_S,
     frame["cache_suspect"] = ((cached_hit.fillna(False) | frame["prefill_outlier"]) & ~warm).astype(bool)
     load = _column(frame, "server_load_s")
     frame["cold"] = (load > cold_load_s).fillna(False).astype(bool)
+    frame["client_stalled"] = (_column(frame, "client_stall_ms") > CLIENT_STALL_MS).fillna(False).astype(bool)
     frame["flags"] = [_reasons(row, cold_load_s, prefill_factor) for row in frame.to_dict("records")]
     return frame
 
@@ -193,12 +208,15 @@ def _reasons(row: dict[str, Any], cold_load_s: float, prefill_factor: float) -> 
                 reasons.append(f"{label} prefill {value:.1f}x group median")
     if row.get("cold"):
         reasons.append(f"load {finite(row.get('server_load_s')):.2f} s > {cold_load_s:g} s")
+    if row.get("client_stalled"):
+        reasons.append(f"client loop held up {finite(row.get('client_stall_ms')):.0f} ms (stamps may be late)")
     return "; ".join(reasons)
 
 
 def flag_counts(requests: pd.DataFrame, by: Sequence[str] | None = None, **flag_options: Any) -> pd.DataFrame:
     """Per-group counts for summary.csv: n_flag_checked (measured requests), n_rate_mismatch, n_cache_suspect,
-    n_cold, n_decode_ratio (requests with both rates) and decode_ratio_median/_min/_max. Warm-ups are excluded.
+    n_cold, n_client_stalled, n_decode_ratio (requests with both rates) and decode_ratio_median/_min/_max.
+    Warm-ups are excluded.
 
     Default groups are analysis.summarize_requests' keys (host, model, suite, modality, task — those present),
     so `summary.merge(flag_counts(requests), how="left")` adds the columns row for row. A table that has not
@@ -220,6 +238,7 @@ def flag_counts(requests: pd.DataFrame, by: Sequence[str] | None = None, **flag_
             "n_rate_mismatch": int(_flag_column(group, "rate_mismatch").sum()),
             "n_cache_suspect": int(_flag_column(group, "cache_suspect").sum()),
             "n_cold": int(_flag_column(group, "cold").sum()),
+            "n_client_stalled": int(_flag_column(group, "client_stalled").sum()),
             "n_decode_ratio": int(len(ratio)),
             "decode_ratio_median": float(ratio.median()) if len(ratio) else np.nan,
             "decode_ratio_min": float(ratio.min()) if len(ratio) else np.nan,
@@ -229,7 +248,7 @@ def flag_counts(requests: pd.DataFrame, by: Sequence[str] | None = None, **flag_
 
 
 SERVER_CHECK_COLUMNS = ("client_ttft_mean_s", "ttft_client_minus_server_ms", "client_requests",
-                        "client_completion_tokens", "token_delta_mismatch")
+                        "client_stalled_requests", "client_completion_tokens", "token_delta_mismatch")
 
 
 def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s: float = 0.0) -> pd.DataFrame:
@@ -239,10 +258,11 @@ def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s:
     window's requests, so no slack is needed, and a request failing within milliseconds of the next window's
     start is not counted here): client_ttft_mean_s over those answered (status ok) and
     ttft_client_minus_server_ms = client mean TTFT − the server's (histogram delta) mean: what the network and
-    the client add. client_completion_tokens sums the usage the requests reported (none for a request the server
-    refused), warm-ups and failures included since the server counted them too; token_delta_mismatch is True
-    when the server's generation-token delta differs from it (usage the client lost, a server counting
-    differently), None when the server has no count.
+    the client add (client_stalled_requests counts those whose own stamps a client hold-up may have made late:
+    `client_stalled`; one such request can move the mean by its stall). client_completion_tokens sums the
+    usage the requests reported (none for a request the server refused), warm-ups and failures included since
+    the server counted them too; token_delta_mismatch is True when the server's generation-token delta differs
+    from it (usage the client lost, a server counting differently), None when the server has no count.
     """
     out = windows.copy()
     for column in SERVER_CHECK_COLUMNS:
@@ -253,12 +273,14 @@ def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s:
     end = start + _column(requests, "e2e_s").fillna(0) * 1e9
     ttft, tokens = _column(requests, "ttft_s"), _column(requests, "completion_tokens")
     ok = requests["status"].eq("ok") if "status" in requests.columns else pd.Series(True, index=requests.index)
+    stalled = _column(requests, "client_stall_ms") > CLIENT_STALL_MS
     for i, w in out.iterrows():
         t0, t1 = number(w.get("t_start_ns")), number(w.get("t_end_ns"))
         if np.isnan(t0) or np.isnan(t1):
             continue
         inside = (start > 0) & (start >= t0 - slack_s * 1e9) & (end <= t1 + slack_s * 1e9)
         out.at[i, "client_requests"] = int(inside.sum())
+        out.at[i, "client_stalled_requests"] = int((inside & stalled).sum())
         answered = ttft[inside & ok].dropna()
         if len(answered):
             out.at[i, "client_ttft_mean_s"] = float(answered.mean())

@@ -84,6 +84,7 @@ class RequestRecord:
     rate_mismatch: bool = False
     cache_suspect: bool = False
     cold: bool = False
+    client_stalled: bool = False  # the client's loop was held up > 20 ms in flight: its stamps may be late
     # answer
     finish_reason: str = ""
     truncated: bool = False
@@ -100,6 +101,7 @@ class RequestRecord:
     # client health
     client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)
     client_cpu_s: float | None = None
+    client_stall_ms: float | None = None  # longest event-loop hold-up while in flight (aio.LoopLagSampler)
     # open-loop scheduling (load rate sweep; empty elsewhere)
     scheduled_ns: int = 0  # the send instant the arrival schedule meant (perf_counter_ns)
     queue_wait_s: float | None = None  # scheduled instant → a max-concurrency slot was free

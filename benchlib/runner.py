@@ -149,6 +149,7 @@ class Session:
         self.telemetry = None
         self.metrics: ServerMetrics | None = None  # the server's own /metrics, when it has them
         self.server_before: dict[str, Any] | None = None
+        self.loop_lag = aio.LoopLagSampler()  # running while the session is open: each request's client_stall_ms
         self.started_unix = time.time()
         self.task_set = task_set_hash()
         key = params.server.api_key()
@@ -232,6 +233,9 @@ class Session:
                     record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
                 if item.request is not None:
                     await self.backend.execute(item.request, record)
+                    if record.start_ns:
+                        stall = self.loop_lag.max_lag_ms(record.start_ns, time.perf_counter_ns())
+                        record.client_stall_ms = None if stall != stall else round(stall, 3)
                     if due_ns and record.start_ns:  # late waking, task start, request building, connecting
                         record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
                 self.after_request(item, concurrency)
@@ -430,6 +434,8 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
     session.log.recover()  # a row cut by a crash or a full disk is moved aside before anything is appended
     session.telemetry = Telemetry(params.telemetry, out_dir)
     try:
+        guard.enter_context(aio.quiet_gc())  # no full collection of the notebook's heap while a stream is read
+        session.loop_lag.start()
         session.telemetry.start()
         if needs_server and params.telemetry.idle_baseline_s:
             session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
@@ -460,6 +466,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if session.server is not None:
             session.server.stop()
         session.telemetry.close()
+        session.loop_lag.stop()
         guard.close()
 
 

@@ -4,12 +4,15 @@ server from what it really served)."""
 
 import json
 import threading
+import time
 
 import httpx
 import pandas as pd
 import pytest
 from servers import FakeServer, render_metrics
 
+from benchlib import crosscheck
+from benchlib.client import StreamState
 from benchlib.crosscheck import check_server_metrics
 from benchlib.runner import run_suite
 from benchlib.server_metrics import (
@@ -157,3 +160,39 @@ def test_client_and_server_windows_match_by_time():
                              "status": "failed"}])
     row = check_server_metrics(windows, pd.concat([requests, refused], ignore_index=True)).iloc[0]
     assert row["client_requests"] == 2 and row["token_delta_mismatch"] is False
+    assert row["client_stalled_requests"] == 0  # no client_stall_ms column: nothing known to be stalled
+    stalled = requests.assign(client_stall_ms=[0.4, 35.0, 900.0])  # the third is outside the window
+    assert check_server_metrics(windows, stalled).iloc[0]["client_stalled_requests"] == 1
+
+
+def test_a_client_hold_up_is_measured_flagged_and_counted_in_its_window(outputs, params_for, monkeypatch):
+    """A synchronous stall on the client's loop mid-stream (a careless callback; in CI once a GIL hold-up that
+    made a 0.77 s vLLM TTFT read 1.97 s) shows on that request alone and in its /metrics window."""
+    server = FakeServer(metrics="vllm").start_thread()
+    seen = {"deltas": 0}
+    original = StreamState.output
+
+    def output(self, now, content, reasoning, answer_like=False):
+        seen["deltas"] += 1
+        if seen["deltas"] == 6:  # the second request's second delta (the warm-up's deltas come first)
+            time.sleep(0.15)
+        return original(self, now, content, reasoning, answer_like)
+
+    monkeypatch.setattr(StreamState, "output", output)
+    try:
+        params = params_for({"tokens": 4, "ttft": 0.03, "itl": 0.01}, run={"repeats": 2, "warmups": 1})
+        params.tasks = ["basic_qa"]
+        params.server.base_url = server.url + "/v1"
+        params.server.software = "vllm"
+        result = run_suite(params, "text", progress=False)
+    finally:
+        server.stop()
+    rows = result.requests.sort_values("start_ns").reset_index(drop=True)
+    stall = rows["client_stall_ms"].astype(float)
+    assert stall[1] >= 140 and rows["client_stalled"].map(bool).tolist() == [False, True, False]
+    assert (stall[[0, 2]] < 20).all(), stall.tolist()  # the idle loop wakes within a few ms
+    flagged = crosscheck.flag_requests(rows)
+    assert flagged["flags"][1].startswith("client loop held up 1") and flagged["flags"][1].endswith("(stamps may be late)")
+    assert result.summary.set_index("task").loc["basic_qa", "n_client_stalled"] == 1
+    window = pd.read_csv(result.out_dir / SERVER_METRICS_CSV).iloc[0]
+    assert window["client_requests"] == 2 and window["client_stalled_requests"] == 1

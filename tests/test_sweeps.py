@@ -168,16 +168,24 @@ def test_loop_lag_sampler_sees_a_blocked_loop():
     async def block(seconds):
         time.sleep(seconds)  # a synchronous call on the client's loop, as a careless callback would make
 
-    sampler = load_health.LoopLagSampler().start()
+    sampler = aio.LoopLagSampler().start()
     time.sleep(0.1)
     idle = sampler.stop()
     assert idle["loop_lag_samples"] >= 5 and idle["loop_lag_p50_ms"] < 5
     sampler.start()
     time.sleep(0.03)
+    before = time.perf_counter_ns()
     aio.run(block(0.08))
+    after = time.perf_counter_ns()
     time.sleep(0.03)
+    # while the block is still being slept off, the overdue sleep counts (a request may finish first)
+    assert sampler.max_lag_ms(before, after) >= 60
     busy = sampler.stop()
     assert busy["loop_lag_max_ms"] >= 60
+    # per interval: the hold-up belongs to what was in flight during it, not to what came before it
+    assert sampler.max_lag_ms(before, after) >= 60
+    assert sampler.max_lag_ms(before - 25_000_000, before - 15_000_000) < 5
+    assert sampler.max_lag_ms(0, 1) != sampler.max_lag_ms(0, 1)  # no samples then: NaN, not 0
 
 
 def test_client_bound_rule():

@@ -135,4 +135,11 @@ def test_metrics_are_read_around_each_task_window(vllm, outputs):
     row = pd.read_csv(checked).iloc[0]
     assert row["software"] == "vllm" and row["server_requests"] == 2
     assert row["token_delta_mismatch"] in (False, "False")
-    assert 0 <= row["ttft_client_minus_server_ms"] < 100
+    gap = row["ttft_client_minus_server_ms"]
+    assert gap >= 0  # the client cannot read a first token before vLLM's frontend produced it
+    # a few ms of HTTP, template and stream on a quiet client (1.7–4.1 ms measured); a request whose client loop
+    # was held up is flagged (CI once: all 16 deltas read at once, 585 ms on the mean) and may add its stall
+    measured = result.requests[~result.requests["is_warmup"].astype(bool)]
+    stalls = measured["client_stall_ms"].astype(float).where(measured["client_stalled"].map(bool), 0.0)
+    assert row["client_stalled_requests"] == int((stalls > 0).sum())
+    assert gap < 100 + stalls.sum() / len(measured), (gap, stalls.tolist())
