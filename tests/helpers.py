@@ -48,6 +48,7 @@ def send(params, max_tokens=64, thinking=False):
 
 SYN_HOST, SYN_MODEL = "synthetic-host", "tiny-model"
 SYN_SYSTEM = f"{SYN_MODEL} @ {SYN_HOST}"
+SYN_SERVER = "fake-server"
 
 # Per-task decode tok/s of the synthetic run (three measured requests each) -> exact means to check.
 TEXT_TPS = {"basic_qa": [30.0, 40.0, 50.0], "reasoning": [20.0, 22.0, 24.0]}
@@ -57,7 +58,7 @@ def _record(suite: str, modality: str, task: str, variant: str, repeat: int, tps
             warmup: bool = False, status: str = "ok", passed: bool | None = True) -> RequestRecord:
     ok = status == "ok"
     return RequestRecord(
-        run_id="synthetic01", host=SYN_HOST, model=SYN_MODEL, server_kind="openai", server_software="fake-server",
+        run_id="synthetic01", host=SYN_HOST, model=SYN_MODEL, server_kind="openai", server_software=SYN_SERVER,
         suite=suite, modality=modality, task=task, variant=variant, repeat=repeat, is_warmup=warmup,
         request_key=f"{suite}/{task}/{variant}/r{repeat}/c1" + ("/warmup" if warmup else ""),
         prompt=f"(ref {repeat:08d})\nprompt for {task}", max_tokens=64, status=status,
@@ -82,7 +83,7 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
     params = {
         "host": {"name": SYN_HOST, "hardware": "synthetic test box", "accelerator": "",
                  "memory_bandwidth_gbs": bandwidth, "power_envelope_w": None},
-        "server": {"kind": "openai", "software": "fake-server", "model": SYN_MODEL,
+        "server": {"kind": "openai", "software": SYN_SERVER, "model": SYN_MODEL,
                    "modalities": ["text", "vision", "audio", "video"] if with_media else ["text"],
                    "context_window": 4096, "quantization": "q4_k_m", "active_params_b": 0.5, "total_params_b": 0.5,
                    "bytes_per_param": 0.5},

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import papermill
 import pytest
-from helpers import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
+from helpers import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 
 from benchlib import paper
 from benchlib.load import levels as load_levels
@@ -146,7 +146,7 @@ def test_synthetic_run_appears_beside_the_published_ones(with_run):
     out = with_run.settings.out_dir
     assert with_run.runs.systems == [SYN_SYSTEM]
     throughput = pd.read_csv(out / "tables" / "throughput.csv").set_index("task_id")
-    ours = f"{SYN_SYSTEM} [this run]"
+    ours = f"{SYN_SYSTEM} · {SYN_SERVER} [this run]"  # a deployment's column names its server
     published = [c for c in throughput.columns if c.endswith("[seed 000]")]
     assert len(published) == 3 and ours in throughput.columns
     assert throughput.loc["basic_qa", ours] == pytest.approx(40.0)  # warm-up (99 tok/s) excluded
@@ -169,6 +169,13 @@ def test_synthetic_run_in_frontier_memory_and_roofline(with_run):
     mine = frontier[frontier["system"] == SYN_SYSTEM].set_index("regime_key")
     assert set(mine.index) == {"workstation", "edge", "audio", "serving", "all"}
     assert (mine["source"] == "this run").all()
+    # wherever a deployment is named, its server is the next column (two servers of one model are two deployments)
+    for name in ("frontier", "memory_power_thermal", "frontier_systems", "capability_context", "setup"):
+        table = pd.read_csv(out / "tables" / f"{name}.csv", keep_default_na=False)
+        if name != "setup":  # setup keeps the paper's §2 column order, server among them
+            assert list(table.columns).index("server") == list(table.columns).index("system") + 1, name
+        assert table[table["system"] == SYN_SYSTEM]["server"].str.startswith(SYN_SERVER).all(), name
+    assert SYN_SERVER in (out / "tables" / "memory_power_thermal.md").read_text(encoding="utf-8")
     # no energy sensor: without tok/s/W (and temperature) the run cannot be judged on the edge regime: it is
     # listed as not eligible, with the reason, not as "dominated"
     assert not mine.loc["edge", "on_frontier"] and not mine.loc["edge", "eligible"]
@@ -238,7 +245,7 @@ def test_assemble_notebook_runs_through_papermill(tmp_path):
                       if o.get("output_type") == "stream")
     assert "DEPLOYMENT FRONTIER" in printed and "paper:     Qwen3.5-4B — reproduced" in printed
     assert f"{SYN_SYSTEM} [this run]" in printed
-    assert f"{SYN_SYSTEM} [this run]" in pd.read_csv(out / "tables" / "throughput.csv").columns
+    assert f"{SYN_SYSTEM} · {SYN_SERVER} [this run]" in pd.read_csv(out / "tables" / "throughput.csv").columns
     source = json.loads(notebook.read_text(encoding="utf-8"))
     dirty = [c for c in source["cells"] if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
     assert not dirty  # committed without outputs

@@ -131,7 +131,9 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
             _draw_front(ax, px[on].astype(float).to_numpy(), py[on].astype(float).to_numpy(), xdir, ydir)
     texts, xs, ys, cols, notes = [], [], [], [], {}
     for row, xv, yv in zip(marked.itertuples(), px, py):
-        texts.append(short(row.system) + (" [this run]" if row.source == THIS_RUN else ""))
+        server = str(getattr(row, "server", "") or "").split(" ")[0] if row.source == THIS_RUN else ""
+        texts.append(short(row.system) + (f" · {server}" if server and server != "nan" else "")
+                     + (" [this run]" if row.source == THIS_RUN else ""))
         xs.append(float(xv))
         ys.append(float(yv))
         cols.append(colors.get(row.system, "0.2"))

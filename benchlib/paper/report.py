@@ -26,8 +26,10 @@ from benchlib.paper.systems import (
     all_systems,
     published_and_runs_long,
     roofline_points,
+    servers_of,
     task_catalog,
     task_metrics_long,
+    with_server,
 )
 from benchlib.paper.tables import (
     capability_table,
@@ -78,6 +80,11 @@ def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None
     tables.update(load_tables(runs))
     tables.update(ladder_tables(ref, runs))
     tables[LONG_TABLE] = Table(LONG_TABLE, "Published rows and ours, tidy", published_and_runs_long(ref, runs))
+    servers = servers_of(systems)  # every table that names a deployment names its server beside it
+    for name, table in tables.items():
+        table.data = with_server(table.data, servers)
+        if table.display is not None:
+            table.display = with_server(table.display, servers)
     tables["_task_metrics"] = Table("_task_metrics", "per-task metrics (internal)", long)
     tables["_systems"] = Table("_systems", "systems (internal)", systems)
     return tables

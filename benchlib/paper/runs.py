@@ -40,8 +40,9 @@ def source_label(source: str) -> str:
     return f"seed {match.group(1)}" if match else str(source)
 
 
-def column_label(system: str, source: str) -> str:
-    return f"{system} [{source_label(source)}]"
+def column_label(system: str, source: str, server: str = "") -> str:
+    """A deployment as a wide table's column: 'model @ host · server [source]' (the server where known)."""
+    return f"{system}{f' · {server}' if server else ''} [{source_label(source)}]"
 
 
 @dataclass

@@ -240,6 +240,39 @@ def system_order(systems: pd.DataFrame, long: pd.DataFrame) -> list[tuple[str, s
     return pairs
 
 
+def servers_of(systems: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(system, source) → the server the deployment ran behind ('vllm 0.32.0', the paper's 'vLLM'), '' unknown."""
+    if systems.empty or "server" not in systems:
+        return {}
+    return {(str(r.system), str(r.source)): "" if isnan(r.server) else str(r.server)
+            for r in systems[["system", "source", "server"]].itertuples()}
+
+
+# the columns that name a deployment in the paper's tables; each gets its server beside it
+DEPLOYMENT_KEYS = {"system": "server", "dominated": "dominated_server"}
+
+
+def with_server(frame: pd.DataFrame, servers: dict[tuple[str, str], str]) -> pd.DataFrame:
+    """`frame` with the server beside every column that names a deployment (DEPLOYMENT_KEYS): two servers of
+    one model on one host are two deployments, and a reader sees which is which. Matched on (system, source),
+    on the system alone where the frame has no source; a frame already naming its server is left alone."""
+    out = frame
+    for key, column in DEPLOYMENT_KEYS.items():
+        if key not in out.columns or column in out.columns or {"server", "server_software"} & set(out.columns):
+            continue
+        by_system: dict[str, str] = {}
+        for (system, _), server in servers.items():
+            by_system.setdefault(system, server)
+        if "source" in out.columns:
+            values = [servers.get((str(s), str(src)), by_system.get(str(s), ""))
+                      for s, src in zip(out[key], out["source"])]
+        else:
+            values = [by_system.get(str(s), "") for s in out[key]]
+        out = out.copy()
+        out.insert(out.columns.get_loc(key) + 1, column, values)
+    return out
+
+
 ROOFLINE_COLUMNS = ["label", "source", "host", "model", "quantization", "memory_bandwidth_gbs", "active_params_b",
                     "bytes_per_param", "bytes_per_param_source", "bytes_per_token_gb", "decode_tps", "ceiling_tps",
                     "efficiency", "implied_bandwidth_gbs", "ladder", "note"]

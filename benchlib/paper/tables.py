@@ -18,6 +18,7 @@ from benchlib.paper.systems import (
     run_avg_power,
     run_peak_temp,
     run_systems_memory,
+    servers_of,
     system_order,
     task_label,
     task_order,
@@ -163,7 +164,7 @@ def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str =
 
 def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.DataFrame) -> Table:
     metric = long[long["metric"] == "decode_tps"]
-    order = system_order(systems, metric)
+    order, servers = system_order(systems, metric), servers_of(systems)
     tasks = task_order(metric["task_id"], catalog)
     data_rows, display_rows = [], []
     for task in tasks:
@@ -174,8 +175,9 @@ def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.Data
         for system, source in order:
             hit = rows[(rows["system"] == system) & (rows["source"] == source)]
             row = hit.iloc[0] if len(hit) else None
-            data[column_label(system, source)] = row["value"] if row is not None else math.nan
-            shown[column_label(system, source)] = _cell(row, ".1f", with_sd=True, source=source)
+            label = column_label(system, source, servers.get((system, source), ""))
+            data[label] = row["value"] if row is not None else math.nan
+            shown[label] = _cell(row, ".1f", with_sd=True, source=source)
         data_rows.append(data)
         display_rows.append(shown)
     data = pd.DataFrame(data_rows)
@@ -191,7 +193,7 @@ def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.Data
 def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.DataFrame,
                            ref: pd.DataFrame) -> Table:
     sub = long[long["metric"].isin(["e2e_latency", "accuracy", "ttft"])]
-    order = system_order(systems, sub)
+    order, servers = system_order(systems, sub), servers_of(systems)
     reported = reference.paper_accuracy(ref) if len(seed_rows(ref, "000")) else pd.DataFrame(columns=["note"])
     truncated = {(r.system, r.task) for r in reported.itertuples() if r.note}
     tasks = task_order(sub["task_id"], catalog)
@@ -203,7 +205,7 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
         shown = dict(data)
         for system, source in order:
             mine = rows[(rows["system"] == system) & (rows["source"] == source)]
-            label = column_label(system, source)
+            label = column_label(system, source, servers.get((system, source), ""))
             for metric, name, spec in (("e2e_latency", "e2e s", ".2f"), ("ttft", "TTFT p50 s", ".3f"),
                                        ("accuracy", "accuracy (measured)" if source == THIS_RUN
                                         else "accuracy (reported)", ".0%")):
@@ -232,7 +234,7 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
     paper_avg = reference.select(seed_rows(ref, "000"), "§5", metric="e2e_latency", task="All tasks (average)") \
         if len(ref) else ref
     for system, source in order:
-        label = column_label(system, source)
+        label = column_label(system, source, servers.get((system, source), ""))
         if source == THIS_RUN:
             s = systems[(systems["system"] == system) & (systems["source"] == source)]
             value = float(s["avg_e2e_s"].iloc[0]) if len(s) else math.nan
