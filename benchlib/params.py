@@ -65,6 +65,10 @@ class EmbeddedParams(_Section):
     vllm_kv_cache_gib: int = Field(1, ge=1, le=4096, description="vLLM CPU KV cache in whole GiB "
                                    "(VLLM_CPU_KVCACHE_SPACE) unless the environment sets it")
     vllm_args: list[str] = Field(default_factory=list, description="More vLLM server flags")
+    vllm_checkpoint: Literal["converted", "random-qwen2-audio"] = Field(
+        "converted", description="converted: the GGUF as a Hugging Face copy; random-qwen2-audio: a tiny randomly "
+        "initialised Qwen2-Audio with the GGUF's tokenizer (tools/random_audio_checkpoint.py), so audio travels "
+        "through vLLM's real audio parsing on a CPU box (needs server.weights: random)")
 
 
 class ServerParams(_Section):
@@ -86,6 +90,9 @@ class ServerParams(_Section):
     keep_alive: str = Field("30m", description="Ollama keep_alive per request (0 forces cold loads)")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Merged into every request body")
     launch: str = Field("", description="The command that started the server (provenance only)")
+    weights: Literal["trained", "random"] = Field("trained", description="random: randomly initialised weights "
+                                                  "(payload acceptance and timings are real, answers are not): "
+                                                  "never scored, never on a frontier")
     embedded: EmbeddedParams = Field(default_factory=EmbeddedParams)
 
     @field_validator("base_url")
@@ -116,6 +123,9 @@ class ServerParams(_Section):
     def _needs_url(self) -> "ServerParams":
         if self.kind != "embedded" and not self.base_url:
             raise ValueError(f"base_url is required for kind '{self.kind}'")
+        if self.embedded.vllm_checkpoint.startswith("random") and self.weights != "random":
+            raise ValueError(f"embedded.vllm_checkpoint {self.embedded.vllm_checkpoint} has random weights: "
+                             "declare server.weights: random (its answers are never scored)")
         return self
 
     def api_key(self) -> str:

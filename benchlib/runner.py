@@ -280,7 +280,10 @@ class Session:
         if record.status != STATUS_OK and record.media_count and record.http_status in UNSUPPORTED_MEDIA_STATUSES:
             record.status = STATUS_UNSUPPORTED  # the server's own reason stays in error_message
         if record.status == STATUS_OK and item.task is not None and not record.is_warmup:
-            self._score(record, item.task, item.variant)
+            if self.params.server.weights == "random":  # timings and payload acceptance are real, answers are not
+                record.checker, record.check_detail = item.task.checker, "random weights: not scored"
+            else:
+                self._score(record, item.task, item.variant)
 
     def _attach_embedded_timings(self, record: RequestRecord) -> None:
         timings = self.server.read_new_timings(expected=1)

@@ -1,17 +1,23 @@
 """vLLM as the second embedded server, without vLLM: the chat template it is given, the command line, the cached
-Hugging Face copy, and the one-line errors when the environment or the conversion is missing. The real server
-runs in the integration tests against a real vLLM."""
+Hugging Face copy (and the random audio checkpoint beside it), the one-line errors when the environment or the
+conversion is missing, and what `server.weights: random` does to a run. The real server runs in the integration
+tests against a real vLLM."""
 
 import sys
 from pathlib import Path
 
 import jinja2
+import numpy as np
 import pytest
 
+from benchlib import frontier
 from benchlib.embedded import EmbeddedServerError, default_model_path
 from benchlib.embedded_vllm import CHAT_TEMPLATE, VllmServer, hf_copy
-from benchlib.params import EmbeddedParams
+from benchlib.paper.runs import load_runs
+from benchlib.paper.systems import run_systems
+from benchlib.params import EmbeddedParams, ParamsError, validate
 from benchlib.quantize import file_sha256
+from benchlib.runner import run_suite
 
 
 def render(messages, add_generation_prompt=True) -> str:
@@ -71,6 +77,50 @@ def test_a_failed_conversion_shows_the_converter_s_own_words(tmp_path, monkeypat
     stand_in.chmod(0o755)
     with pytest.raises(EmbeddedServerError) as caught:
         hf_copy(fake_gguf, stand_in, tmp_path / "server.log")
-    assert "converting model.gguf for vLLM failed (exit 1)" in str(caught.value)
+    assert "building the converted checkpoint of model.gguf for vLLM failed (exit 1)" in str(caught.value)
     assert "No module named transformers" in str(caught.value)
     assert not list((tmp_path / "cache" / "hf").glob("*/config.json"))
+
+
+def test_the_random_audio_checkpoint_is_its_own_cached_folder_served_with_one_audio_per_prompt(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRONTIER_BENCH_CACHE", str(tmp_path / "cache"))
+    gguf = Path(default_model_path())
+    sha = file_sha256(gguf)
+    made = tmp_path / "cache" / "hf" / f"{sha[:16]}-random-qwen2-audio"
+    made.mkdir(parents=True)
+    (made / "config.json").write_text("{}")
+    assert hf_copy(gguf, Path("/nonexistent/python"), tmp_path / "log", sha=sha, checkpoint="random-qwen2-audio") \
+        == made  # beside, never instead of, the converted copy
+    settings = EmbeddedParams(engine="vllm", vllm_python=sys.executable, vllm_checkpoint="random-qwen2-audio")
+    command = VllmServer(settings, "random-audio", tmp_path / "server.log").command(str(made), 8124)
+    assert command[command.index("--limit-mm-per-prompt") + 1] == '{"audio": 1}'
+    plain = VllmServer(EmbeddedParams(engine="vllm", vllm_python=sys.executable), "m", tmp_path / "s.log")
+    assert "--limit-mm-per-prompt" not in plain.command("/x", 1)
+
+
+def test_random_weights_must_be_declared():
+    data = {"host": {"name": "h"}, "server": {"kind": "embedded", "model": "m",
+                                             "embedded": {"engine": "vllm", "vllm_checkpoint": "random-qwen2-audio"}}}
+    with pytest.raises(ParamsError, match="declare server.weights: random"):
+        validate(data, source="random.yaml")
+    data["server"]["weights"] = "random"
+    assert validate(data, source="random.yaml").server.weights == "random"
+
+
+def test_a_random_weights_run_is_timed_never_scored_and_kept_off_every_frontier(params_for, outputs):
+    """What item 5's checkpoint runs are for: payload acceptance and timings. Its answers are not a model's."""
+    params = params_for({"tokens": 6}, run={"repeats": 2, "warmups": 0})
+    params.tasks, params.server.weights = ["basic_qa"], "random"
+    result = run_suite(params, "text", progress=False)
+    rows = result.requests
+    assert (rows["status"] == "ok").all() and rows["decode_tps"].astype(float).gt(0).all()
+    assert rows["passed"].isna().all() and (rows["check_detail"] == "random weights: not scored").all()
+    summary = result.summary.set_index("task")
+    assert summary.loc["basic_qa", "n_scored"] == 0 and np.isnan(summary.loc["basic_qa", "accuracy"])
+    runs = load_runs(outputs)
+    assert runs.meta["weights"].tolist() == ["random"]
+    systems = run_systems(runs)
+    assert systems["excluded"].tolist() == ["random weights (timings only)"]
+    marked = frontier.regime_frontiers(systems)
+    assert len(marked) and not marked["on_frontier"].any()
+    assert (marked["dominated_by"] == "not eligible: random weights (timings only)").all()

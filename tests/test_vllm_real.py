@@ -6,7 +6,9 @@ VllmServer, with prompt-token details and a tool-call parser on. Plain `make tes
 What vLLM itself must show: streamed usage; cached prompt tokens for a repeated prompt (cache_suspect); its
 /tokenize hitting 128/512/1024 tokens exactly; tool calls accepted under a parser; its 400 messages carried
 verbatim; a prompt over max_model_len as a clear failed row; an image sent to this text-only model as an
-`unsupported` row with vLLM's words; its /metrics read around windows; no vLLM process left behind."""
+`unsupported` row with vLLM's words; its /metrics read around windows; no vLLM process left behind. And audio
+through vLLM's own parsing, on the tiny random Qwen2-Audio built from the packaged tokenizer (a second server,
+started once for its tests): accepted, its tokens counted in the prompt, timed, never scored."""
 
 from __future__ import annotations
 
@@ -143,3 +145,38 @@ def test_metrics_are_read_around_each_task_window(vllm, outputs):
     stalls = measured["client_stall_ms"].astype(float).where(measured["client_stalled"].map(bool), 0.0)
     assert row["client_stalled_requests"] == int((stalls > 0).sum())
     assert gap < 100 + stalls.sum() / len(measured), (gap, stalls.tolist())
+
+
+@pytest.fixture(scope="module")
+def vllm_audio(tmp_path_factory):
+    settings = EmbeddedParams(engine="vllm", n_ctx=2048, startup_timeout_s=900, vllm_checkpoint="random-qwen2-audio")
+    server = VllmServer(settings, "random-qwen2-audio-tiny", tmp_path_factory.mktemp("vllm-audio") / "server.log")
+    server.start()
+    group = os.getpgid(server.pid)
+    yield server
+    server.stop()
+    left = group_members(group)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"vLLM processes survived stop(): {left}"
+
+
+def test_audio_travels_through_vllm_s_own_parsing_timed_and_never_scored(vllm_audio, outputs):
+    p = params(vllm_audio, repeats=2, warmups=1)
+    p.server.model, p.server.weights, p.server.modalities = "random-qwen2-audio-tiny", "random", ["text", "audio"]
+    p.tasks = ["audio_qa"]
+    result = run_suite(p, "audio", progress=False)
+    rows = result.requests[~result.requests["is_warmup"].astype(bool)]
+    assert len(rows) == 2 and (rows["status"] == "ok").all(), rows[["status", "error_message"]]
+    assert rows["ttft_s"].astype(float).gt(0).all() and rows["completion_tokens"].astype(float).gt(0).all()
+    assert rows["passed"].isna().all() and (rows["check_detail"] == "random weights: not scored").all()
+    # the same question without its clip: vLLM expanded the clip into audio tokens (a few seconds: > 50 of them)
+    text_only = RequestRecord(model="random-qwen2-audio-tiny", task="t", suite="s", host="local-cpu")
+    backend = make_backend(p.server, p.run)
+    try:
+        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": rows["prompt"].iloc[0]}],
+                                            max_tokens=4), text_only))
+    finally:
+        aio.run(backend.aclose())
+    assert text_only.status == "ok" and text_only.prompt_tokens
+    assert (rows["prompt_tokens"].astype(float) > text_only.prompt_tokens + 50).all()

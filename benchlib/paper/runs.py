@@ -73,7 +73,7 @@ class Runs:
 META_COLUMNS = ["host", "model", "system", "source", "hardware", "accelerator", "cpu", "memory_gb",
                 "memory_bandwidth_gbs", "bandwidth_source", "power_envelope_w", "unified_memory", "server_kind",
                 "server_software", "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
-                "context_window", "modalities", "thinking", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
+                "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds"]
 
 
@@ -249,6 +249,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "context_window": number(server_p.get("context_window")),
         "modalities": ", ".join(server_p.get("modalities") or []),
         "thinking": bool(run_p.get("thinking", False)),
+        "weights": str(server_p.get("weights") or "trained"),
         "thresholds": json.dumps({k: v for k, v in (params.get("thresholds") or {}).items()
                                   if v not in (None, False)}, sort_keys=True),
         "suites": ", ".join(sorted(entry["suites"], key=lambda s: NOTEBOOK_ORDER.index(s) if s in NOTEBOOK_ORDER else 99)),

@@ -57,14 +57,14 @@ SYSTEM_COLUMNS = ["system", "model", "host", "server", "source", "hardware", "qu
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "short_qa_output_tokens", "asr_e2e_s",
                   "avg_e2e_s",
                   "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "goodput_tps",
-                  "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note"]
+                  "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note", "excluded"]
 # each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage
 QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
                    if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
 SYSTEM_COLUMNS += QUALITY_COLUMNS
 TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "server", "source", "hardware", "quantization", "bandwidth_source",
-                       "memory_kind", "energy_note", "serving_basis",
+                       "memory_kind", "energy_note", "serving_basis", "excluded",
                        *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
 
 
@@ -125,6 +125,8 @@ def run_systems(runs: Runs) -> pd.DataFrame:
         row.update({
             "source": THIS_RUN,
             "server": f"{info.get('server_software', '')} {info.get('server_version', '')}".strip(),
+            # a random-weights checkpoint measures payloads and timings, not a deployment anyone would choose
+            "excluded": "random weights (timings only)" if info.get("weights") == "random" else "",
             "hardware": info.get("hardware", "") or info.get("cpu", ""),
             "quantization": info.get("quantization", ""),
             "memory_bandwidth_gbs": info.get("memory_bandwidth_gbs", math.nan),
