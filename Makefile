@@ -32,16 +32,14 @@ PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 LLAMA_REQ := $(shell sed -n 's/^ *"\(llama-cpp-python[^"]*\)".*/\1/p' pyproject.toml | head -1)
 WHEELS := $(VENV)/wheels
 # llama.cpp compiles in the background (its own log: .venv/llama-build.log) while pip fetches and installs
-# everything else, niced: the compile is the longest part, and on 2 cores the two shared them (the compile took
-# 3 min beside the install instead of 2 min 9 s alone); then the project goes in with the extras, taking the
-# wheel just built.
+# everything else; then the project goes in with the extras, taking the wheel just built.
 define install_with_llama
 	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
 	( $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) > $(VENV)/llama-build.log 2>&1 || \
 	  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
 	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) \
 	      >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
-	nice -n 15 $(PIP_INSTALL) -e . ; base=$$?; wait $$build; built=$$?; \
+	$(PIP_INSTALL) -e . ; base=$$?; wait $$build; built=$$?; \
 	if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
 	[ $$base -eq 0 ] && $(PIP_INSTALL) --find-links $(WHEELS) -e '$(1)'
 endef
