@@ -24,10 +24,13 @@ cache_suspect   the server reports that at least `cache_share` (run.cache_suspec
 cold            the server's load time (Ollama `load_duration`) is above `cold_load_s` (run.cold_load_s, 1 s):
                 the model was (re)loaded for this request, so its TTFT and e2e measure a load, not inference.
 client_stalled  the client's own event loop woke more than `client_stall_ms` (20 ms) late while the request was in
-                flight (record.client_stall_ms, from the session's aio.LoopLagSampler; idle ≈ 0.1–1 ms): a full
-                garbage collection or another thread holding the GIL. Chunks that arrived meanwhile were read
-                together and share the last one's arrival stamp, so TTFT / ITL may be late by up to the stall —
-                seen once in CI as a 1.97 s TTFT (all 16 deltas in one read) beside vLLM's own 0.77 s.
+                flight (record.client_stall_ms, from the session's aio.LoopLagSampler; idle ≈ 0.1–1 ms; beside
+                vLLM on 2 cores p50 21 ms, the client starved of CPU) AND that hold-up merged deltas: two of them
+                share one read's stamp (an inter-delta interval of exactly 0). Kernel receive stamps keep a late
+                read's timing right as long as each delta comes in its own read, so a hold-up alone changes
+                nothing (2 of 86 requests behind vLLM had a merged read); merged ones carry the last segment's
+                arrival, so TTFT / ITL may be late by up to the stall — seen once in CI as a 1.97 s TTFT (all 16
+                deltas in one read) beside vLLM's own 0.77 s.
 
 `flag_record` applies the single-request rules while a run is going (each row is written as it finishes);
 `flag_requests` applies all rules, including the group-median prefill rule, to a finished requests table and
@@ -42,7 +45,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.schema import finite, flag, number
+from benchlib.schema import finite, flag, json_value, number
 
 RATE_TOLERANCE = 0.10
 PREFILL_FACTOR = 3.0
@@ -90,10 +93,14 @@ def is_cold(load_s: Any, cold_load_s: float = COLD_LOAD_S) -> bool:
     return value is not None and value > cold_load_s
 
 
-def is_client_stall(stall_ms: Any, client_stall_ms: float = CLIENT_STALL_MS) -> bool:
-    """The client's loop was held up strictly longer than the bound while the request was in flight."""
+def is_client_stall(stall_ms: Any, itl_s: Any, client_stall_ms: float = CLIENT_STALL_MS) -> bool:
+    """The client's loop was held up strictly longer than the bound while the request was in flight, and deltas
+    were read together (an interval of exactly 0 between two of them: one read's stamp)."""
     value = finite(stall_ms)
-    return value is not None and value > client_stall_ms
+    if value is None or value <= client_stall_ms:
+        return False
+    gaps = json_value(itl_s)
+    return isinstance(gaps, list) and any(finite(g) == 0.0 for g in gaps)
 
 
 def _enough_tokens(completion_tokens: Any, min_decode_tokens: int) -> bool:
@@ -114,7 +121,7 @@ def flag_record(record: Any, *, cold_load_s: float = COLD_LOAD_S, rate_tolerance
                                              getattr(record, "prompt_tokens", None), cache_share) and not \
         flag(getattr(record, "is_warmup", False))
     record.cold = is_cold(getattr(record, "server_load_s", None), cold_load_s)
-    record.client_stalled = is_client_stall(getattr(record, "client_stall_ms", None))
+    record.client_stalled = is_client_stall(getattr(record, "client_stall_ms", None), getattr(record, "itl_s", None))
     return record
 
 
@@ -188,7 +195,9 @@ def flag_requests(requests: pd.DataFrame, *, cold_load_s: float = COLD_LOAD_S,
     frame["cache_suspect"] = ((cached_hit.fillna(False) | frame["prefill_outlier"]) & ~warm).astype(bool)
     load = _column(frame, "server_load_s")
     frame["cold"] = (load > cold_load_s).fillna(False).astype(bool)
-    frame["client_stalled"] = (_column(frame, "client_stall_ms") > CLIENT_STALL_MS).fillna(False).astype(bool)
+    itl = frame["itl_s"] if "itl_s" in frame else pd.Series(None, index=frame.index, dtype=object)
+    frame["client_stalled"] = pd.Series([is_client_stall(stall, gaps) for stall, gaps in
+                                         zip(_column(frame, "client_stall_ms"), itl)], index=frame.index, dtype=bool)
     frame["flags"] = [_reasons(row, cold_load_s, prefill_factor) for row in frame.to_dict("records")]
     return frame
 
@@ -273,7 +282,9 @@ def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s:
     end = start + _column(requests, "e2e_s").fillna(0) * 1e9
     ttft, tokens = _column(requests, "ttft_s"), _column(requests, "completion_tokens")
     ok = requests["status"].eq("ok") if "status" in requests.columns else pd.Series(True, index=requests.index)
-    stalled = _column(requests, "client_stall_ms") > CLIENT_STALL_MS
+    itl = requests["itl_s"] if "itl_s" in requests else pd.Series(None, index=requests.index, dtype=object)
+    stalled = pd.Series([is_client_stall(stall, gaps) for stall, gaps in zip(_column(requests, "client_stall_ms"), itl)],
+                        index=requests.index, dtype=bool)
     for i, w in out.iterrows():
         t0, t1 = number(w.get("t_start_ns")), number(w.get("t_end_ns"))
         if np.isnan(t0) or np.isnan(t1):

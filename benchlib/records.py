@@ -84,7 +84,7 @@ class RequestRecord:
     rate_mismatch: bool = False
     cache_suspect: bool = False
     cold: bool = False
-    client_stalled: bool = False  # the client's loop was held up > 20 ms in flight: its stamps may be late
+    client_stalled: bool = False  # the client's loop was held up > 20 ms in flight and deltas shared a read
     # answer
     finish_reason: str = ""
     truncated: bool = False

@@ -161,8 +161,12 @@ def test_client_and_server_windows_match_by_time():
     row = check_server_metrics(windows, pd.concat([requests, refused], ignore_index=True)).iloc[0]
     assert row["client_requests"] == 2 and row["token_delta_mismatch"] is False
     assert row["client_stalled_requests"] == 0  # no client_stall_ms column: nothing known to be stalled
-    stalled = requests.assign(client_stall_ms=[0.4, 35.0, 900.0])  # the third is outside the window
+    # held up 35 ms with two deltas in one read (an interval of exactly 0); the third is outside the window
+    stalled = requests.assign(client_stall_ms=[0.4, 35.0, 900.0], itl_s=["[0.01]", "[0.0, 0.01]", "[0.0]"])
     assert check_server_metrics(windows, stalled).iloc[0]["client_stalled_requests"] == 1
+    # a hold-up that merged no reads left every kernel stamp right: not counted
+    harmless = requests.assign(client_stall_ms=[0.4, 35.0, 900.0], itl_s=["[0.01]", "[0.02, 0.01]", "[0.0]"])
+    assert check_server_metrics(windows, harmless).iloc[0]["client_stalled_requests"] == 0
 
 
 def test_a_client_hold_up_is_measured_flagged_and_counted_in_its_window(outputs, params_for, monkeypatch):
