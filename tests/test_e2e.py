@@ -74,9 +74,12 @@ INTERRUPTED = textwrap.dedent("""
 def test_ctrl_c_stops_the_server_and_keeps_finished_rows(tmp_path):
     outputs = tmp_path / "outputs"
     path = embedded_params(tmp_path, repeats=6, max_tokens=48)
+    # Ctrl-C as in a terminal: a test run started in the background of a non-interactive shell inherits SIGINT
+    # ignored, Python then installs no KeyboardInterrupt handler, and the child would run to its end
     child = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(path)], cwd=PROJECT_ROOT,
                              env={**os.environ, "FRONTIER_BENCH_OUTPUTS": str(outputs)},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     run_dir = outputs / "e2e-host" / "gemma3-270m-q4_k_m" / "text"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
