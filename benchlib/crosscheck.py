@@ -112,7 +112,8 @@ def _enough_tokens(completion_tokens: Any, min_decode_tokens: int) -> bool:
 def flag_record(record: Any, *, cold_load_s: float = COLD_LOAD_S, rate_tolerance: float = RATE_TOLERANCE,
                 min_decode_tokens: int = MIN_DECODE_TOKENS, cache_share: float = CACHE_SHARE) -> Any:
     """Set decode_ratio, rate_mismatch, cache_suspect, cold and client_stalled on one RequestRecord (or any
-    object with those attributes), as the request finishes. The group-median prefill rule needs the whole run: flag_requests."""
+    object with those attributes), as the request finishes. The group-median prefill rule needs the whole run:
+    flag_requests."""
     ratio = decode_ratio(getattr(record, "decode_tps", None), getattr(record, "server_decode_tps", None))
     record.decode_ratio = ratio
     record.rate_mismatch = is_rate_mismatch(ratio, rate_tolerance) and \
@@ -138,6 +139,13 @@ def _flag_column(frame: pd.DataFrame, name: str, default: bool = False) -> pd.Se
     return frame[name].map(flag).astype(bool)
 
 
+def _stalled(frame: pd.DataFrame) -> pd.Series:
+    """is_client_stall row by row (False where the columns are missing)."""
+    itl = frame["itl_s"] if "itl_s" in frame else pd.Series(None, index=frame.index, dtype=object)
+    return pd.Series([is_client_stall(stall, gaps) for stall, gaps in zip(_column(frame, "client_stall_ms"), itl)],
+                     index=frame.index, dtype=bool)
+
+
 def _group_ratio(values: pd.Series, eligible: pd.Series, frame: pd.DataFrame, keys: Sequence[str],
                  min_group: int) -> pd.Series:
     """value / median(value over eligible rows of its group); NaN where the group has < min_group rates."""
@@ -161,8 +169,8 @@ def flag_requests(requests: pd.DataFrame, *, cold_load_s: float = COLD_LOAD_S,
 
     Columns: decode_ratio, rate_mismatch, cached_share (cached / prompt tokens), prefill_ratio and
     server_prefill_ratio (rate / its group median), prefill_outlier, cache_suspect, cold, client_stalled, and
-    `flags`: one
-    readable line of reasons ('' when the request is clean). Missing input columns count as missing values.
+    `flags`: one readable line of reasons ('' when the request is clean). Missing input columns count as missing
+    values.
     """
     frame = requests.copy()
     if frame.empty:
@@ -195,9 +203,7 @@ def flag_requests(requests: pd.DataFrame, *, cold_load_s: float = COLD_LOAD_S,
     frame["cache_suspect"] = ((cached_hit.fillna(False) | frame["prefill_outlier"]) & ~warm).astype(bool)
     load = _column(frame, "server_load_s")
     frame["cold"] = (load > cold_load_s).fillna(False).astype(bool)
-    itl = frame["itl_s"] if "itl_s" in frame else pd.Series(None, index=frame.index, dtype=object)
-    frame["client_stalled"] = pd.Series([is_client_stall(stall, gaps) for stall, gaps in
-                                         zip(_column(frame, "client_stall_ms"), itl)], index=frame.index, dtype=bool)
+    frame["client_stalled"] = _stalled(frame)
     frame["flags"] = [_reasons(row, cold_load_s, prefill_factor) for row in frame.to_dict("records")]
     return frame
 
@@ -282,9 +288,7 @@ def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s:
     end = start + _column(requests, "e2e_s").fillna(0) * 1e9
     ttft, tokens = _column(requests, "ttft_s"), _column(requests, "completion_tokens")
     ok = requests["status"].eq("ok") if "status" in requests.columns else pd.Series(True, index=requests.index)
-    itl = requests["itl_s"] if "itl_s" in requests else pd.Series(None, index=requests.index, dtype=object)
-    stalled = pd.Series([is_client_stall(stall, gaps) for stall, gaps in zip(_column(requests, "client_stall_ms"), itl)],
-                        index=requests.index, dtype=bool)
+    stalled = _stalled(requests)
     for i, w in out.iterrows():
         t0, t1 = number(w.get("t_start_ns")), number(w.get("t_end_ns"))
         if np.isnan(t0) or np.isnan(t1):

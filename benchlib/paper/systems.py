@@ -258,13 +258,13 @@ def with_server(frame: pd.DataFrame, servers: dict[tuple[str, str], str]) -> pd.
     """`frame` with the server beside every column that names a deployment (DEPLOYMENT_KEYS): two servers of
     one model on one host are two deployments, and a reader sees which is which. Matched on (system, source),
     on the system alone where the frame has no source; a frame already naming its server is left alone."""
+    by_system: dict[str, str] = {}
+    for (system, _), server in servers.items():
+        by_system.setdefault(system, server)
     out = frame
     for key, column in DEPLOYMENT_KEYS.items():
         if key not in out.columns or column in out.columns or {"server", "server_software"} & set(out.columns):
             continue
-        by_system: dict[str, str] = {}
-        for (system, _), server in servers.items():
-            by_system.setdefault(system, server)
         if "source" in out.columns:
             values = [servers.get((str(s), str(src)), by_system.get(str(s), ""))
                       for s, src in zip(out[key], out["source"])]
