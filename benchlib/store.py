@@ -22,6 +22,7 @@ Imports: paths, records.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import tarfile
@@ -167,7 +168,10 @@ def archive(url: str, stamp: str) -> str | None:
     if not _remote_files(fs, base):
         return None
     target = f"{base.rstrip('/')}.archived-{stamp}"
-    fs.mv(base.rstrip("/"), target, recursive=True)
+    if "recursive" in inspect.signature(fs.mv).parameters:  # fsspec's generic move: every object copied, then removed
+        fs.mv(base.rstrip("/"), target, recursive=True)
+    else:  # a driver with its own rename (sftp://: paramiko's posix_rename moves the whole folder in one call)
+        fs.mv(base.rstrip("/"), target)
     return target
 
 

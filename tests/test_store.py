@@ -1,6 +1,7 @@
 """The results store (benchlib.store): rules on memory://, bundles, and a real S3-compatible server (moto's,
 started as its own process) holding two hosts' runs, one of them killed and resumed from the store on another
-"machine", and one paper assembled from the URL."""
+"machine", and one paper assembled from the URL; the same through a real SFTP server (asyncssh's, its own process),
+where a folder is moved aside by a rename."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import asyncssh
 import fsspec
 import httpx
 import pytest
@@ -263,3 +265,87 @@ def test_two_hosts_in_s3_a_killed_run_resumed_elsewhere_and_one_paper_from_the_u
     # credentials came from the environment: the secret is in no object of the store
     for path in fs.find("study-bucket"):
         assert SECRET.encode() not in fs.cat_file(path), path
+
+
+# ---- a real SFTP server ----------------------------------------------------------------------------------------
+
+SFTP_SERVER = textwrap.dedent("""
+    import asyncio, sys
+    import asyncssh
+
+    async def main(root, host_key, authorized):
+        server = await asyncssh.listen("127.0.0.1", 0, server_host_keys=[host_key], authorized_client_keys=authorized,
+                                       sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=root.encode()))
+        print(server.get_port(), flush=True)
+        await server.wait_closed()
+
+    asyncio.run(main(*sys.argv[1:]))
+""")
+
+
+@pytest.fixture(scope="module")
+def sftp_server(tmp_path_factory):
+    """asyncssh's SFTP server as its own process, serving a folder; the client's key where paramiko (fsspec's
+    sftp:// driver) looks by itself, ~/.ssh/id_ed25519 of a HOME made for the test: nothing in the URL."""
+    base = tmp_path_factory.mktemp("sftp")
+    root, home = base / "served", base / "home"
+    (home / ".ssh").mkdir(parents=True)
+    root.mkdir()
+    host_key, client_key = asyncssh.generate_private_key("ssh-ed25519"), asyncssh.generate_private_key("ssh-ed25519")
+    host_key.write_private_key(str(base / "host_key"))
+    client_key.write_private_key(str(home / ".ssh" / "id_ed25519"))
+    client_key.write_public_key(str(base / "authorized_keys"))
+    process = subprocess.Popen([sys.executable, "-c", SFTP_SERVER, str(root), str(base / "host_key"),
+                                str(base / "authorized_keys")], stdout=subprocess.PIPE, text=True)
+    port = process.stdout.readline().strip()
+    if not port.isdigit():
+        process.kill()
+        pytest.fail("the SFTP server did not start")
+    yield {"url": f"sftp://fb-test@127.0.0.1:{port}", "root": root, "home": home,
+           "key": (home / ".ssh" / "id_ed25519").read_bytes()}
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_two_hosts_through_a_real_sftp_server_resumed_archived_and_one_paper(sftp_server, fake_server, tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("HOME", str(sftp_server["home"]))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    url = sftp_server["url"] + "/study"
+    served = sftp_server["root"] / "study"
+    host_a, host_b = (_params(tmp_path, host, url, fake_server.url) for host in ("host-a", "host-b"))
+
+    monkeypatch.setenv("FRONTIER_BENCH_CACHE", str(tmp_path / "machine-1"))
+    first = run_suite(load_params(host_a), "text", progress=False)
+    assert len(first.requests) == 9
+    on_server = served / "host-a" / "fake-model" / "text"
+    assert (on_server / "requests.csv").read_bytes() == (first.out_dir / "requests.csv").read_bytes()
+    assert {"run.json", "summary.csv", "manifest.json"} <= {p.name for p in on_server.iterdir()}
+
+    # machine 2 holds nothing: the run comes back from the server whole, nothing sent again
+    monkeypatch.setenv("FRONTIER_BENCH_CACHE", str(tmp_path / "machine-2"))
+    sent = fake_server.counts["requests"]
+    again = run_suite(load_params(host_a), "text", progress=False)
+    assert again.requests["request_key"].tolist() == first.requests["request_key"].tolist()
+    assert again.requests["ttft_s"].tolist() == first.requests["ttft_s"].tolist()
+    assert fake_server.counts["requests"] == sent
+    run_suite(load_params(host_b), "text", progress=False)
+
+    # --fresh on machine 2: the server's copy is moved aside (a rename on SFTP), a new run takes its place
+    renewed = run_suite(load_params(host_a), "text", fresh=True, progress=False)
+    archived = sorted(p for p in (served / "host-a" / "fake-model").iterdir() if ".archived-" in p.name)
+    assert len(archived) == 1
+    assert (archived[0] / "requests.csv").read_bytes() == (first.out_dir / "requests.csv").read_bytes()
+    assert (on_server / "requests.csv").read_bytes() == (renewed.out_dir / "requests.csv").read_bytes()
+    salts = [json.loads((folder / "run.json").read_text())["salt"] for folder in (archived[0], on_server)]
+    assert len(renewed.requests) == 9 and salts[0] != salts[1]  # new prompts: a run started over
+
+    # one paper from the URL on a third machine: both hosts, host A's current run only
+    monkeypatch.setenv("FRONTIER_BENCH_CACHE", str(tmp_path / "machine-3"))
+    built = paper.assemble(outputs_dir=url, out_dir=tmp_path / "paper")
+    assert set(built.runs.meta["host"]) == {"host-a", "host-b"} and built.runs.duplicates == []
+    requests = built.runs.requests
+    assert len(requests[(requests["host"] == "host-a") & ~requests["is_warmup"]]) == 8
+    for path in served.rglob("*"):
+        if path.is_file():
+            assert sftp_server["key"] not in path.read_bytes(), path
