@@ -165,13 +165,22 @@ def push(local: Path, url: str, sent: dict[str, tuple[int, int]] | None = None) 
 def archive(url: str, stamp: str) -> str | None:
     """Move the store's folder `url` aside as '<name>.archived-<stamp>' (what --fresh does to a local run)."""
     fs, base = filesystem(url)
-    if not _remote_files(fs, base):
+    files = _remote_files(fs, base)
+    if not files:
         return None
-    target = f"{base.rstrip('/')}.archived-{stamp}"
-    if "recursive" in inspect.signature(fs.mv).parameters:  # fsspec's generic move: every object copied, then removed
-        fs.mv(base.rstrip("/"), target, recursive=True)
+    base = base.rstrip("/")
+    target = f"{base}.archived-{stamp}"
+    if "recursive" in inspect.signature(fs.mv).parameters:
+        # fsspec's generic move copies every path its listing holds, folders included, which an object store
+        # cannot copy (S3: NoSuchKey): the files themselves are copied (server-side where the store can), then
+        # removed
+        sources = [f"{base}/{rel}" for rel in files]
+        for parent in sorted({f"{target}/{rel}".rsplit("/", 1)[0] for rel in files}):
+            fs.makedirs(parent, exist_ok=True)
+        fs.copy(sources, [f"{target}/{rel}" for rel in files])
+        fs.rm(sources)
     else:  # a driver with its own rename (sftp://: paramiko's posix_rename moves the whole folder in one call)
-        fs.mv(base.rstrip("/"), target)
+        fs.mv(base, target)
     return target
 
 

@@ -77,6 +77,22 @@ def test_push_then_pull_follows_the_rule_per_file(tmp_path):
     assert json.loads((elsewhere / "run.json").read_text())["local"] is True
 
 
+@pytest.mark.parametrize("scheme", ["memory", "file"])
+def test_archive_moves_the_stores_copy_aside_files_and_folders(tmp_path, scheme):
+    url = f"memory://archive-{tmp_path.name}/h/m/text" if scheme == "memory" else f"file://{tmp_path}/store/h/m/text"
+    here = tmp_path / "here"
+    (here / "sub").mkdir(parents=True)
+    (here / "requests.csv").write_text("a\n1\n")
+    (here / "sub" / "img.png").write_bytes(b"\x89PNG")
+    store.push(here, url)
+    assert store.archive(url, "20260101-000000").endswith("/h/m/text.archived-20260101-000000")
+    back = tmp_path / "back"
+    assert sorted(store.pull(f"{url}.archived-20260101-000000", back)) == ["requests.csv", "sub/img.png"]
+    assert (back / "requests.csv").read_text() == "a\n1\n" and (back / "sub" / "img.png").read_bytes() == b"\x89PNG"
+    assert store.pull(url, tmp_path / "empty") == []  # nothing left where the run was
+    assert store.archive(url, "20260101-000001") is None  # nothing to move
+
+
 def test_mirror_pushes_while_running_and_at_exit(tmp_path):
     url = "memory://mirror/h/m/text"
     here = tmp_path / "suite"
@@ -251,8 +267,15 @@ def test_two_hosts_in_s3_a_killed_run_resumed_elsewhere_and_one_paper_from_the_u
     local = store.staging_dir(url) / "host-a" / "fake-model" / "text"
     assert len(read_requests(local / "requests.csv")) == 9
     assert rows_in_store() == 9  # the finished run is in the store
-    # host B, a second params file, written to the same store from machine 2
+    # host B, a second params file, written to the same store from machine 2, then started over with --fresh:
+    # the store's copy is moved aside (every object copied under the new prefix, then removed)
     run_suite(load_params(host_b), "text", progress=False)
+    old_b = fs.cat_file("study-bucket/study/host-b/fake-model/text/requests.csv")
+    run_suite(load_params(host_b), "text", fresh=True, progress=False)
+    fs.invalidate_cache()
+    moved = [p for p in fs.ls("study-bucket/study/host-b/fake-model") if ".archived-" in p]
+    assert len(moved) == 1 and fs.cat_file(f"{moved[0]}/requests.csv") == old_b
+    assert fs.cat_file("study-bucket/study/host-b/fake-model/text/requests.csv") != old_b
 
     # one paper from the URL, on a third machine: both hosts, the resumed run whole
     monkeypatch.setenv("FRONTIER_BENCH_CACHE", str(tmp_path / "machine-3"))
