@@ -169,12 +169,22 @@ def test_synthetic_run_in_frontier_memory_and_roofline(with_run):
     mine = frontier[frontier["system"] == SYN_SYSTEM].set_index("regime_key")
     assert set(mine.index) == {"workstation", "edge", "audio", "serving", "all"}
     assert (mine["source"] == "this run").all()
-    # wherever a deployment is named, its server is the next column (two servers of one model are two deployments)
+    # wherever a deployment is named, its host and its server are the next columns (a table can be sorted, filtered
+    # or faceted by host; two servers of one model on one host are two deployments)
     for name in ("frontier", "memory_power_thermal", "frontier_systems", "capability_context", "setup"):
         table = pd.read_csv(out / "tables" / f"{name}.csv", keep_default_na=False)
+        columns = list(table.columns)
+        assert columns.index("host") == columns.index("system") + 1, name
         if name != "setup":  # setup keeps the paper's §2 column order, server among them
-            assert list(table.columns).index("server") == list(table.columns).index("system") + 1, name
-        assert table[table["system"] == SYN_SYSTEM]["server"].str.startswith(SYN_SERVER).all(), name
+            assert columns.index("server") == columns.index("system") + 2, name
+        ours = table[table["system"] == SYN_SYSTEM]
+        assert len(ours) and (ours["host"] == SYN_HOST).all(), name
+        assert ours["server"].str.startswith(SYN_SERVER).all(), name
+        published = table[table["source"] != "this run"] if "source" in table else table.iloc[:0]
+        assert (published["host"] != "").all(), name  # the seed's systems name their host too
+    dominance = pd.read_csv(out / "tables" / "frontier_dominance.csv", keep_default_na=False)
+    assert list(dominance.columns)[2:5] == ["dominated", "dominated_host", "dominated_server"]
+    assert (dominance["dominated_host"] != "").all()
     assert SYN_SERVER in (out / "tables" / "memory_power_thermal.md").read_text(encoding="utf-8")
     # no energy sensor: without tok/s/W (and temperature) the run cannot be judged on the edge regime: it is
     # listed as not eligible, with the reason, not as "dominated"

@@ -24,12 +24,12 @@ from benchlib.paper.seed_tables import fig_bandwidth_law, fig_power_thermal, see
 from benchlib.paper.settings import FIGURES, LONG_TABLE, NO_RUNS, TABLES, Settings, _shown, seed_prefix
 from benchlib.paper.systems import (
     all_systems,
+    deployments_of,
     published_and_runs_long,
     roofline_points,
-    servers_of,
     task_catalog,
     task_metrics_long,
-    with_server,
+    with_deployment,
 )
 from benchlib.paper.tables import (
     capability_table,
@@ -80,11 +80,11 @@ def build_tables(ref: pd.DataFrame, runs: Runs, settings: Settings | None = None
     tables.update(load_tables(runs))
     tables.update(ladder_tables(ref, runs))
     tables[LONG_TABLE] = Table(LONG_TABLE, "Published rows and ours, tidy", published_and_runs_long(ref, runs))
-    servers = servers_of(systems)  # every table that names a deployment names its server beside it
+    deployments = deployments_of(systems)  # every table that names a deployment names its host and server beside it
     for name, table in tables.items():
-        table.data = with_server(table.data, servers)
+        table.data = with_deployment(table.data, deployments)
         if table.display is not None:
-            table.display = with_server(table.display, servers)
+            table.display = with_deployment(table.display, deployments)
     tables["_task_metrics"] = Table("_task_metrics", "per-task metrics (internal)", long)
     tables["_systems"] = Table("_systems", "systems (internal)", systems)
     return tables

@@ -242,36 +242,52 @@ def system_order(systems: pd.DataFrame, long: pd.DataFrame) -> list[tuple[str, s
     return pairs
 
 
-def servers_of(systems: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """(system, source) → the server the deployment ran behind ('vllm 0.32.0', the paper's 'vLLM'), '' unknown."""
-    if systems.empty or "server" not in systems:
+# what names a deployment beyond its label: the host it ran on and the server it ran behind
+DEPLOYMENT_FIELDS = ("host", "server")
+# the columns that name a deployment in the paper's tables; each gets the host and the server beside it
+DEPLOYMENT_KEYS = {"system": "", "dominated": "dominated_"}
+
+
+def deployments_of(systems: pd.DataFrame) -> dict[tuple[str, str], dict[str, str]]:
+    """(system, source) → where and behind what the deployment ran: {"host": …, "server": 'vllm 0.32.0' / the
+    paper's 'vLLM'}, '' where unknown."""
+    if systems.empty:
         return {}
-    return {(str(r.system), str(r.source)): "" if isnan(r.server) else str(r.server)
-            for r in systems[["system", "source", "server"]].itertuples()}
+    fields = [f for f in DEPLOYMENT_FIELDS if f in systems]
+    return {(str(r["system"]), str(r["source"])): {f: "" if isnan(r.get(f, "")) else str(r.get(f, "")) for f in fields}
+            for r in systems.to_dict("records")}
 
 
-# the columns that name a deployment in the paper's tables; each gets its server beside it
-DEPLOYMENT_KEYS = {"system": "server", "dominated": "dominated_server"}
+def servers_of(systems: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(system, source) → the server the deployment ran behind, '' unknown."""
+    return {key: found.get("server", "") for key, found in deployments_of(systems).items()}
 
 
-def with_server(frame: pd.DataFrame, servers: dict[tuple[str, str], str]) -> pd.DataFrame:
-    """`frame` with the server beside every column that names a deployment (DEPLOYMENT_KEYS): two servers of
-    one model on one host are two deployments, and a reader sees which is which. Matched on (system, source),
-    on the system alone where the frame has no source; a frame already naming its server is left alone."""
-    by_system: dict[str, str] = {}
-    for (system, _), server in servers.items():
-        by_system.setdefault(system, server)
+def with_deployment(frame: pd.DataFrame, deployments: dict[tuple[str, str], dict[str, str]]) -> pd.DataFrame:
+    """`frame` with the host and the server beside every column that names a deployment (DEPLOYMENT_KEYS): a
+    reader can sort, filter or facet any table by host, and two servers of one model on one host are two
+    deployments. Matched on (system, source), on the system alone where the frame has no source; a column the
+    frame already has (`host`, or its server as `server` / `server_software`) is left alone."""
+    by_system: dict[str, dict[str, str]] = {}
+    for (system, _), found in deployments.items():
+        by_system.setdefault(system, found)
     out = frame
-    for key, column in DEPLOYMENT_KEYS.items():
-        if key not in out.columns or column in out.columns or {"server", "server_software"} & set(out.columns):
+    for key, prefix in DEPLOYMENT_KEYS.items():
+        if key not in out.columns:
             continue
         if "source" in out.columns:
-            values = [servers.get((str(s), str(src)), by_system.get(str(s), ""))
-                      for s, src in zip(out[key], out["source"])]
+            found = [deployments.get((str(s), str(src)), by_system.get(str(s), {}))
+                     for s, src in zip(out[key], out["source"])]
         else:
-            values = [by_system.get(str(s), "") for s in out[key]]
-        out = out.copy()
-        out.insert(out.columns.get_loc(key) + 1, column, values)
+            found = [by_system.get(str(s), {}) for s in out[key]]
+        at = out.columns.get_loc(key) + 1
+        for field in DEPLOYMENT_FIELDS:
+            column = prefix + field
+            if column in out.columns or (field == "server" and "server_software" in out.columns):
+                continue
+            out = out.copy()
+            out.insert(at, column, [f.get(field, "") for f in found])
+            at += 1
     return out
 
 
