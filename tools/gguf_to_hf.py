@@ -11,34 +11,21 @@ folder is written beside OUT_DIR and renamed into place, so a killed conversion 
 
 from __future__ import annotations
 
-import argparse
-import shutil
-from pathlib import Path
-
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from hf_checkpoint import arguments, gguf_tokenizer, publish
+from transformers import AutoModelForCausalLM
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("gguf", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--chat-template", type=Path, default=None, help="Jinja chat template stored with the copy")
-    args = parser.parse_args()
-    partial = args.out.with_name(args.out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    folder, name = str(args.gguf.parent), args.gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    args, partial = arguments(__doc__.splitlines()[0])
+    tokenizer = gguf_tokenizer(args)
+    model = AutoModelForCausalLM.from_pretrained(str(args.gguf.parent), gguf_file=args.gguf.name, dtype=torch.bfloat16)
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    if args.chat_template is not None:
-        tokenizer.chat_template = args.chat_template.read_text(encoding="utf-8")
     model.save_pretrained(partial, safe_serialization=True)
     tokenizer.save_pretrained(partial)
-    shutil.rmtree(args.out, ignore_errors=True)
-    partial.rename(args.out)
+    publish(partial, args.out)
     print(f"wrote {args.out}")
 
 

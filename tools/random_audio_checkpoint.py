@@ -19,14 +19,10 @@ into place, so a killed build leaves no half checkpoint.
 
 from __future__ import annotations
 
-import argparse
-import shutil
-from pathlib import Path
-
 import torch
+from hf_checkpoint import arguments, gguf_tokenizer, publish
 from safetensors.torch import load_file, save_file
 from transformers import (
-    AutoTokenizer,
     Qwen2AudioConfig,
     Qwen2AudioEncoderConfig,
     Qwen2AudioForConditionalGeneration,
@@ -40,17 +36,9 @@ SEED = 0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("gguf", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--chat-template", type=Path, default=None, help="Jinja chat template stored with it")
-    args = parser.parse_args()
-    partial = args.out.with_name(args.out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(args.gguf.parent), gguf_file=args.gguf.name)
+    args, partial = arguments(__doc__.splitlines()[0])
+    tokenizer = gguf_tokenizer(args)
     tokenizer.add_tokens(AUDIO_TOKENS, special_tokens=True)
-    if args.chat_template is not None:
-        tokenizer.chat_template = args.chat_template.read_text(encoding="utf-8")
     vocab = -(-len(tokenizer) // 64) * 64  # the embedding rounded up, as released checkpoints do
     text = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
@@ -71,8 +59,7 @@ def main() -> None:
         tensors = load_file(shard)
         save_file({k.replace("language_model.model.model.", "language_model.model."): v for k, v in tensors.items()},
                   shard, metadata={"format": "pt"})
-    shutil.rmtree(args.out, ignore_errors=True)
-    partial.rename(args.out)
+    publish(partial, args.out)
     print(f"random Qwen2-Audio ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters) -> {args.out}")
 
 

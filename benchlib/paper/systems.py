@@ -254,7 +254,7 @@ def deployments_of(systems: pd.DataFrame) -> dict[tuple[str, str], dict[str, str
     if systems.empty:
         return {}
     fields = [f for f in DEPLOYMENT_FIELDS if f in systems]
-    return {(str(r["system"]), str(r["source"])): {f: "" if isnan(r.get(f, "")) else str(r.get(f, "")) for f in fields}
+    return {(str(r["system"]), str(r["source"])): {f: "" if isnan(r[f]) else str(r[f]) for f in fields}
             for r in systems.to_dict("records")}
 
 
