@@ -45,10 +45,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib import aio  # noqa: E402
-from benchlib.client import ChatRequest, make_backend  # noqa: E402
-from benchlib.params import validate  # noqa: E402
-from benchlib.records import RequestRecord  # noqa: E402
+from benchlib.measure import event_loop as aio  # noqa: E402
+from benchlib.measure.backends import ChatRequest, make_backend  # noqa: E402
+from benchlib.config.params import validate  # noqa: E402
+from benchlib.records.rows import RequestRecord  # noqa: E402
 
 TAG = re.compile(r"\[([0-9a-f]{6}-[a-z]+-\d+-\d+)\]")
 TARGETS = {"ttft_err_p50_ms": 1.0, "ttft_err_p99_ms": 5.0, "itl_err_mean_pct": 0.1, "cpu_ms_per_req": 10.0}
@@ -99,7 +99,7 @@ async def drive_backend(params, level: int, tags: list[str]) -> list[RequestReco
 
 def drive_session(params, level: int, tags: list[str]) -> list[RequestRecord]:
     """Session.execute: the sweeps' own path (rows appended and fsynced as they finish, on the loop)."""
-    from benchlib.runner import Planned, open_session
+    from benchlib.suites.runner import Planned, open_session
 
     with tempfile.TemporaryDirectory() as tmp, open_session(params, "bench", root=Path(tmp), fresh=True,
                                                             concurrency=level) as session:

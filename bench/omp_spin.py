@@ -1,7 +1,7 @@
 """Why the embedded server runs with a short OpenMP spin: its answer time on idle and on busy cores.
 
 llama.cpp's CPU threads are OpenMP threads; libgomp lets a thread that reaches a barrier spin (300000 turns by
-default) before it sleeps. benchlib.embedded gives the server every core, so when anything else runs — the
+default) before it sleeps. benchlib.measure.servers.llama_cpp gives the server every core, so when anything else runs — the
 measuring client, a notebook kernel, another job — one thread is preempted while its partner spins away the
 time slice, at every barrier of every token. This script starts the embedded server (Gemma 3 270M, all
 cores, exactly as a run does) once per setting and streams the same requests (48 tokens, ignore_eos), first
@@ -31,8 +31,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib.embedded import EmbeddedServer, parse_timings  # noqa: E402
-from benchlib.params import EmbeddedParams  # noqa: E402
+from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings  # noqa: E402
+from benchlib.config.params import EmbeddedParams  # noqa: E402
 
 
 def _busy() -> None:

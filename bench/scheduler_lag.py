@@ -3,7 +3,7 @@
 Setup: tests/servers.py's fake server in its own process answers every request quickly (first token after
 2 ms, 2 tokens 1 ms apart), so the server never holds the client back. The rate sweep's own path drives it:
 `Session.execute(..., offsets=...)` (a dispatcher sleeps until each scheduled instant and starts the request
-there; each row is appended and fsynced as it finishes), with arrivals from benchlib.load.workload (Poisson,
+there; each row is appended and fsynced as it finishes), with arrivals from benchlib.measure.workload (Poisson,
 seeded) and a cap of 256 requests in flight. Per rate it prints:
 
     requests, ok              sent and succeeded
@@ -13,7 +13,7 @@ seeded) and a cap of 256 requests in flight. Per rate it prints:
     queue_wait_max_ms         wait for a slot (only when 256 were in flight)
     loop_lag_p99_ms           the sweeps' 10 ms sleeper on the client's loop
     client_cpu_share          client process CPU ÷ wall time (one core = 1.0)
-    schedule_held             the SCHEDULE RULE of benchlib.load.serving: lag p99 ≤ min(5 ms, half the mean gap)
+    schedule_held             the SCHEDULE RULE of benchlib.analysis.serving: lag p99 ≤ min(5 ms, half the mean gap)
 
     .venv/bin/python bench/scheduler_lag.py                      # 50, 200, 1000 req/s, 6 s each
     .venv/bin/python bench/scheduler_lag.py --rates 100 500 --seconds 3
@@ -35,9 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.measure_accuracy import bench_params, start_fake_server  # noqa: E402
-from benchlib.client import ChatRequest  # noqa: E402
-from benchlib.load import health, serving, workload  # noqa: E402
-from benchlib.runner import Planned, open_session  # noqa: E402
+from benchlib.measure.backends import ChatRequest  # noqa: E402
+from benchlib.measure import client_health as health  # noqa: E402
+from benchlib.analysis import serving  # noqa: E402
+from benchlib.measure import workload  # noqa: E402
+from benchlib.suites.runner import Planned, open_session  # noqa: E402
 
 FAKE = {"ttft": 0.002, "itl": 0.001, "tokens": 2}
 CAP = 256

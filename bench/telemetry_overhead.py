@@ -26,8 +26,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml  # noqa: E402
 
-from benchlib.params import TelemetryParams  # noqa: E402
-from benchlib.telemetry import Telemetry  # noqa: E402
+from benchlib.config.params import TelemetryParams  # noqa: E402
+from benchlib.measure.telemetry import Telemetry  # noqa: E402
 
 SERVER = ("import subprocess, sys, time\n"
           "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1e6)']) for _ in range(3)]\n"

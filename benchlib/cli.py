@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib import ladder, store
-from benchlib.embedded import EmbeddedServerError
-from benchlib.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
-from benchlib.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root, run_dir
-from benchlib.quantize import QuantizeError
-from benchlib.records import write_atomic
-from benchlib.report import console_table
-from benchlib.runner import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
-from benchlib.schema import read_csv
+from benchlib.suites import ladder
+from benchlib.records import store
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError
+from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
+from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root, run_dir
+from benchlib.measure.servers.quantize import QuantizeError
+from benchlib.records.rows import write_atomic
+from benchlib.views.suite_report import console_table
+from benchlib.suites.runner import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
+from benchlib.records.schema import read_csv
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -186,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_ladder(args: argparse.Namespace) -> int:
-    """The quantization ladder (benchlib.ladder): make the rungs, run each as its own deployment, then the paper."""
+    """The quantization ladder (benchlib.suites.ladder): make the rungs, run each as its own deployment, then the paper."""
     try:
         params = load_params(args.params)
         types = [t for t in args.types.split(",") if t.strip()] if args.types else ladder.DEFAULT_TYPES

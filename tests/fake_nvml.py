@@ -1,4 +1,4 @@
-"""A pynvml stand-in for tests and the overhead bench: the subset benchlib.telemetry calls, scriptable per GPU.
+"""A pynvml stand-in for tests and the overhead bench: the subset benchlib.measure.telemetry calls, scriptable per GPU.
 
 Energy is integrated from the configured power on the same clock the sampler uses (time.perf_counter), so a
 window's true energy is known exactly. Any feature can be switched to NVML_ERROR_NOT_SUPPORTED, a function

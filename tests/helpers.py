@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib import aio, analysis
-from benchlib.client import ChatRequest, make_backend
-from benchlib.params import validate
-from benchlib.records import RequestLog, RequestRecord
-from benchlib.scoring import Response
-from benchlib.tasks import load_tasks
+from benchlib.measure import event_loop as aio
+from benchlib.analysis import summary as analysis
+from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.config.params import validate
+from benchlib.records.rows import RequestLog, RequestRecord
+from benchlib.scoring.checkers import Response
+from benchlib.config.tasks import load_tasks
 
 
 def make_params(base_url: str, fake: dict | None = None, kind: str = "openai", **overrides):

@@ -8,8 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib import analysis, decisions, frontier, reference
-from benchlib.records import COLUMNS, RequestLog, RequestRecord
+from benchlib.analysis import deployments
+from benchlib.analysis import summary as analysis
+from benchlib.analysis import decisions
+from benchlib.analysis import frontier
+from benchlib.published import reference
+from benchlib.records.rows import COLUMNS, RequestLog, RequestRecord
 
 
 def _rec(task: str, modality: str = "text", status: str = "ok", tps: float | None = None, ttft: float | None = None,
@@ -137,7 +141,7 @@ def test_join_windows_keeps_window_efficiency_when_single(requests_frame):
 
 def test_to_long_matches_reference_schema(requests_frame):
     summary = analysis.summarize_requests(requests_frame)
-    long = analysis.to_long(summary, meta={"hardware": "test GPU", "quantization": "bf16"})
+    long = deployments.to_long(summary, meta={"hardware": "test GPU", "quantization": "bf16"})
     assert list(long.columns) == reference.REFERENCE_COLUMNS
     assert set(long["source"]) == {"this run"}
     qa = long[(long["task"] == "basic_qa")].set_index("metric")
@@ -166,13 +170,13 @@ def test_systems_and_decision_inputs_feed_frontier():
                              "avg_power_w": 100.0, "temp_peak_c": 70.0, "model": m} for m in ("fast", "slow")])
     windows.loc[1, ["avg_power_w", "temp_peak_c"]] = [20.0, 50.0]
     joined = analysis.join_windows(summary, windows, on=["model"])
-    systems = analysis.systems_from_summary(joined, context_window_k={"fast": 128, "slow": 256})
+    systems = deployments.systems_from_summary(joined, context_window_k={"fast": 128, "slow": 256})
     # quality-suite tasks (1000 tok/s here) stay out of the speed average
     assert systems.set_index("model")["avg_decode_tps"].to_dict() == pytest.approx({"fast": 35.0, "slow": 20.0})
     assert systems.set_index("model")["modality_count"].to_dict() == {"fast": 2, "slow": 1}
     assert frontier.frontier_members(systems, frontier.REGIMES["workstation"].axes) == ["fast @ h"]
     assert frontier.frontier_members(systems, frontier.REGIMES["edge"].axes) == ["slow @ h"]
-    cands = analysis.decision_inputs(joined, model_memory_gb={"fast": 10.0})
+    cands = deployments.decision_inputs(joined, model_memory_gb={"fast": 10.0})
     decided = decisions.decide(cands, {"min_decode_tps": 30, "max_ttft_ms": 500, "max_model_memory_gb": 25})
     assert decided.set_index("candidate")["verdict"].to_dict() == {"fast @ h": decisions.SWAP,
                                                                  "slow @ h": decisions.WAIT}
@@ -200,7 +204,7 @@ def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():
 
 
 def test_prefill_rate_counts_computed_tokens_at_concurrency_one_only():
-    from benchlib.client import compute_rates
+    from benchlib.measure.backends import compute_rates
 
     record = RequestRecord(prompt_tokens=100, cached_tokens=60, ttft_s=0.2, completion_tokens=2, itl_s=[0.1])
     compute_rates(record)

@@ -26,10 +26,11 @@ import pandas as pd
 import pytest
 from helpers import make_params, send
 
-from benchlib import aio, crosscheck
-from benchlib.client import make_backend, ollama_keep_alive
-from benchlib.embedded import EmbeddedServer, parse_timings
-from benchlib.params import EmbeddedParams
+from benchlib.measure import event_loop as aio
+from benchlib.analysis import crosscheck
+from benchlib.measure.backends import make_backend, ollama_keep_alive
+from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings
+from benchlib.config.params import EmbeddedParams
 
 
 def wire(fake_server):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from benchlib.paths import PROJECT_ROOT
+from benchlib.config.paths import PROJECT_ROOT
 
 SCRIPTS = sorted((PROJECT_ROOT / "bench").glob("*.py"))
 

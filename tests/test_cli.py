@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib.paths import PROJECT_ROOT, TASKS_DIR
+from benchlib.config.paths import PROJECT_ROOT, TASKS_DIR
 
 SECRET = "sk-fbtest-DISTINCTIVE-9f8e7d6c5b4a3210"
 

@@ -16,9 +16,9 @@ import pytest
 from helpers import make_params
 from servers import closed_port
 
-from benchlib import aio
-from benchlib.client import ChatRequest, StreamState, compute_rates, finalize, make_backend
-from benchlib.records import RequestRecord
+from benchlib.measure import event_loop as aio
+from benchlib.measure.backends import ChatRequest, StreamState, compute_rates, finalize, make_backend
+from benchlib.records.rows import RequestRecord
 
 
 def send(params, messages=None, max_tokens=64, **request):

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib import crosscheck
-from benchlib.records import RequestRecord
+from benchlib.analysis import crosscheck
+from benchlib.records.rows import RequestRecord
 
 
 def row(task="basic_qa", **values):

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchlib.paths import PROJECT_ROOT
-from benchlib.records import read_requests
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.records.rows import read_requests
 
 pytestmark = pytest.mark.e2e
 import llama_cpp  # noqa: F401 — `make test` installs the embedded extra; its absence must fail, not skip
@@ -65,8 +65,8 @@ def test_text_notebook_through_papermill_writes_real_rows(tmp_path):
 
 INTERRUPTED = textwrap.dedent("""
     import sys
-    from benchlib.params import load_params
-    from benchlib.runner import run_suite
+    from benchlib.config.params import load_params
+    from benchlib.suites.runner import run_suite
     run_suite(load_params(sys.argv[1]), "text", progress=False)
 """)
 

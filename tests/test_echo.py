@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers import perfect_answer
 
-from benchlib.echo import strip_echo
-from benchlib.runner import run_suite
-from benchlib.tasks import load_tasks
+from benchlib.scoring.echo import strip_echo
+from benchlib.suites.runner import run_suite
+from benchlib.config.tasks import load_tasks
 
 SUITES = ("text", "quality", "vision", "audio", "video")
 

@@ -10,14 +10,14 @@ import jinja2
 import numpy as np
 import pytest
 
-from benchlib import frontier
-from benchlib.embedded import EmbeddedServerError, default_model_path
-from benchlib.embedded_vllm import CHAT_TEMPLATE, VllmServer, hf_copy
+from benchlib.analysis import frontier
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, default_model_path
+from benchlib.measure.servers.vllm import CHAT_TEMPLATE, VllmServer, hf_copy
 from benchlib.paper.runs import load_runs
 from benchlib.paper.systems import run_systems
-from benchlib.params import EmbeddedParams, ParamsError, validate
-from benchlib.quantize import file_sha256
-from benchlib.runner import run_suite
+from benchlib.config.params import EmbeddedParams, ParamsError, validate
+from benchlib.measure.servers.quantize import file_sha256
+from benchlib.suites.runner import run_suite
 
 
 def render(messages, add_generation_prompt=True) -> str:

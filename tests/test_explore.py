@@ -10,8 +10,10 @@ import papermill
 import pytest
 from helpers import SYN_HOST, SYN_MODEL, write_synthetic_run
 
-from benchlib import evidence, explore, timeline
-from benchlib.paths import NOTEBOOKS_DIR, PROJECT_ROOT
+from benchlib.views import evidence
+from benchlib.views import explorer as explore
+from benchlib.views import timeline
+from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +180,7 @@ def test_rough_edges_labels_unsent_rows_and_one_figure(root):
 
 
 def test_progress_ends_with_a_plain_count(capsys):
-    from benchlib.runner import progress_bar
+    from benchlib.suites.runner import progress_bar
 
     with progress_bar(3, "text · m", enabled=True) as bar:
         bar.update(2)

@@ -9,7 +9,7 @@ import pytest
 from helpers import make_params
 from servers import closed_port
 
-from benchlib.runner import run_suite
+from benchlib.suites.runner import run_suite
 
 TASKS = ["basic_qa"]  # 1 warm-up + 3 measured requests over three distinct variants
 

@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib import decisions, frontier, reference
-from benchlib.params import ThresholdParams
+from benchlib.analysis import decisions
+from benchlib.analysis import frontier
+from benchlib.published import reference
+from benchlib.config.params import ThresholdParams
 
 
 @pytest.fixture(scope="module")

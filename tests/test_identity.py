@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from benchlib import params as params_module
-from benchlib.paths import TASKS_DIR
-from benchlib.records import read_requests
-from benchlib.runner import RunConflict, run_suite
-from benchlib.tasks import _load_dir
+from benchlib.config import params as params_module
+from benchlib.config.paths import TASKS_DIR
+from benchlib.records.rows import read_requests
+from benchlib.suites.runner import RunConflict, run_suite
+from benchlib.config.tasks import _load_dir
 
 
 @pytest.fixture
@@ -63,3 +63,19 @@ def test_the_manifest_keeps_every_part_of_a_resumed_run(params_for, outputs):
     assert len(manifest["parts"]) == 2
     assert all(part["code_version"] == params_module.code_version() for part in manifest["parts"])
     assert manifest["identity"] == params.identity_parts() and manifest["run_id"] == params.identity()
+
+
+def test_the_run_id_follows_the_measuring_code_not_the_paper(tmp_path):
+    """Editing a figure or a caption must not orphan a half-done run; editing a checker must start a new one."""
+    copy = tmp_path / "benchlib"
+    shutil.copytree(params_module.PROJECT_ROOT / "benchlib", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = params_module.code_version(copy)
+    assert before == params_module.code_version()
+    figure = copy / "paper" / "frontier_figure.py"
+    figure.write_text(figure.read_text(encoding="utf-8") + "\n# a caption edited\n", encoding="utf-8")
+    summary = copy / "analysis" / "summary.py"
+    summary.write_text(summary.read_text(encoding="utf-8") + "\n# a table changed\n", encoding="utf-8")
+    assert params_module.code_version(copy) == before
+    checkers = copy / "scoring" / "checkers.py"
+    checkers.write_text(checkers.read_text(encoding="utf-8") + "\n# a checker changed\n", encoding="utf-8")
+    assert params_module.code_version(copy) != before

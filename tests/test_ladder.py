@@ -17,14 +17,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchlib import bandwidth, bandwidth_law, ladder
-from benchlib.embedded import default_model_path
-from benchlib.paper import report
+from benchlib.measure import bandwidth
+from benchlib.analysis import bandwidth_law
+from benchlib.suites import ladder
+from benchlib.measure.servers.llama_cpp import default_model_path
+from benchlib.paper import assembly as report
 from benchlib.paper.runs import load_runs
-from benchlib.params import load_params
-from benchlib.paths import PROJECT_ROOT
-from benchlib.quantize import QuantizeError, derived_from, make_rung
-from benchlib.weights import read_cached, read_gguf
+from benchlib.config.params import load_params
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.measure.servers.quantize import QuantizeError, derived_from, make_rung
+from benchlib.analysis.weights import read_cached, read_gguf
 
 
 def tiny_gguf(path: Path, tied: bool) -> Path:

@@ -1,66 +1,71 @@
-"""The code layout the README describes: layers import one way, no import inside a function to reach another
-benchlib module, modules small enough to read, each module saying what lives there."""
+"""The code layout the README describes: benchlib/ is one folder per layer, each layer's __init__ docstring says
+which layers it may import ("May import: …"), and the modules keep to it; no import inside a function reaches
+another benchlib module; modules are small enough to read and each says what it holds."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-from benchlib.paths import PROJECT_ROOT
+from benchlib.config.paths import PROJECT_ROOT
 
 BENCHLIB = PROJECT_ROOT / "benchlib"
 MAX_LINES = 620
+ENTRY = "cli"  # the command line: the one module outside a layer folder, free to import every layer
 
-# Lowest first; a module may import modules of its own layer or a lower one, never a higher one.
-LAYERS = {
-    "foundation": ["paths", "params", "tasks", "aio", "schema", "metrics", "failures", "echo", "stats"],
-    "records": ["records", "store"],
-    "measurement": ["sse", "exchange", "wire", "client", "media", "embedded", "manifest", "scoring", "telemetry",
-                    "server_metrics", "load.health", "load.prompts", "load.workload", "weights", "quantize",
-                    "embedded_vllm", "bandwidth"],
-    "analysis": ["analysis", "crosscheck", "frontier", "decisions", "roofline", "bandwidth_law", "reference",
-                 "transcription", "seed_arithmetic", "seed_rebuild", "load.levels", "load.serving"],
-    "suites": ["runner", "load", "evidence", "timeline", "report", "explore", "ladder"],
-    "paper": ["paper"],
-    "entry": ["cli"],
-}
-RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
+
+def layer_folders() -> list[str]:
+    return sorted(p.parent.name for p in BENCHLIB.glob("*/__init__.py"))
+
+
+def allowed_imports(layer: str) -> set[str]:
+    """The layers named on the 'May import:' line of the layer's own docstring."""
+    doc = ast.get_docstring(ast.parse((BENCHLIB / layer / "__init__.py").read_text(encoding="utf-8"))) or ""
+    match = re.search(r"^May import: (.+?)\.?$", doc, re.M)
+    assert match, f"benchlib/{layer}/__init__.py: its docstring has no 'May import:' line"
+    words = match.group(1)
+    if words.startswith("nothing"):
+        return set()
+    return {w.strip() for w in words.split(",")}
 
 
 def modules() -> list[tuple[str, Path]]:
     out = []
     for path in sorted(BENCHLIB.rglob("*.py")):
         parts = path.relative_to(BENCHLIB).with_suffix("").parts
-        name = ".".join(p for p in parts if p != "__init__")
-        out.append((name, path))
+        out.append((".".join(p for p in parts if p != "__init__"), path))
     return out
 
 
-def layer(module: str) -> int:
-    """The rank of the most specific LAYERS entry that names the module or a package above it."""
-    parts = module.split(".")
-    for i in range(len(parts), 0, -1):
-        key = ".".join(parts[:i])
-        if key in RANK:
-            return RANK[key]
-    raise KeyError(f"benchlib.{module} is in no layer: add it to LAYERS (and to the README's layout)")
+def layer_of(module: str) -> str:
+    return module.split(".")[0]
 
 
 def benchlib_imports(tree: ast.Module) -> list[tuple[str, ast.AST]]:
     """(module under benchlib, node) for every import of a benchlib module, at any depth of the tree."""
-    known = {m for m, _ in modules()}
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(a.name.removeprefix("benchlib."), node) for a in node.names if a.name.startswith("benchlib.")]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "benchlib":
-            base = node.module.removeprefix("benchlib").lstrip(".")
-            for alias in node.names:
-                candidate = f"{base}.{alias.name}".lstrip(".")
-                found.append((candidate if candidate in known else base, node))
+            found.append((node.module.removeprefix("benchlib").lstrip("."), node))
     return found
+
+
+def test_the_layers_are_the_folders_and_their_order_has_no_cycle():
+    layers = layer_folders()
+    assert {"config", "records", "measure", "scoring", "analysis", "published", "suites", "views",
+            "paper"} <= set(layers)
+    allowed = {layer: allowed_imports(layer) for layer in layers}
+    for layer, names in allowed.items():
+        assert names <= set(layers), f"benchlib/{layer}: 'May import' names {sorted(names - set(layers))}"
+        assert layer not in names
+        for lower in names:  # one way: what a layer may import may not import it back, nor anything above it
+            assert layer not in allowed[lower], f"{layer} and {lower} may import each other"
+            assert allowed[lower] <= names, f"{layer} may import {lower} but not all that {lower} may import"
 
 
 @pytest.mark.parametrize("module,path", modules(), ids=[m or "benchlib" for m, _ in modules()])
@@ -69,13 +74,13 @@ def test_imports_go_one_way_and_sit_at_the_top(module, path):
         return
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top_level = {id(node) for node in tree.body}
-    mine = layer(module)
+    mine = layer_of(module)
+    may = None if module == ENTRY else allowed_imports(mine) | {mine}
     for target, node in benchlib_imports(tree):
         assert id(node) in top_level, f"benchlib.{module}:{node.lineno} imports benchlib.{target} inside a function"
-        if target == module or target.startswith(module + ".") or module.startswith(target + "."):
-            continue  # a package and its own modules
-        assert layer(target) <= mine, (f"benchlib.{module} ({list(LAYERS)[mine]}) imports benchlib.{target} "
-                                       f"({list(LAYERS)[layer(target)]}), a higher layer")
+        if may is not None and target:
+            assert layer_of(target) in may, (f"benchlib.{module} ({mine}) imports benchlib.{target} "
+                                             f"({layer_of(target)}), which its layer may not import")
 
 
 @pytest.mark.parametrize("module,path", modules(), ids=[m or "benchlib" for m, _ in modules()])
@@ -83,10 +88,12 @@ def test_modules_are_small_and_say_what_they_hold(module, path):
     text = path.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= MAX_LINES, f"{path.name}: {len(text.splitlines())} lines (max {MAX_LINES})"
     if module:
-        assert ast.get_docstring(ast.parse(text)), f"benchlib.{module} has no module docstring"
+        doc = ast.get_docstring(ast.parse(text))
+        assert doc, f"benchlib.{module} has no module docstring"
+        assert not re.search(r"^Imports:", doc, re.M), (
+            f"benchlib.{module}: a hand-kept 'Imports:' line drifts; the layer's 'May import:' line is the rule")
 
 
-def test_every_module_has_a_layer():
-    for module, _ in modules():
-        if module:
-            layer(module)
+def test_every_module_lives_in_a_layer_folder():
+    stray = [m for m, _ in modules() if m and "." not in m and m not in layer_folders() and m != ENTRY]
+    assert not stray, f"modules outside a layer folder: {stray}"

@@ -18,9 +18,10 @@ from fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNvml
 from helpers import make_params, send
 from servers import FAKE_DIGEST
 
-from benchlib import bandwidth, manifest
-from benchlib.params import validate
-from benchlib.paths import PROJECT_ROOT
+from benchlib.measure import bandwidth
+from benchlib.measure import provenance as manifest
+from benchlib.config.params import validate
+from benchlib.config.paths import PROJECT_ROOT
 
 SECRET = "sk-fb-test-7Qz3XkV9pLm2Rr8T"  # distinctive: if it shows up anywhere, it leaked
 
@@ -133,7 +134,7 @@ def test_every_manifest_records_the_hosts_bandwidth_labelled_by_source(fake_serv
 def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
     import llama_cpp  # noqa: F401 — `make test` installs the embedded extra; its absence must fail, not skip
 
-    from benchlib.embedded import EmbeddedServer
+    from benchlib.measure.servers.llama_cpp import EmbeddedServer
 
     monkeypatch.setenv("FB_MANIFEST_TEST_KEY", SECRET)
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
@@ -157,7 +158,7 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
         environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
     finally:
         server.stop()
-    # the server's OpenMP threads spin briefly (see benchlib.embedded), and the manifest says so
+    # the server's OpenMP threads spin briefly (see benchlib.measure.servers.llama_cpp), and the manifest says so
     assert b"GOMP_SPINCOUNT=1000" in environ
     assert data["embedded_server"]["openmp"] == {"GOMP_SPINCOUNT": "1000"}
     assert data["embedded_server"]["command"][1:3] == ["-m", "llama_cpp.server"]

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchlib import media
-from benchlib.media import Payload, UnsupportedMedia, build_ollama_message, build_openai_content
-from benchlib.params import ServerParams
-from benchlib.paths import TESTDATA_DIR
+from benchlib.measure import payloads as media
+from benchlib.measure.payloads import Payload, UnsupportedMedia, build_ollama_message, build_openai_content
+from benchlib.config.params import ServerParams
+from benchlib.config.paths import TESTDATA_DIR
 
 GRID = Path("image/grid_a.png")
 SPEECH = Path("audio/speech_umbrella.wav")

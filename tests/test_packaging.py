@@ -7,7 +7,7 @@ import json
 import tomllib
 import yaml
 
-from benchlib.paths import PROJECT_ROOT
+from benchlib.config.paths import PROJECT_ROOT
 
 
 def test_environment_yml_matches_pyproject():

@@ -15,11 +15,11 @@ import pytest
 from helpers import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 
 from benchlib import paper
-from benchlib.load import levels as load_levels
-from benchlib.load import serving as load_serving
+from benchlib.analysis import load_levels
+from benchlib.analysis import serving as load_serving
 from benchlib.paper import systems as paper_systems
 from benchlib.paper.labels import label_problems, place_labels
-from benchlib.paths import PAPER_DIR, PROJECT_ROOT
+from benchlib.config.paths import PAPER_DIR, PROJECT_ROOT
 
 PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}
 

@@ -9,8 +9,8 @@ import papermill
 import pytest
 import yaml
 
-from benchlib.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params
-from benchlib.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params
+from benchlib.config.paths import NOTEBOOKS_DIR, PARAMS_DIR
 
 
 def write(tmp_path, data, name="run.yaml"):

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib.params import load_params
-from benchlib.paths import PROJECT_ROOT
-from benchlib.records import read_requests
-from benchlib.runner import RunConflict, run_suite
+from benchlib.config.params import load_params
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.records.rows import read_requests
+from benchlib.suites.runner import RunConflict, run_suite
 
 RUNNER = textwrap.dedent("""
     import sys
-    from benchlib.params import load_params
-    from benchlib.runner import run_suite
+    from benchlib.config.params import load_params
+    from benchlib.suites.runner import run_suite
     run_suite(load_params(sys.argv[1]), "text", progress=False)
 """)
 

@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from benchlib import reference, roofline
-from benchlib.params import HostParams, ServerParams
+from benchlib.published import reference
+from benchlib.analysis import roofline
+from benchlib.config.params import HostParams, ServerParams
 
 
 @pytest.mark.parametrize("label,expected", [

@@ -7,9 +7,9 @@ import json
 import pytest
 from helpers import perfect_answer
 
-from benchlib import scoring
-from benchlib.scoring import CHECKERS, Response, detect_looping, loop_reason, parse_json_lenient, score
-from benchlib.tasks import load_tasks
+from benchlib.scoring import checkers as scoring
+from benchlib.scoring.checkers import CHECKERS, Response, detect_looping, loop_reason, parse_json_lenient, score
+from benchlib.config.tasks import load_tasks
 
 
 def r(text: str = "", **kw) -> Response:

@@ -8,7 +8,9 @@ import math
 import pandas as pd
 import pytest
 
-from benchlib import reference, seed_rebuild, transcription
+from benchlib.published import reference
+from benchlib.published import rebuilt as seed_rebuild
+from benchlib.published import transcription
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from servers import FakeServer, render_metrics
 
-from benchlib import crosscheck
-from benchlib.client import StreamState
-from benchlib.crosscheck import check_server_metrics
-from benchlib.runner import run_suite
-from benchlib.server_metrics import (
+from benchlib.analysis import crosscheck
+from benchlib.measure.backends import StreamState
+from benchlib.analysis.crosscheck import check_server_metrics
+from benchlib.suites.runner import run_suite
+from benchlib.measure.prometheus import (
     SERVER_METRICS_COLUMNS,
     SERVER_METRICS_CSV,
     SERVER_METRICS_LOG,

@@ -18,12 +18,13 @@ import pandas as pd
 import pytest
 from servers import FAKE_TEMPLATE_TOKENS
 
-from benchlib.client import ChatRequest
-from benchlib.load import rate as load_rate
-from benchlib.load import serving, workload
-from benchlib.params import LengthParams, ParamsError, SloParams
-from benchlib.records import read_requests
-from benchlib.runner import Planned, open_session
+from benchlib.measure.backends import ChatRequest
+from benchlib.suites.load import rate as load_rate
+from benchlib.analysis import serving
+from benchlib.measure import workload
+from benchlib.config.params import LengthParams, ParamsError, SloParams
+from benchlib.records.rows import read_requests
+from benchlib.suites.runner import Planned, open_session
 
 NS = 1_000_000_000
 
@@ -264,9 +265,9 @@ def test_each_rate_level_has_its_own_energy_window(params_for, outputs, monkeypa
     completion tokens ÷ that energy; prompt fitting and calibration lie in no level's window."""
     from fake_nvml import FakeGpu, FakeNvml
 
-    from benchlib import runner
-    from benchlib.params import TelemetryParams
-    from benchlib.telemetry import Telemetry
+    from benchlib.suites import runner
+    from benchlib.config.params import TelemetryParams
+    from benchlib.measure.telemetry import Telemetry
 
     nvml = FakeNvml([FakeGpu(power_w=120.0)])
     monkeypatch.setattr(runner, "Telemetry", lambda settings, out_dir: Telemetry(

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.params import TelemetryParams
-from benchlib.telemetry import WINDOW_COLUMNS, Telemetry, read_windows
-from benchlib.telemetry.files import append_window_row
-from benchlib.telemetry.soc import Hwmon, Powermetrics, ThermalZones, parse_powermetrics_sample, powermetrics_command
+from benchlib.config.params import TelemetryParams
+from benchlib.measure.telemetry import WINDOW_COLUMNS, Telemetry, read_windows
+from benchlib.measure.telemetry.files import append_window_row
+from benchlib.measure.telemetry.soc import Hwmon, Powermetrics, ThermalZones, parse_powermetrics_sample, powermetrics_command
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml  # noqa: E402

@@ -1,4 +1,4 @@
-"""The results store (benchlib.store): rules on memory://, bundles, and a real S3-compatible server (moto's,
+"""The results store (benchlib.records.store): rules on memory://, bundles, and a real S3-compatible server (moto's,
 started as its own process) holding two hosts' runs, one of them killed and resumed from the store on another
 "machine", and one paper assembled from the URL; the same through a real SFTP server (asyncssh's, its own process),
 where a folder is moved aside by a rename."""
@@ -23,12 +23,13 @@ import httpx
 import pytest
 import yaml
 
-from benchlib import paper, store
+from benchlib import paper
+from benchlib.records import store
 from benchlib.cli import main as cli_main
-from benchlib.params import load_params
-from benchlib.paths import PROJECT_ROOT
-from benchlib.records import read_requests
-from benchlib.runner import run_suite
+from benchlib.config.params import load_params
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.records.rows import read_requests
+from benchlib.suites.runner import run_suite
 
 SECRET = "fb-store-secret-Zq81Kd"  # the S3 secret key: it must never reach a file, a row or the terminal
 
@@ -203,8 +204,8 @@ def s3_server(tmp_path_factory):
 
 RUNNER = textwrap.dedent("""
     import sys
-    from benchlib.params import load_params
-    from benchlib.runner import run_suite
+    from benchlib.config.params import load_params
+    from benchlib.suites.runner import run_suite
     run_suite(load_params(sys.argv[1]), "text", progress=False)
 """)
 

@@ -14,10 +14,11 @@ import json
 import pytest
 from helpers import make_params
 
-from benchlib import aio, wire
-from benchlib.client import ChatRequest, make_backend
-from benchlib.failures import RequestFailed
-from benchlib.records import RequestRecord
+from benchlib.measure import event_loop as aio
+from benchlib.measure import wire
+from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.failures import RequestFailed
+from benchlib.records.rows import RequestRecord
 
 PATHS = ["wire", "sdk"]
 

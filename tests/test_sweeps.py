@@ -20,15 +20,15 @@ import pandas as pd
 import pytest
 from servers import FAKE_TEMPLATE_TOKENS
 
-from benchlib import aio
-from benchlib.load import concurrency as load_concurrency
-from benchlib.load import context as load_context
-from benchlib.load import health as load_health
-from benchlib.load import levels as load_levels
-from benchlib.load import prompts as load_prompts
-from benchlib.paths import PROJECT_ROOT
-from benchlib.records import read_requests
-from benchlib.runner import open_session
+from benchlib.measure import event_loop as aio
+from benchlib.suites.load import concurrency as load_concurrency
+from benchlib.suites.load import context as load_context
+from benchlib.measure import client_health as load_health
+from benchlib.analysis import load_levels
+from benchlib.measure import prompt_fitting as load_prompts
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.records.rows import read_requests
+from benchlib.suites.runner import open_session
 
 
 def sweep_params(params_for, fake, **sweep):
@@ -249,9 +249,9 @@ def test_energy_per_level_from_its_own_window_with_known_power(params_for, outpu
     in no level's window, tokens per joule and tok/s/W come from the level's own tokens and aggregate rate."""
     from fake_nvml import FakeGpu, FakeNvml
 
-    from benchlib import runner
-    from benchlib.params import TelemetryParams
-    from benchlib.telemetry import Telemetry
+    from benchlib.suites import runner
+    from benchlib.config.params import TelemetryParams
+    from benchlib.measure.telemetry import Telemetry
 
     nvml = FakeNvml([FakeGpu(power_w=120.0)])
     monkeypatch.setattr(runner, "Telemetry", lambda settings, out_dir: Telemetry(

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import add_token_efficiency
-from benchlib.params import TelemetryParams
-from benchlib.telemetry import TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, read_telemetry, read_windows, select_gpus
-from benchlib.telemetry.host import Rapl
+from benchlib.analysis.summary import add_token_efficiency
+from benchlib.config.params import TelemetryParams
+from benchlib.measure.telemetry import TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, read_telemetry, read_windows, select_gpus
+from benchlib.measure.telemetry.host import Rapl
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, UnsupportedEverywhere, all_unsupported_gpu  # noqa: E402

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchlib.media import video_info
-from benchlib.paths import TESTDATA_DIR
-from benchlib.scoring import CHECKERS
-from benchlib.tasks import load_tasks
+from benchlib.measure.payloads import video_info
+from benchlib.config.paths import TESTDATA_DIR
+from benchlib.scoring.checkers import CHECKERS
+from benchlib.config.tasks import load_tasks
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import logging
 import nbformat
 import pytest
 
-from benchlib import records
+from benchlib.records import rows as records
 from benchlib.cli import settle_notebook
-from benchlib.records import RequestLog, RequestRecord, complete_prefix, read_requests
-from benchlib.runner import RunLocked, lock_path, open_session, run_lock, run_suite
+from benchlib.records.rows import RequestLog, RequestRecord, complete_prefix, read_requests
+from benchlib.suites.runner import RunLocked, lock_path, open_session, run_lock, run_suite
 
 
 def _params(params_for):

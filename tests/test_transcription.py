@@ -10,9 +10,11 @@ import re
 import pandas as pd
 import pytest
 
-from benchlib import reference, seed_arithmetic, transcription
+from benchlib.published import reference
+from benchlib.published import arithmetic as seed_arithmetic
+from benchlib.published import transcription
 from benchlib.paper import TABLES
-from benchlib.paths import REFERENCE_DIR
+from benchlib.config.paths import REFERENCE_DIR
 
 
 @pytest.fixture(scope="module")

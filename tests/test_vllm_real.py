@@ -19,16 +19,16 @@ import pandas as pd
 import pytest
 from helpers import make_params
 
-from benchlib import aio
-from benchlib.client import ChatRequest, make_backend
-from benchlib.crosscheck import flag_record
-from benchlib.embedded import group_members
-from benchlib.embedded_vllm import DEFAULT_VLLM_PYTHON, VllmServer
-from benchlib.load.prompts import ServerTokenizer, filler_words, fit_to_tokens
-from benchlib.params import EmbeddedParams
-from benchlib.records import RequestRecord
-from benchlib.runner import run_suite
-from benchlib.server_metrics import SERVER_METRICS_CSV
+from benchlib.measure import event_loop as aio
+from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.analysis.crosscheck import flag_record
+from benchlib.measure.servers.llama_cpp import group_members
+from benchlib.measure.servers.vllm import DEFAULT_VLLM_PYTHON, VllmServer
+from benchlib.measure.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
+from benchlib.config.params import EmbeddedParams
+from benchlib.records.rows import RequestRecord
+from benchlib.suites.runner import run_suite
+from benchlib.measure.prometheus import SERVER_METRICS_CSV
 
 pytestmark = pytest.mark.vllm
 

@@ -1,4 +1,4 @@
-"""benchlib.wire, the lean HTTP/1.1 stream reader: stamps against a server's own send instants, body framings,
+"""benchlib.measure.wire, the lean HTTP/1.1 stream reader: stamps against a server's own send instants, body framings,
 lines split across reads, and the stale keep-alive retry.
 
 Tolerance: with kernel receive timestamps (Linux, plain http) a chunk's stamp is the instant it reached the
@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 from helpers import make_params
 
-from benchlib import aio, wire
-from benchlib.client import ChatRequest, make_backend
-from benchlib.failures import RequestFailed
-from benchlib.records import RequestRecord
+from benchlib.measure import event_loop as aio
+from benchlib.measure import wire
+from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.failures import RequestFailed
+from benchlib.records.rows import RequestRecord
 
 
 @pytest.fixture(scope="module")

@@ -42,8 +42,9 @@ def parameters_cell() -> str:
 PARAMETERS = parameters_cell()
 
 DERIVED = '''\
-from benchlib import evidence, report, runner
-from benchlib import params as bench_params
+from benchlib.config import params as bench_params
+from benchlib.suites import runner
+from benchlib.views import evidence, suite_report
 
 params = bench_params.from_notebook(params_file, host=host, server=server, run=run, tasks=tasks,
                                     telemetry=telemetry, sweep=sweep, thresholds=thresholds)
@@ -95,24 +96,24 @@ def suite_notebook(suite: str) -> nbformat.NotebookNode:
                           "prompt variants."),
         new_code_cell("result = runner.run_suite(params, SUITE, fresh=fresh)\nprint(f'results in {result.out_dir}')"),
         new_markdown_cell("## Summary per task"),
-        new_code_cell("report.summary_table(result.summary)"),
-        new_code_cell("report.plot_suite(result.requests, result.out_dir);"),
+        new_code_cell("suite_report.summary_table(result.summary)"),
+        new_code_cell("suite_report.plot_suite(result.requests, result.out_dir);"),
         new_markdown_cell(f"## Evidence\n{EVIDENCE[suite]} One card per prompt variant (its first measured "
                           "request); warm-ups are left out."),
         new_code_cell("evidence.show(result.requests, SUITE);"),
         new_markdown_cell("## Failures, truncations and flags\nEvery fault is a row with its reason; flags mark "
                           "truncated answers (finish_reason = length), suspected prompt-cache hits, cold loads, "
                           "client/server rate disagreement and looping."),
-        new_code_cell("report.failures(result.requests)"),
+        new_code_cell("suite_report.failures(result.requests)"),
         new_markdown_cell("## Telemetry\nPower or CPU and memory over time; shaded spans are the measurement "
                           "windows (idle, loaded, one per task)."),
-        new_code_cell("report.plot_telemetry(result.out_dir);\nresult.windows"),
+        new_code_cell("suite_report.plot_telemetry(result.out_dir);\nresult.windows"),
     ]
     return _notebook(cells)
 
 
 def load_notebook() -> nbformat.NotebookNode:
-    """The load suite: concurrency and prompt-length sweeps with the client self-check (benchlib.load)."""
+    """The load suite: concurrency and prompt-length sweeps with the client self-check (benchlib.suites.load)."""
     parameters = new_code_cell(PARAMETERS)
     parameters.metadata["tags"] = ["parameters"]
     cells = [
@@ -123,7 +124,7 @@ def load_notebook() -> nbformat.NotebookNode:
                           "`outputs/<host>/<model>/load/requests.csv` as it finishes; per-level figures go to "
                           "`sweep_concurrency.csv` and `sweep_context.csv`; rerunning resumes."),
         parameters,
-        new_code_cell(DERIVED.format(suite="load") + "from benchlib import load\n"),
+        new_code_cell(DERIVED.format(suite="load") + "from benchlib.suites import load\nfrom benchlib.views import load_display\n"),
         new_markdown_cell("## Run\nWarm-ups first (recorded, flagged), then each concurrency level with at most that "
                           "many requests in flight, then one calibration request and one request per prompt length."),
         new_code_cell("result = load.run_load(params, fresh=fresh)\nprint(f'results in {result.out_dir}')\n"
@@ -133,28 +134,28 @@ def load_notebook() -> nbformat.NotebookNode:
                           "than 10 % aggregate throughput while p50 TTFT or p50 e2e grows at least 1.5×; levels above "
                           "it are marked saturated. A server that answers one request at a time (the embedded "
                           "llama-cpp-python) shows queueing: flat throughput, growing TTFT."),
-        new_code_cell("load.concurrency_table(result.concurrency)"),
-        new_code_cell("load.plot_concurrency(result.concurrency, result.out_dir,\n"
+        new_code_cell("load_display.concurrency_table(result.concurrency)"),
+        new_code_cell("load_display.plot_concurrency(result.concurrency, result.out_dir,\n"
                       "                        title=f'{params.server.model} on {params.host.name}');"),
         new_markdown_cell("## Prompt length: TTFT and prefill speed\nPrompts are fitted to the target length with "
                           "the server's own tokenizer where it has one (otherwise a calibrated chars-per-token "
                           "model); `prompt_tokens` is what the server reported, `token_error` its distance from the "
                           "target."),
-        new_code_cell("load.context_table(result.context)"),
-        new_code_cell("load.plot_context(result.context, result.out_dir,\n"
+        new_code_cell("load_display.context_table(result.context)"),
+        new_code_cell("load_display.plot_context(result.context, result.out_dir,\n"
                       "                    title=f'{params.server.model} on {params.host.name}');"),
         new_markdown_cell("## Client self-check\nEvent-loop lag (a 10 ms sleeper on the client's loop: how late it "
                           "woke) and client CPU per level. `client_bound` marks a level where the loop lag p99 "
                           "exceeded 5 ms or the client used more than half a core: there the client, not the server, "
                           "may have set the pace."),
-        new_code_cell("load.health_table(result.concurrency, result.context)"),
+        new_code_cell("load_display.health_table(result.concurrency, result.context)"),
         new_markdown_cell("## Summary per task, failures\n`max_concurrency_ok` and `max_context_ok` (the largest "
                           "level and prompt length that ran without a failure) feed the frontier."),
-        new_code_cell("report.summary_table(result.summary)"),
-        new_code_cell("report.failures(result.requests)"),
+        new_code_cell("suite_report.summary_table(result.summary)"),
+        new_code_cell("suite_report.failures(result.requests)"),
         new_markdown_cell("## Telemetry\nPower or CPU and memory over time; shaded spans are the measurement "
                           "windows (idle, loaded, concurrency, context)."),
-        new_code_cell("report.plot_telemetry(result.out_dir);\nresult.windows"),
+        new_code_cell("suite_report.plot_telemetry(result.out_dir);\nresult.windows"),
     ]
     return _notebook(cells)
 

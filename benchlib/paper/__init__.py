@@ -1,21 +1,21 @@
 """The paper layer: everything paper/assemble.ipynb does, from runs and reference data to paper/out/.
 
-Modules, in import order (each imports only those before it):
+Modules:
     settings         notebook parameters, names of tables/figures/reference sets, the paper's task order
     runs             our runs under outputs/ and the published reference sets, read once
     systems          deployments as rows (published and ours), per-task metrics in long form, roofline points
     format           how a table is drawn: Table, cell formatting, Markdown
     tables           descriptive tables (setup, platform, throughput, latency, memory/power, capability, ...)
     verdicts         frontier and decision tables, the frontier text
+    published_tables the seeds' own tables rebuilt (benchlib.published) as paper tables
     style, labels    figure palette and theme; non-overlapping point labels
-    figures          bar and line figures; frontier_figure, roofline_figure: the two scatter figures
-    report           build everything, write paper/out/ and report.md (assemble, Paper)
+    figures          bar and line figures; frontier_figure, roofline_figure, ladder_figure: the scatter figures
+    assembly         build everything, write paper/out/ and report.md (assemble, Paper)
 
-The paper layer sits on top: it may import the analysis layer (analysis, frontier, decisions, roofline,
-reference, metrics) and the records layer below it; nothing below imports from here.
+May import: config, records, measure, scoring, analysis, published, suites, views.
 """
 
-from benchlib.paper.report import (
+from benchlib.paper.assembly import (
                                    FIGURE_CAPTIONS,
                                    Paper,
                                    assemble,

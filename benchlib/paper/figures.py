@@ -1,7 +1,5 @@
 """The paper's bar and line figures: throughput and latency by task, energy efficiency, our runs against
-the published numbers, and the load sweeps.
-
-Imports: benchlib.paper.settings, .runs, .systems, .format, .style."""
+the published numbers, and the load sweeps."""
 
 from __future__ import annotations
 
@@ -17,8 +15,8 @@ from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
 from benchlib.paper.style import empty_figure, no_runs_note, system_colors, theme, wrap
 from benchlib.paper.systems import task_catalog, task_label, task_order
-from benchlib.records import STATUS_OK
-from benchlib.schema import flag
+from benchlib.records.rows import STATUS_OK
+from benchlib.records.schema import flag
 
 
 def _bar_frame(long: pd.DataFrame, metric: str, runs: Runs, request_col: str | None) -> pd.DataFrame:

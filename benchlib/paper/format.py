@@ -1,7 +1,5 @@
 """How a table is drawn: the Table object (a frame plus title, caption and notes), cell formatting and
-Markdown rendering.
-
-Imports: nothing from benchlib."""
+Markdown rendering."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.schema import number
+from benchlib.records.schema import number
 
 
 @dataclass

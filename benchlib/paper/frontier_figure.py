@@ -1,7 +1,5 @@
 """The Pareto-frontier figure: one panel per regime's two main axes, the frontier's step line, starred
-members, labels on their own points.
-
-Imports: frontier; benchlib.paper.settings, .runs, .format, .style, .labels."""
+members, labels on their own points."""
 
 from __future__ import annotations
 
@@ -13,13 +11,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from benchlib import frontier
+from benchlib.analysis import frontier
 from benchlib.paper.format import Table, fmt
 from benchlib.paper.labels import joined, place_labels, short
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import AXIS_FORMATS, AXIS_LABELS, NO_RUNS, THIS_RUN, Settings
 from benchlib.paper.style import system_colors, theme, wrap
-from benchlib.schema import number
+from benchlib.records.schema import number
 
 PARETO_PANELS = [("workstation", "avg_decode_tps", "modality_count"), ("edge", "tps_per_w", "peak_temp_c"),
                  ("audio", "asr_decode_tps", "short_qa_output_tokens"), ("tradeoff", "avg_decode_tps", "tps_per_w")]

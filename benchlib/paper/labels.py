@@ -5,9 +5,7 @@ Placement (place_labels): points closer than `merge_px` on screen share one labe
 no label can sit nearest to one of two coinciding points; each label then tries offsets around its point and
 keeps the first that overlaps no placed label, covers no other point's marker, stays inside the axes and is
 nearer its own point than any other (else the candidate breaking the fewest of these rules). The labels are kept
-on the axes (`ax._point_labels`) so label_problems() can check a finished figure.
-
-Imports: benchlib.paper.runs, .settings."""
+on the axes (`ax._point_labels`) so label_problems() can check a finished figure."""
 
 from __future__ import annotations
 

@@ -2,9 +2,7 @@
 
 Left: decode tok/s against GB read per token (log-log), each rung with its 95 % interval and its type as label;
 per ladder the fitted law (effective bandwidth ÷ GB/token, dashed) and the bandwidth ceiling (solid). Right: accuracy
-against file size for the rungs where accuracy is that precision's own, with Wilson intervals.
-
-Imports: benchlib.paper.format, .style (the points and fits come in the ladder tables' data)."""
+against file size for the rungs where accuracy is that precision's own, with Wilson intervals."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The roofline figure: decode tok/s against memory bandwidth with each model's bytes-per-token ceiling,
-and the share of the ceiling each system reaches.
-
-Imports: roofline; benchlib.paper.settings, .runs, .format, .style, .labels."""
+and the share of the ceiling each system reaches."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Reading what the paper is built from: our runs under one or several results roots — local folders and
-results-store URLs (benchlib.store), so one paper covers many hosts (Runs: requests, summaries, windows, sweeps
+results-store URLs (benchlib.records.store), so one paper covers many hosts (Runs: requests, summaries, windows, sweeps
 and manifests of every suite folder) — and the published reference sets. A run found under two roots (same
-run id, host, model and suite) is counted once, and reported.
-
-Imports: records, store, reference, analysis; benchlib.paper.settings."""
+run id, host, model and suite) is counted once, and reported."""
 
 from __future__ import annotations
 
@@ -16,12 +14,16 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib import analysis, bandwidth_law, reference, roofline, store
+from benchlib.analysis import summary as analysis
+from benchlib.analysis import bandwidth_law
+from benchlib.published import reference
+from benchlib.analysis import roofline
+from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, _shown, seed_prefix
-from benchlib.params import NOTEBOOK_ORDER
-from benchlib.paths import outputs_root
-from benchlib.records import read_requests
-from benchlib.schema import number, read_csv
+from benchlib.config.params import NOTEBOOK_ORDER
+from benchlib.config.paths import outputs_root
+from benchlib.records.rows import read_requests
+from benchlib.records.schema import number, read_csv
 
 
 def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -266,7 +268,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
 
 def _bandwidth(host_p: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:
     """The run's memory bandwidth: the params' figure, else the one its manifest recorded (NVML's theoretical
-    figure on a GPU host, the measured read bandwidth on a CPU host; benchlib.bandwidth), with its source."""
+    figure on a GPU host, the measured read bandwidth on a CPU host; benchlib.measure.bandwidth), with its source."""
     declared = number(host_p.get("memory_bandwidth_gbs"))
     if not math.isnan(declared):
         return {"memory_bandwidth_gbs": declared, "bandwidth_source": "declared"}

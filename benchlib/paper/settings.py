@@ -1,7 +1,5 @@
 """Notebook parameters of paper/assemble.ipynb (Settings), the names of the paper's tables, figures,
-reference sets and regimes, and the task order the paper prints.
-
-Imports: benchlib.analysis layer (frontier, reference), store and paths; nothing else from benchlib.paper."""
+reference sets and regimes, and the task order the paper prints."""
 
 from __future__ import annotations
 
@@ -9,8 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from benchlib import decisions, frontier, metrics, reference, store
-from benchlib.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
+from benchlib.analysis import decisions
+from benchlib.analysis import frontier
+from benchlib.config import metrics
+from benchlib.published import reference
+from benchlib.records import store
+from benchlib.config.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 
 THIS_RUN = "this run"
 
@@ -18,7 +20,7 @@ THIS_RUN = "this run"
 NO_RUNS = "no runs yet"
 
 
-# Parameter names of paper/assemble.ipynb -> seed prefixes of benchlib.reference.REFERENCE_FILES.
+# Parameter names of paper/assemble.ipynb -> seed prefixes of benchlib.published.reference.REFERENCE_FILES.
 REFERENCE_SETS = {"paper_000": "000", "heros_001": "001", "bandwidth_002": "002", "quant_004": "004"}
 
 
@@ -58,7 +60,7 @@ FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontie
 
 
 
-# Labels and formats of every axis come from the metric registry (benchlib.metrics); quality axes included.
+# Labels and formats of every axis come from the metric registry (benchlib.config.metrics); quality axes included.
 _QUALITY_AXES = {r.quality_axis: r.key for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME] if r.quality_axis}
 AXIS_LABELS = {name: m.label + (f" ({m.unit})" if m.unit else "") for name, m in metrics.METRICS.items()}
 AXIS_LABELS.update({axis: f"accuracy over {key} tasks (share)" for axis, key in _QUALITY_AXES.items()})
@@ -69,7 +71,7 @@ AXIS_FORMATS = {name: metrics.metric(name).fmt for name in [*metrics.METRICS, *_
 class Settings:
     """Resolved notebook parameters."""
 
-    outputs_dir: Path | str  # a folder, or a results-store URL (benchlib.store)
+    outputs_dir: Path | str  # a folder, or a results-store URL (benchlib.records.store)
     out_dir: Path
     more_roots: list[str] = field(default_factory=list)
     reference_sets: list[str] = field(default_factory=lambda: list(REFERENCE_SETS))

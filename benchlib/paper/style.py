@@ -1,7 +1,5 @@
 """Figure style shared by every paper figure: palettes, one colour per system, the theme, and notes for
-empty panels.
-
-Imports: benchlib.paper.settings."""
+empty panels."""
 
 from __future__ import annotations
 

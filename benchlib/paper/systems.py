@@ -1,7 +1,5 @@
 """Deployments as rows: published systems and our runs side by side (one row per system with the frontier's
-axes), per-task metrics in long form, and the roofline's points.
-
-Imports: analysis layer; benchlib.paper.settings and .runs."""
+axes), per-task metrics in long form, and the roofline's points."""
 
 from __future__ import annotations
 
@@ -10,14 +8,19 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from benchlib import analysis, bandwidth, frontier, metrics, reference, roofline
-from benchlib.load import levels as load_levels
-from benchlib.load.serving import serving_figures
+from benchlib.analysis import deployments
+from benchlib.measure import bandwidth
+from benchlib.analysis import frontier
+from benchlib.config import metrics
+from benchlib.published import reference
+from benchlib.analysis import roofline
+from benchlib.analysis import load_levels
+from benchlib.analysis.serving import serving_figures
 from benchlib.paper.format import isnan
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
-from benchlib.schema import flag, number
-from benchlib.tasks import load_tasks
+from benchlib.records.schema import flag, number
+from benchlib.config.tasks import load_tasks
 
 
 def task_catalog() -> pd.DataFrame:
@@ -106,11 +109,11 @@ def _sweep_figures(runs: Runs, host: str, model: str) -> dict[str, Any]:
 
 
 def run_systems(runs: Runs) -> pd.DataFrame:
-    """Our runs as systems (analysis.systems_from_summary), plus memory, energy and roofline inputs."""
+    """Our runs as systems (deployments.systems_from_summary), plus memory, energy and roofline inputs."""
     if runs.empty or runs.summary.empty:
         return pd.DataFrame(columns=SYSTEM_COLUMNS)
     context = {r.model: r.context_window / 1000 for r in runs.meta.itertuples() if not math.isnan(r.context_window)}
-    systems = analysis.systems_from_summary(runs.summary, context_window_k=context)
+    systems = deployments.systems_from_summary(runs.summary, context_window_k=context)
     meta = runs.meta.set_index("system")
     out = []
     for row in systems.to_dict("records"):
@@ -378,7 +381,7 @@ def published_and_runs_long(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:
     frames = [reference.harmonize_units(ref).drop(columns=["task_id"], errors="ignore")] if len(ref) else []
     for meta in runs.meta.itertuples():
         mine = runs.summary[(runs.summary["host"] == meta.host) & (runs.summary["model"] == meta.model)]
-        frames.append(analysis.to_long(mine, source=THIS_RUN, meta={
+        frames.append(deployments.to_long(mine, source=THIS_RUN, meta={
             "hardware": meta.hardware or meta.cpu, "quantization": meta.quantization,
             "server": f"{meta.server_software} {meta.server_version}".strip()}))
     frames = [f for f in frames if len(f)]

@@ -1,7 +1,5 @@
 """The paper's descriptive tables: runs, setup, platform, throughput, latency & accuracy, memory/power/
-thermal, capability/context, roofline, load sweeps and the quantization ladder.
-
-Imports: analysis layer; benchlib.paper.settings, .runs, .systems, .format."""
+thermal, capability/context, roofline, load sweeps and the quantization ladder."""
 
 from __future__ import annotations
 
@@ -10,7 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib import bandwidth, bandwidth_law, reference, roofline, seed_arithmetic
+from benchlib.measure import bandwidth
+from benchlib.analysis import bandwidth_law
+from benchlib.published import reference
+from benchlib.analysis import roofline
+from benchlib.published import arithmetic as seed_arithmetic
 from benchlib.paper.format import Table, fmt, isnan, smart
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN, _shown
@@ -23,7 +25,7 @@ from benchlib.paper.systems import (
     task_label,
     task_order,
 )
-from benchlib.schema import number
+from benchlib.records.schema import number
 
 
 def runs_table(runs: Runs) -> Table:
@@ -406,7 +408,7 @@ def ladder_points_and_laws(ref: pd.DataFrame, runs: Runs) -> tuple[pd.DataFrame,
 
 
 def ladder_tables(ref: pd.DataFrame, runs: Runs) -> dict[str, Table]:
-    """The quantization ladder (benchlib.ladder) and the bandwidth law fitted on it, when a ladder has run."""
+    """The quantization ladder (benchlib.suites.ladder) and the bandwidth law fitted on it, when a ladder has run."""
     points, laws = ladder_points_and_laws(ref, runs)
     if points.empty:
         return {}

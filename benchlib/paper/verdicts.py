@@ -1,7 +1,5 @@
 """The paper's verdict tables: deployment frontiers per regime (who dominates whom on which axes, with the
-frontier text) and the decision framework's threshold verdicts.
-
-Imports: frontier, decisions; benchlib.paper.settings, .runs, .systems, .format."""
+frontier text) and the decision framework's threshold verdicts."""
 
 from __future__ import annotations
 
@@ -12,12 +10,16 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from benchlib import analysis, decisions, frontier, metrics, reference
+from benchlib.analysis import deployments
+from benchlib.analysis import decisions
+from benchlib.analysis import frontier
+from benchlib.config import metrics
+from benchlib.published import reference
 from benchlib.paper.format import Table, fmt
 from benchlib.paper.runs import Runs, seed_rows, source_label
 from benchlib.paper.settings import AXIS_FORMATS, THIS_RUN, THRESHOLD_PRESETS
-from benchlib.params import ThresholdParams
-from benchlib.schema import number, short_number
+from benchlib.config.params import ThresholdParams
+from benchlib.records.schema import number, short_number
 
 
 def _axis_text(axis: str, direction: str, value: Any, row: Any = None) -> str:
@@ -233,7 +235,7 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
         cands["source"] = seed_rows(ref, "001")["source"].iloc[0]
         frames.append(cands)
     if not runs.empty and len(runs.summary):
-        ours = analysis.decision_inputs(runs.summary)
+        ours = deployments.decision_inputs(runs.summary)
         ours["source"], ours["reported_decision"], ours["section"] = THIS_RUN, "", ""
         frames.append(ours)
     columns = ["candidate", "source", "section", "decode_tps", "ttft_ms", "model_memory_gb", "tools_passed",

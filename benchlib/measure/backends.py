@@ -1,0 +1,581 @@
+"""Streaming chat clients that time every delta on the monotonic clock.
+
+Two wire protocols behind one interface (`Backend.stream`):
+- OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): a lean HTTP/1.1 client
+  (benchlib/measure/wire.py) parses the SSE lines in the event loop's read callback, stamped with the kernel's receive
+  time where available; the `openai` SDK + httpx cost ~3x the CPU per chunk and delayed stamps under load
+  (bench/README.md), and stay only for URLs an environment proxy applies to (raw body bytes, split into SSE
+  events by the same benchlib/measure/sse.py).
+- Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
+
+A streamed chunk is not a token: token counts come from the server (usage / eval counts / server log) and
+client delta counts are kept beside them. Every failure becomes an error kind + message on the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+
+from benchlib.config import metrics
+from benchlib.measure.failures import RequestFailed, connect_failure, http_failure, media_type, not_a_stream, server_message
+from benchlib.config.params import RunSettings, ServerParams
+from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord
+from benchlib.measure.sse import DONE, Events, LineSplitter, shown
+from benchlib.measure.wire import StreamingHTTP, direct_route
+
+NS = 1e9
+EVENT_STREAM = "text/event-stream"
+
+
+@dataclass
+class ChatRequest:
+    """What to send; backends translate it to their wire format."""
+
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = None
+    thinking: bool = False
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+class StreamState:
+    """Arrival times and text of one streamed answer; turns into metrics on the record."""
+
+    __slots__ = ("start_ns", "first_ns", "first_answer_ns", "last_ns", "delta_ns", "content", "reasoning",
+                 "content_deltas", "reasoning_deltas", "chunks", "tool_calls", "finish_reason", "done")
+
+    def __init__(self, start_ns: int):
+        self.start_ns = start_ns
+        self.first_ns: int | None = None
+        self.first_answer_ns: int | None = None
+        self.last_ns: int | None = None
+        self.delta_ns: list[int] = []
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.content_deltas = 0
+        self.reasoning_deltas = 0
+        self.chunks = 0
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason = ""
+        self.done = False
+
+    def output(self, now: int, content: str | None, reasoning: str | None, answer_like: bool = False) -> None:
+        """Record a delta; TTFT counts content or reasoning, TTFO only answer content (or a tool call)."""
+        has_content = bool(content)
+        if not (has_content or reasoning or answer_like):
+            return
+        if self.first_ns is None:
+            self.first_ns = now
+        if (has_content or answer_like) and self.first_answer_ns is None:
+            self.first_answer_ns = now
+        self.last_ns = now
+        self.delta_ns.append(now)
+        if has_content:
+            self.content.append(content)  # type: ignore[arg-type]
+            self.content_deltas += 1
+        if reasoning:
+            self.reasoning.append(reasoning)
+            self.reasoning_deltas += 1
+
+
+def finalize(record: RequestRecord, state: StreamState, end_ns: int) -> None:
+    """Derive timing metrics from stamps and server token counts (see README for definitions)."""
+    record.e2e_s = (end_ns - state.start_ns) / NS
+    record.response_text = "".join(state.content)
+    record.reasoning_text = "".join(state.reasoning)
+    record.client_content_deltas = state.content_deltas
+    record.client_reasoning_deltas = state.reasoning_deltas
+    record.client_deltas = len(state.delta_ns)
+    record.client_chunks = state.chunks
+    record.tool_calls = [_decode_args(state.tool_calls[i]) for i in sorted(state.tool_calls)]
+    record.finish_reason = state.finish_reason or record.finish_reason
+    record.truncated = record.finish_reason == "length"
+    if state.first_ns is not None:
+        record.ttft_s = (state.first_ns - state.start_ns) / NS
+    if state.first_answer_ns is not None:
+        record.ttfo_s = (state.first_answer_ns - state.start_ns) / NS
+    stamps = state.delta_ns
+    record.itl_s = [(b - a) / NS for a, b in zip(stamps, stamps[1:])]
+    if record.completion_tokens is None and record.client_deltas:
+        # No server count (e.g. llama-cpp-python ignores include_usage): fall back to deltas, labelled.
+        record.completion_tokens = record.client_deltas
+        record.token_source = record.token_source or "client_deltas"
+    compute_rates(record)
+
+
+def compute_rates(record: RequestRecord) -> None:
+    """Decode tok/s = (tokens − 1) / (t_last − t_first); TPOT its inverse; prefill tok/s = (prompt − cached
+    tokens) / TTFT at concurrency 1 (None above it).
+
+    t_last − t_first is the sum of the ITL list, so rates can be recomputed when a better token count
+    arrives later (e.g. from the embedded server's log).
+    """
+    tokens = record.completion_tokens or 0
+    decode_s = sum(record.itl_s)
+    record.tpot_s = metrics.none_if_nan(metrics.tpot_s(tokens, decode_s))
+    record.decode_tps = metrics.none_if_nan(metrics.decode_tps(tokens, decode_s))
+    # prefill rate counts only the tokens the server computed (cached ones were not), and only where TTFT is
+    # prefill: at concurrency > 1 it also holds queueing behind other streams
+    computed = (record.prompt_tokens or 0) - (record.cached_tokens or 0)
+    record.prefill_tps = metrics.none_if_nan(metrics.prefill_tps(computed, record.ttft_s)) \
+        if record.concurrency <= 1 else None
+
+
+def _decode_args(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call.get("arguments", "")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            pass  # keep the raw text; the checker judges it
+    return {"name": call.get("name", ""), "arguments": arguments}
+
+
+def classify_exception(exc: BaseException) -> RequestFailed:
+    """Map SDK/httpx exceptions to stable error kinds a user can act on."""
+    if isinstance(exc, RequestFailed):
+        return exc
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers if exc.response is not None else {}
+        return http_failure(exc.status_code, _sdk_message(exc), headers.get("location"), headers.get("retry-after"))
+    cause = exc.__cause__ or exc.__context__ if isinstance(exc, openai.APIError) else exc
+    cause = cause or exc
+    if isinstance(cause, httpx.ConnectTimeout) or isinstance(exc, httpx.ConnectTimeout):
+        return RequestFailed("connect_timeout", str(cause) or "connect timed out")
+    if isinstance(cause, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)) or \
+            isinstance(exc, openai.APITimeoutError):
+        return RequestFailed("read_timeout", str(cause) or "read timed out")
+    if isinstance(cause, httpx.ConnectError):
+        return connect_failure(cause)
+    if isinstance(cause, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return RequestFailed("stream_cut", str(cause) or type(cause).__name__)
+    if isinstance(exc, openai.APIConnectionError):
+        return RequestFailed("connect_error", str(cause) or str(exc))
+    return RequestFailed("client_error", f"{type(exc).__name__}: {exc}")
+
+
+def _sdk_message(exc: openai.APIStatusError) -> str:
+    if exc.body is not None:
+        return server_message(exc.body if isinstance(exc.body, (dict, str, bytes)) else str(exc.body))
+    try:
+        return server_message(exc.response.text)
+    except Exception:  # the body may be unread on a streamed response
+        return str(exc.message)[:2000]
+
+
+class StampingTransport(httpx.AsyncBaseTransport):
+    """Stamps the instant httpx hands a request to the connection: TTFT starts on the wire, not before the
+    SDK's own request building (4–7 ms per request, ~70 ms on the first, measured on the 2-core CI box)."""
+
+    HEADER = "x-bench-request"
+
+    def __init__(self, inner: httpx.AsyncBaseTransport):
+        self.inner = inner
+        self.sent_ns: dict[str, int] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        tag = request.headers.get(self.HEADER)
+        if tag:
+            self.sent_ns[tag] = time.perf_counter_ns()
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Backend:
+    """One server protocol. `stream` fills `record` (timing, tokens, text) or raises RequestFailed."""
+
+    kind = "base"
+
+    def __init__(self, server: ServerParams, run: RunSettings, concurrency: int = 1):
+        self.server = server
+        self.run = run
+        self.timeout = httpx.Timeout(run.timeout_s, connect=run.connect_timeout_s)
+        self.limits = httpx.Limits(max_connections=max(concurrency, 1) + 4,
+                                   max_keepalive_connections=max(concurrency, 1) + 4)
+        self.transport = StampingTransport(httpx.AsyncHTTPTransport(limits=self.limits))
+        self._next_tag = itertools.count()
+
+    def new_tag(self) -> str:
+        return str(next(self._next_tag))
+
+    def wire_start(self, tag: str, state: StreamState, record: RequestRecord) -> None:
+        """Move the clock's origin to the wire instant once the transport has stamped it."""
+        sent = self.transport.sent_ns.pop(tag, None)
+        if sent is not None and sent >= state.start_ns:
+            record.client_prep_s = (sent - state.start_ns) / NS
+            state.start_ns = record.start_ns = sent
+
+    async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+    async def execute(self, request: ChatRequest, record: RequestRecord) -> RequestRecord:
+        """Send with bounded 429 retries; on failure the record gets status failed + kind + message."""
+        attempts = self.run.retries_429 + 1
+        for attempt in range(attempts):
+            record.http_status = None  # set by the attempt as soon as a response head arrives
+            try:
+                await self.stream(request, record)
+                record.status = STATUS_OK
+                record.error_kind = record.error_message = ""
+                return record
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 — every failure becomes a row
+                failure = classify_exception(exc)
+                record.status = STATUS_FAILED
+                record.error_kind = failure.kind
+                record.error_message = failure.message
+                record.http_status = failure.http_status or record.http_status
+                if failure.kind == "http_429" and attempt + 1 < attempts:
+                    await asyncio.sleep(min(failure.retry_after if failure.retry_after is not None
+                                            else 2.0 ** attempt, 30.0))
+                    continue
+                return record
+        return record
+
+
+class OpenAIBackend(Backend):
+    """OpenAI-compatible /v1/chat/completions, streamed with usage, parsed from raw SSE lines."""
+
+    kind = "openai"
+
+    def __init__(self, server: ServerParams, run: RunSettings, concurrency: int = 1):
+        super().__init__(server, run, concurrency)
+        base = server.api_url()
+        self.base_url = base
+        self.http = httpx.AsyncClient(timeout=self.timeout, transport=self.transport)
+        # max_retries=0: a retry would hide a failure inside one row's timing; we retry 429 ourselves.
+        self.client = openai.AsyncOpenAI(base_url=base, api_key=server.api_key(), max_retries=0,
+                                         timeout=self.timeout, http_client=self.http)
+        # The hot path: a lean HTTP/1.1 stream parsed in the loop's read callback (benchlib/measure/wire.py; the SDK +
+        # httpx stack cost ~3x the CPU per chunk and stamped chunks late under load). The SDK path above stays
+        # for URLs an environment proxy applies to.
+        self.wire = StreamingHTTP(base, connect_timeout=run.connect_timeout_s, read_timeout=run.timeout_s,
+                                  headers=server.auth_headers()) \
+            if run.http_client == "wire" and direct_route(base) else None
+
+    def body_extras(self, request: ChatRequest) -> dict[str, Any]:
+        extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": request.thinking}}
+        extra.update(self.server.extra_body)
+        extra.update(request.extra_body)
+        return extra
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body, as the SDK would send it: named fields, then extra_body merged on top."""
+        body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
+                                "stream_options": {"include_usage": True}, "max_tokens": request.max_tokens,
+                                "temperature": request.temperature}
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.tools:
+            body["tools"] = request.tools
+            if request.tool_choice:
+                body["tool_choice"] = request.tool_choice
+        body.update(self.body_extras(request))
+        return body
+
+    async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
+        if self.wire is None:
+            return await self._stream_sdk(request, record)
+        body = json.dumps(self.request_body(request), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        record.started_at_unix = time.time()
+        start = time.perf_counter_ns()
+        record.start_ns = start
+        state = StreamState(start)
+        parse = self._parse_chunk
+        events = Events()
+
+        def on_wire(sent: int) -> None:  # the request goes on a ready connection: TTFT's origin
+            record.client_prep_s = (sent - start) / NS
+            state.start_ns = record.start_ns = sent
+
+        def on_line(line: bytes, now: int) -> bool:  # runs in the read callback, stamped on arrival
+            event = events.feed(line)
+            if event is DONE:
+                state.done = True
+                return True
+            if event is not None:
+                parse(event, now, state, record)
+            return False
+
+        end = 0
+        try:
+            exchange = await self.wire.post_stream("/chat/completions", body, on_line, on_wire=on_wire)
+            record.http_status = exchange.status
+            end = exchange.end_ns
+        finally:
+            finalize(record, state, end or time.perf_counter_ns())
+        self._check_complete(state, record, events)
+
+    async def _stream_sdk(self, request: ChatRequest, record: RequestRecord) -> None:
+        """The openai SDK + httpx path (run.http_client 'sdk', or a URL an environment proxy applies to).
+
+        The body is `request_body()`, byte for byte what the wire path sends: the SDK merges extra_body
+        into the JSON it builds from the named arguments."""
+        body = self.request_body(request)
+        named = ("model", "messages", "stream")
+        tag = self.new_tag()
+        kwargs: dict[str, Any] = {key: body[key] for key in named}
+        kwargs["extra_body"] = {key: value for key, value in body.items() if key not in named}
+        kwargs["extra_headers"] = {StampingTransport.HEADER: tag}
+        record.started_at_unix = time.time()
+        start = time.perf_counter_ns()
+        record.start_ns = start
+        state = StreamState(start)
+        events, lines = Events(), LineSplitter()
+        try:
+            async with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                self.wire_start(tag, state, record)
+                record.http_status = response.status_code
+                declared = response.headers.get("content-type", "")
+                if media_type(declared) not in ("", EVENT_STREAM):
+                    raise not_a_stream(response.status_code, declared, EVENT_STREAM,
+                                       server_message(await response.read()))
+                async for piece in response.iter_bytes():  # not iter_lines: see benchlib/measure/sse.py
+                    now = time.perf_counter_ns()
+                    for line in lines.feed(piece):
+                        event = events.feed(line)
+                        if event is DONE:
+                            state.done = True
+                            break
+                        if event is not None:
+                            self._parse_chunk(event, now, state, record)
+                    if state.done:
+                        break
+                else:
+                    event = events.feed(lines.rest())  # a last line without its line end
+                    if event is DONE:
+                        state.done = True
+                    elif event is not None:
+                        self._parse_chunk(event, time.perf_counter_ns(), state, record)
+        finally:
+            end = time.perf_counter_ns()
+            self.wire_start(tag, state, record)
+            finalize(record, state, end)
+        self._check_complete(state, record, events)
+
+    @staticmethod
+    def _parse_chunk(chunk: Any, now: int, state: StreamState, record: RequestRecord) -> None:
+        """One decoded event of a chat-completions stream (benchlib.measure.sse.Events)."""
+        if not isinstance(chunk, dict):
+            raise RequestFailed("bad_chunk", f"unexpected stream chunk: {shown(json.dumps(chunk))!r}")
+        state.chunks += 1
+        if chunk.get("error"):  # also beside non-empty choices: the server's words are the failure
+            raise RequestFailed("server_error", f"error in stream: {server_message(chunk)}")
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            tool_deltas = delta.get("tool_calls")
+            if tool_deltas:
+                for call in tool_deltas:
+                    slot = state.tool_calls.setdefault(call.get("index", len(state.tool_calls)),
+                                                       {"name": "", "arguments": ""})
+                    function = call.get("function") or {}
+                    if function.get("name"):
+                        slot["name"] += function["name"]
+                    if function.get("arguments"):
+                        slot["arguments"] += function["arguments"]
+            state.output(now, delta.get("content"), reasoning, answer_like=bool(tool_deltas))
+            if choice.get("finish_reason"):
+                state.finish_reason = choice["finish_reason"]
+        usage = chunk.get("usage")
+        if usage:
+            record.prompt_tokens = usage.get("prompt_tokens")
+            record.completion_tokens = usage.get("completion_tokens")
+            record.token_source = "usage"
+            details = usage.get("completion_tokens_details") or {}
+            if details.get("reasoning_tokens") is not None:
+                record.reasoning_tokens = details["reasoning_tokens"]
+            prompt_details = usage.get("prompt_tokens_details") or {}
+            if prompt_details.get("cached_tokens") is not None:
+                record.cached_tokens = prompt_details["cached_tokens"]
+        timings = chunk.get("timings")
+        if timings:
+            apply_llamacpp_timings(record, timings)
+
+    @staticmethod
+    def _check_complete(state: StreamState, record: RequestRecord, events: Events) -> None:
+        unfinished = events.unfinished()
+        if unfinished is not None and not state.done:
+            raise RequestFailed("bad_chunk", f"the stream ended inside an event whose data is not JSON: "
+                                f"{shown(unfinished)!r}")
+        if not state.done and not state.finish_reason:
+            raise RequestFailed("stream_cut", f"stream ended after {state.chunks} chunks without [DONE]")
+        if not state.finish_reason:  # e.g. llama-cpp-python ends an interrupted answer with a bare [DONE]
+            raise RequestFailed("stream_cut", f"[DONE] after {state.chunks} chunks but no finish_reason: "
+                                "the server ended the answer without saying why")
+        if not record.response_text and not record.reasoning_text and not record.tool_calls:
+            raise RequestFailed("empty_response", f"no content in {state.chunks} chunks "
+                                f"(finish_reason={state.finish_reason or 'none'})")
+
+    async def aclose(self) -> None:
+        if self.wire is not None:
+            await self.wire.aclose()
+        await self.client.close()
+
+
+def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> None:
+    """llama.cpp server's `timings` object: prompt_n/prompt_ms, predicted_n/predicted_ms, cache_n."""
+    prompt_n, prompt_ms = timings.get("prompt_n"), timings.get("prompt_ms")
+    predicted_n, predicted_ms = timings.get("predicted_n"), timings.get("predicted_ms")
+    if prompt_n is not None:
+        record.server_prompt_tokens = int(prompt_n)
+    if prompt_n and prompt_ms:
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ms / 1000.0))
+    if predicted_n and predicted_ms:
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(predicted_n, predicted_ms / 1000.0))
+    if timings.get("cache_n") is not None and record.cached_tokens is None:
+        record.cached_tokens = int(timings["cache_n"])
+
+
+class OllamaBackend(Backend):
+    """Ollama's native /api/chat: NDJSON stream, `think` switch, keep_alive, server-side durations."""
+
+    kind = "ollama"
+
+    def __init__(self, server: ServerParams, run: RunSettings, concurrency: int = 1):
+        super().__init__(server, run, concurrency)
+        self.base_url = server.root_url()
+        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, transport=self.transport,
+                                      headers=server.auth_headers())
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        options: dict[str, Any] = {"num_predict": request.max_tokens, "temperature": request.temperature}
+        if request.seed is not None:
+            options["seed"] = request.seed
+        body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
+                                "think": request.thinking, "keep_alive": ollama_keep_alive(self.server.keep_alive),
+                                "options": options}
+        if request.tools:
+            body["tools"] = request.tools
+        extra = {**self.server.extra_body, **request.extra_body}
+        if "options" in extra:
+            body["options"].update(extra.pop("options"))
+        body.update(extra)
+        return body
+
+    async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
+        body = self.body(request)
+        tag = self.new_tag()
+        record.started_at_unix = time.time()
+        start = time.perf_counter_ns()
+        record.start_ns = start
+        state = StreamState(start)
+        try:
+            async with self.http.stream("POST", "/api/chat", json=body,
+                                        headers={StampingTransport.HEADER: tag}) as response:
+                self.wire_start(tag, state, record)
+                record.http_status = response.status_code
+                if response.status_code >= 300:
+                    raise http_failure(response.status_code, server_message(await response.aread()),
+                                       response.headers.get("location"), response.headers.get("retry-after"))
+                lines = LineSplitter()  # LF/CR only: a raw U+0085 inside a JSON string is content
+                async for piece in response.aiter_bytes():
+                    now = time.perf_counter_ns()
+                    for line in lines.feed(piece):
+                        if line.strip():
+                            self._parse_line(line, now, state, record)
+                        if state.done:
+                            break
+                    if state.done:
+                        break
+                else:
+                    rest = lines.rest()  # a last line without its line end
+                    if rest.strip():
+                        self._parse_line(rest, time.perf_counter_ns(), state, record)
+        except httpx.HTTPError as exc:
+            raise classify_exception(exc) from exc
+        finally:
+            end = time.perf_counter_ns()
+            self.wire_start(tag, state, record)
+            finalize(record, state, end)
+        if not state.done:
+            raise RequestFailed("stream_cut", f"stream ended after {state.chunks} lines without done=true")
+        if not record.response_text and not record.reasoning_text and not record.tool_calls:
+            raise RequestFailed("empty_response", f"no content in {state.chunks} lines "
+                                f"(done_reason={state.finish_reason or 'none'})")
+
+    @staticmethod
+    def _parse_line(line: bytes, now: int, state: StreamState, record: RequestRecord) -> None:
+        try:
+            chunk = json.loads(line)
+        except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+            raise RequestFailed("bad_chunk", f"non-JSON stream line: {shown(line)!r}") from None
+        if not isinstance(chunk, dict):
+            raise RequestFailed("bad_chunk", f"unexpected stream line: {shown(line)!r}")
+        state.chunks += 1
+        if "error" in chunk:
+            raise RequestFailed("server_error", f"error in stream: {str(chunk['error'])[:2000]}")
+        message = chunk.get("message") or {}
+        calls = message.get("tool_calls") or []
+        for call in calls:
+            function = call.get("function") or {}
+            state.tool_calls[len(state.tool_calls)] = {"name": function.get("name", ""),
+                                                       "arguments": function.get("arguments", {})}
+        state.output(now, message.get("content"), message.get("thinking"), answer_like=bool(calls))
+        if chunk.get("done"):
+            state.done = True
+            state.finish_reason = chunk.get("done_reason", "") or "stop"
+            apply_ollama_durations(record, chunk)
+
+
+def ollama_keep_alive(value: str) -> str | int | float:
+    """keep_alive as Ollama parses it (api/types.go Duration.UnmarshalJSON): a JSON number is seconds (negative =
+    forever), a string goes through Go's time.ParseDuration, which rejects unit-less text other than "0". So
+    "30m" and "0" pass as they are, and a bare number in params ("300", "-1") is sent as a number, not as a
+    string Ollama would answer with HTTP 400."""
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text
+    return int(number) if number.is_integer() else number
+
+
+def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None:
+    """Final chunk (docs.ollama.com/api/chat, docs/api.md): prompt_eval_count/duration, eval_count/duration,
+    load_duration (nanoseconds), and, from Ollama 0.3x on, prompt_eval_cached_count (prompt tokens read from the
+    prompt cache, a part of prompt_eval_count)."""
+    record.prompt_tokens = final.get("prompt_eval_count", record.prompt_tokens)
+    if final.get("prompt_eval_cached_count") is not None:
+        record.cached_tokens = int(final["prompt_eval_cached_count"])
+    record.completion_tokens = final.get("eval_count", record.completion_tokens)
+    if record.completion_tokens is not None:
+        record.token_source = "usage"
+    record.server_prompt_tokens = final.get("prompt_eval_count")
+    prompt_ns, eval_ns = final.get("prompt_eval_duration"), final.get("eval_duration")
+    if final.get("prompt_eval_count") and prompt_ns:
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(final["prompt_eval_count"], prompt_ns / NS))
+    if final.get("eval_count") and eval_ns:
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(final["eval_count"], eval_ns / NS))
+    if final.get("load_duration") is not None:
+        record.server_load_s = final["load_duration"] / NS
+
+
+def make_backend(server: ServerParams, run: RunSettings, concurrency: int = 1) -> Backend:
+    """The backend for a server kind; embedded llama-cpp-python speaks the OpenAI protocol."""
+    if server.kind == "ollama":
+        return OllamaBackend(server, run, concurrency)
+    return OpenAIBackend(server, run, concurrency)

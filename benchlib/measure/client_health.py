@@ -1,0 +1,54 @@
+"""Client self-check for load levels: event-loop lag (a 10 ms sleeper on the client's loop), client CPU per
+request and its share of one core; a level is `client_bound` when lag p99 > 5 ms or the client used more
+than half a core."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from benchlib.measure.event_loop import LAG_INTERVAL_S, LoopLagSampler, quiet_gc
+
+CLIENT_LAG_P99_MS = 5.0
+
+
+CLIENT_CPU_SHARE = 0.5
+
+
+HEALTH_COLUMNS = ["wall_s", "client_cpu_s", "client_cpu_per_request_ms", "client_cpu_share", "loop_lag_p50_ms",
+                  "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples", "client_bound", "client_bound_reason"]
+
+
+# ---- client self-check (the sampler and quiet_gc live with the loop, in benchlib.measure.event_loop) -----------------------
+def health_figures(cpu_s: float, wall_s: float, n_requests: int, lag: dict[str, float]) -> dict[str, Any]:
+    """Client health columns of one level; client_bound when lag p99 > 5 ms or CPU > 50 % of one core."""
+    share = cpu_s / wall_s if wall_s > 0 else np.nan
+    reasons = []
+    p99 = lag.get("loop_lag_p99_ms", np.nan)
+    if p99 == p99 and p99 > CLIENT_LAG_P99_MS:
+        reasons.append(f"loop lag p99 {p99:.1f} ms > {CLIENT_LAG_P99_MS:g} ms")
+    if share == share and share > CLIENT_CPU_SHARE:
+        reasons.append(f"client CPU {share:.0%} of one core > {CLIENT_CPU_SHARE:.0%}")
+    return {"wall_s": wall_s, "client_cpu_s": cpu_s,
+            "client_cpu_per_request_ms": cpu_s / n_requests * 1000 if n_requests else np.nan,
+            "client_cpu_share": share, **lag, "client_bound": bool(reasons),
+            "client_bound_reason": "; ".join(reasons)}
+
+
+@contextlib.contextmanager
+def client_health(n_requests: int, interval_s: float = LAG_INTERVAL_S) -> Iterator[dict[str, Any]]:
+    """Measure a block that sends `n_requests` on benchlib's loop; the yielded dict is filled at exit."""
+    figures: dict[str, Any] = {}
+    sampler = LoopLagSampler(interval_s)
+    with quiet_gc():
+        sampler.start()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        try:
+            yield figures
+        finally:
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            lag = sampler.stop()
+            figures.update(health_figures(cpu, wall, n_requests, lag))

@@ -1,0 +1,376 @@
+"""Lean HTTP/1.1 streaming for the measurement hot path: each network read is stamped on arrival and parsed
+inside the event loop's read callback.
+
+Why not httpx here: on the 2-core CI box the httpx → httpcore → h11 → anyio stack costs ~100 µs of CPU per
+streamed chunk and the openai SDK ~1 ms per request it builds; at 64 streams × 50 chunks/s one event loop
+was ~40 % busy and a chunk waited behind the other streams' parsing before it was stamped (bench/
+measure_accuracy.py against a server logging its own send instants: TTFT +4.6 ms p50 / +24 ms p99, ITL
++1 %). Here the loop's read callback undoes the chunked framing and hands complete lines to the caller's
+`on_line(line, arrival_ns)` at once: ~30 µs per chunk, no task switch per chunk.
+
+The stamp: on plain-HTTP connections on Linux, the kernel's own receive timestamp of the read (SO_TIMESTAMPNS,
+taken when the packet reached the host's network stack, CLOCK_REALTIME converted to perf_counter_ns at the
+read), so a busy client loop no longer delays the stamps — only when one read coalesces several chunks do the
+earlier ones carry the last one's arrival (the kernel reports the last segment's time). Elsewhere (https,
+other systems) the stamp is perf_counter_ns() in the read callback. Lines that arrived in one read share its
+stamp.
+
+Scope: http:// and https:// (TLS via the ssl module), a keep-alive connection pool (one request per
+connection at a time), chunked / Content-Length / close-delimited bodies, identity asked (gzip/deflate
+decoded if sent anyway), redirects not followed (http_3xx with the Location), no proxies (callers keep a full HTTP client for URLs a proxy applies to, see `direct_route`).
+Failures raise benchlib.measure.failures.RequestFailed(kind, message, http_status, retry_after), the type every
+HTTP path raises (connect_timeout, connection_refused, dns_failure, connect_error, read_timeout, stream_cut,
+bad_response, bad_encoding, not_a_stream, http_<status>)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+import ssl
+import struct
+import sys
+import time
+import urllib.parse
+import urllib.request
+from typing import Callable
+
+from benchlib.measure.http_response import Exchange, LineHandler
+from benchlib.measure.failures import RequestFailed, connect_failure
+
+# Kernel receive timestamps (struct timespec, CLOCK_REALTIME): SO_TIMESTAMPNS is 35 on Linux (Python does not
+# export the constant); the control message has the same type.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+
+
+ANC_SIZE = 64
+
+
+READ_SIZE = 256 * 1024
+
+
+def direct_route(url: str) -> bool:
+    """True when `url` is http(s) and no proxy from the environment applies to it (then httpx would go
+    through the proxy, and so must we: the caller keeps its full client for that case)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return True
+    try:
+        return bool(urllib.request.proxy_bypass(parts.hostname))
+    except OSError:
+        return False
+
+
+class _Pooled:
+    """What both connection kinds share: reads go to the current exchange; after it, the connection goes back
+    to the pool if reusable, else is dropped."""
+
+    def deliver(self, data: bytes, stamp: int) -> None:
+        exchange = self.exchange
+        if exchange is None:  # bytes nobody asked for: the connection cannot be trusted any more
+            self.drop()
+            return
+        exchange.feed(data, stamp)
+
+    def exchange_done(self, exchange: Exchange) -> None:
+        if self.exchange is exchange:
+            self.exchange = None
+            if exchange.keep_alive and not self.closed:
+                self.pool.release(self)
+            else:
+                self.drop()
+
+
+class _Connection(_Pooled, asyncio.Protocol):
+    """A keep-alive connection; the active exchange gets every read, stamped in the read callback."""
+
+    def __init__(self, pool: "StreamingHTTP"):
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.exchange: Exchange | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.deliver(data, time.perf_counter_ns())
+
+    def eof_received(self) -> bool:
+        return False  # close; connection_lost reports it to the exchange
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        exchange, self.exchange = self.exchange, None
+        if exchange is not None:
+            exchange.lost(exc, time.perf_counter_ns())
+        self.pool.discard(self)
+
+    def drop(self) -> None:
+        self.closed = True
+        exchange, self.exchange = self.exchange, None
+        if exchange is not None:
+            exchange.abandon()
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def send(self, payload: bytes) -> None:
+        self.transport.write(payload)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
+
+class _RawConnection(_Pooled):
+    """A plain-TCP keep-alive connection read with recvmsg in the loop's reader callback; each read carries the
+    kernel's receive timestamp when SO_TIMESTAMPNS is on (see the module docstring)."""
+
+    kernel_stamps_seen = 0  # reads stamped by the kernel, over every connection of the process (diagnostics)
+
+    def __init__(self, pool: "StreamingHTTP", sock: socket.socket, kernel_stamps: bool):
+        self.pool = pool
+        self.sock = sock
+        self.kernel_stamps = kernel_stamps
+        self.exchange: Exchange | None = None
+        self.closed = False
+        self.loop = asyncio.get_running_loop()
+        self.loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, ANC_SIZE if self.kernel_stamps else 0)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        now = time.perf_counter_ns()
+        if not data:
+            self._lost(None)
+            return
+        stamp = now
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+                seconds, nanos = struct.unpack_from("qq", payload)
+                kernel = seconds * 1_000_000_000 + nanos - (time.time_ns() - now)  # realtime -> perf_counter
+                if now - 60_000_000_000 < kernel <= now:  # a clock step would put it off: keep the read time
+                    stamp = kernel
+                    _RawConnection.kernel_stamps_seen += 1
+        self.deliver(data, stamp)
+
+    def _close_socket(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.loop.remove_reader(self.sock.fileno())
+        except (ValueError, OSError):
+            pass
+        self.sock.close()
+        self.pool.discard(self)
+
+    def _lost(self, exc: BaseException | None) -> None:
+        exchange, self.exchange = self.exchange, None
+        self._close_socket()
+        if exchange is not None:
+            exchange.lost(exc, time.perf_counter_ns())
+
+    def drop(self) -> None:
+        exchange, self.exchange = self.exchange, None
+        if exchange is not None:
+            exchange.abandon()
+        self._close_socket()
+
+    async def send(self, payload: bytes) -> None:
+        await self.loop.sock_sendall(self.sock, payload)
+
+    def close(self) -> None:
+        self.drop()
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed
+
+
+class StreamingHTTP:
+    """POST a body and stream the response's lines to a callback; keep-alive pool for one origin."""
+
+    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float,
+                 headers: dict[str, str] | None = None):
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base_path = parts.path.rstrip("/")
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        default_port = (self.scheme == "https" and self.port == 443) or (self.scheme == "http" and self.port == 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if default_port else f"{host}:{self.port}"
+        self.headers = {"User-Agent": "frontier-bench", "Accept-Encoding": "identity", "Connection": "keep-alive",
+                        **(headers or {})}
+        self._ssl: ssl.SSLContext | None = None
+        self._addresses: list | None = None
+        self.idle: list[_Connection] = []
+        self.live: set[_Connection] = set()
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if self.scheme != "https":
+            return None
+        if self._ssl is None:
+            try:
+                import certifi  # httpx's own CA bundle, so both clients trust the same servers
+
+                self._ssl = ssl.create_default_context(cafile=certifi.where())
+            except ImportError:
+                self._ssl = ssl.create_default_context()
+        return self._ssl
+
+    def request_bytes(self, path: str, body: bytes, content_type: str, accept: str) -> bytes:
+        lines = [f"POST {self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}",
+                 f"Content-Type: {content_type}", f"Accept: {accept}", f"Content-Length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in self.headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+    async def _connect(self) -> "_Connection | _RawConnection":
+        if self.scheme == "http":
+            return await self._connect_raw()
+        loop = asyncio.get_running_loop()
+        context = self._ssl_context()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=context,
+                                       server_hostname=self.host if context else None),
+                self.connect_timeout)
+        except asyncio.TimeoutError:
+            raise RequestFailed("connect_timeout", f"connect to {self.host_header} timed out after "
+                                                 f"{self.connect_timeout:g} s") from None
+        except ssl.SSLError as exc:
+            raise RequestFailed("connect_error", f"TLS handshake with {self.host_header} failed: {exc}") from None
+        except OSError as exc:
+            raise connect_failure(exc, self.host) from None
+        self.live.add(conn)
+        return conn
+
+    async def _connect_raw(self) -> _RawConnection:
+        """Resolve, then try each address in turn (as create_connection does) within the connect timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connect_timeout
+        infos = self._addresses
+        if infos is None:  # resolved once per pool: 64 new streams must not queue 64 lookups in the executor
+            try:
+                infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+            except (socket.gaierror, UnicodeError):
+                try:
+                    infos = await asyncio.wait_for(loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM),
+                                                   self.connect_timeout)
+                except asyncio.TimeoutError:
+                    raise RequestFailed("connect_timeout", f"resolving {self.host} timed out after "
+                                                         f"{self.connect_timeout:g} s") from None
+                except socket.gaierror as exc:
+                    raise connect_failure(exc, self.host) from None
+            self._addresses = infos
+        errors: list[str] = []
+        refused = False
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise asyncio.TimeoutError
+                await asyncio.wait_for(loop.sock_connect(sock, address), remaining)
+            except asyncio.TimeoutError:
+                sock.close()
+                raise RequestFailed("connect_timeout", f"connect to {self.host_header} timed out after "
+                                                     f"{self.connect_timeout:g} s") from None
+            except OSError as exc:
+                sock.close()
+                refused = refused or exc.errno == errno.ECONNREFUSED or isinstance(exc, ConnectionRefusedError)
+                errors.append(f"Connect call failed {address}: {exc.strerror or exc}")
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            stamps = False
+            if SO_TIMESTAMPNS is not None:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                    stamps = True
+                except OSError:
+                    pass
+            conn = _RawConnection(self, sock, stamps)
+            self.live.add(conn)
+            return conn
+        message = "; ".join(errors) or f"no address for {self.host}"
+        raise RequestFailed("connection_refused" if refused else "connect_error", message)
+
+    async def _acquire(self, fresh: bool = False) -> tuple[_Connection, bool]:
+        """A pooled connection that still looks open, else a new one; `fresh` skips the pool (a retry after a
+        stale connection: the other pooled ones may have been closed by the server at the same moment)."""
+        while self.idle and not fresh:
+            conn = self.idle.pop()
+            if conn.usable:
+                return conn, True
+        return await self._connect(), False
+
+    def release(self, conn: _Connection) -> None:
+        if conn.usable:
+            self.idle.append(conn)
+
+    def discard(self, conn: _Connection) -> None:
+        self.live.discard(conn)
+        if conn in self.idle:
+            self.idle.remove(conn)
+
+    async def post_stream(self, path: str, body: bytes, on_line: LineHandler, *,
+                          on_wire: Callable[[int], None] | None = None, content_type: str = "application/json",
+                          accept: str = "text/event-stream") -> Exchange:
+        """Send one POST; `on_line(line, arrival_ns)` gets every body line as it arrives (in the read callback:
+        keep it short, raise to abort). Returns once on_line returned True or the body ended; a status >= 300
+        raises RequestFailed(http_<status>) with the server's message, a 2xx of a Content-Type other than
+        `accept` raises not_a_stream. `on_wire(ns)` gets the instant right before
+        the request is written to a ready connection (after any connect), again if a stale keep-alive connection
+        forced one retry on a fresh connection."""
+        payload = self.request_bytes(path, body, content_type, accept)
+        for attempt in (0, 1):
+            conn, reused = await self._acquire(fresh=attempt > 0)
+            wire_ns = time.perf_counter_ns()  # right before the send: connection setup is not the server's time
+            if on_wire is not None:
+                on_wire(wire_ns)
+            exchange = Exchange(conn, on_line, self.read_timeout, wire_ns, expect=accept)
+            conn.exchange = exchange
+            try:
+                await conn.send(payload)
+            except OSError as exc:  # e.g. the server closed this idle connection a moment ago
+                conn.drop()
+                if reused and attempt == 0:
+                    continue
+                raise RequestFailed("stream_cut", f"sending the request failed: {exc}") from None
+            try:
+                return await exchange.future
+            except RequestFailed as failure:
+                if failure.before_response and reused and attempt == 0:
+                    continue  # the server had closed this idle connection; a fresh one gets the request
+                raise
+            except BaseException:  # cancelled (e.g. Ctrl-C): the connection's state is unknown, drop it
+                conn.drop()
+                raise
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        for conn in list(self.live):
+            conn.close()
+        self.idle.clear()
+        self.live.clear()

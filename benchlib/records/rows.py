@@ -1,0 +1,258 @@
+"""One tidy row per request, appended durably as it finishes, and read back for resume and analysis.
+
+The column set is the dataclass below; README.md documents each column. Lists and dicts are stored
+as JSON text so requests.csv stays a flat, tidy table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from benchlib.records.schema import complete_prefix, dataclass_kinds, log, read_csv
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+STATUS_UNSUPPORTED = "unsupported"
+
+
+@dataclass
+class RequestRecord:
+    # identity (request_key is what resume skips on)
+    run_id: str = ""
+    host: str = ""
+    model: str = ""
+    server_kind: str = ""
+    server_software: str = ""
+    suite: str = ""
+    modality: str = ""
+    task: str = ""
+    variant: str = ""
+    repeat: int = 0
+    concurrency: int = 1
+    is_warmup: bool = False
+    request_key: str = ""
+    task_set: str = ""  # hash of the task files' content this request's prompt and checker came from
+    # what was sent
+    prompt: str = ""
+    media_count: int = 0
+    payload_bytes: int = 0
+    max_tokens: int = 0
+    thinking: bool = False
+    # outcome
+    status: str = STATUS_OK
+    error_kind: str = ""
+    error_message: str = ""
+    http_status: int | None = None
+    # timing (seconds; all from time.perf_counter_ns, wall clock only to place the request in telemetry)
+    started_at_unix: float = 0.0
+    start_ns: int = 0
+    ttft_s: float | None = None
+    ttfo_s: float | None = None
+    e2e_s: float | None = None
+    tpot_s: float | None = None
+    decode_tps: float | None = None
+    prefill_tps: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    # tokens: server usage first, client counts beside
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    token_source: str = ""  # usage | server_log | client_deltas
+    client_deltas: int = 0
+    client_content_deltas: int = 0
+    client_reasoning_deltas: int = 0
+    client_chunks: int = 0
+    # server-side view (llama.cpp timings, Ollama durations)
+    server_prompt_tokens: int | None = None
+    server_prefill_tps: float | None = None
+    server_decode_tps: float | None = None
+    server_load_s: float | None = None
+    decode_ratio: float | None = None  # client decode tok/s ÷ server decode tok/s
+    rate_mismatch: bool = False
+    cache_suspect: bool = False
+    cold: bool = False
+    client_stalled: bool = False  # the client's loop was held up > 20 ms in flight and deltas shared a read
+    # answer
+    finish_reason: str = ""
+    truncated: bool = False
+    response_text: str = ""
+    reasoning_text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # scoring
+    checker: str = ""
+    passed: bool | None = None
+    score: float | None = None
+    check_detail: str = ""
+    echo: bool = False  # long verbatim spans of the prompt were cut from the answer before the checker ran
+    looping: bool = False
+    # client health
+    client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)
+    client_cpu_s: float | None = None
+    client_stall_ms: float | None = None  # longest event-loop hold-up while in flight (aio.LoopLagSampler)
+    # open-loop scheduling (load rate sweep; empty elsewhere)
+    scheduled_ns: int = 0  # the send instant the arrival schedule meant (perf_counter_ns)
+    queue_wait_s: float | None = None  # scheduled instant → a max-concurrency slot was free
+    schedule_lag_s: float | None = None  # max(scheduled instant, slot free) → the request went on the wire
+    target_prompt_tokens: int | None = None  # server-counted prompt length the workload drew
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        for key in ("itl_s", "tool_calls"):
+            row[key] = json.dumps(row[key], separators=(",", ":"), ensure_ascii=False)
+        return row
+
+
+COLUMNS = [f.name for f in fields(RequestRecord)]
+REQUEST_KINDS = dataclass_kinds(RequestRecord)  # the one typed schema of requests.csv (benchlib.records.schema)
+JSON_COLUMNS = tuple(name for name, kind in REQUEST_KINDS.items() if kind == "json")
+
+
+def request_key(suite: str, task: str, variant: str, repeat: int, concurrency: int = 1, warmup: bool = False,
+                extra: str = "") -> str:
+    """Key of a request within a run; resume skips keys already written."""
+    parts = [suite, task, variant, f"r{repeat}", f"c{concurrency}"] + (["warmup"] if warmup else []) + \
+            ([extra] if extra else [])
+    return "/".join(parts)
+
+
+class RequestLog:
+    """Append-only requests.csv: one row per finished request, flushed and fsynced at once."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # rows arrive from executor threads: one header, whole rows
+
+    def done_keys(self, run_id: str | None = None) -> set[str]:
+        """Keys of whole rows already recorded (any status): a resumed run does not redo them. A torn or
+        malformed row is never counted as done (read_requests leaves it out, with a warning)."""
+        frame = read_requests(self.path)
+        if run_id is not None:
+            frame = frame[frame["run_id"] == run_id]
+        return set(frame["request_key"])
+
+    def recover(self) -> str:
+        """Move a torn last row aside before anything is appended: a crash, a kill or a full disk can cut the
+        last row; it is moved to `<name>.torn-<time>` (its request is then sent again) and the file ends on
+        a whole row. Returns the warning line, '' when the file was whole."""
+        if not self.path.is_file():
+            return ""
+        data = self.path.read_bytes()
+        end = complete_prefix(data)
+        if end == len(data):
+            return ""
+        fragment = data[end:]
+        aside = self.path.with_name(f"{self.path.name}.torn-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        aside.write_bytes(fragment)
+        with self.path.open("r+b") as handle:
+            handle.truncate(end)
+            handle.flush()
+            os.fsync(handle.fileno())
+        message = (f"{self.path}: the last row was cut ({len(fragment)} bytes: a crash, a kill or a full disk); "
+                   f"moved to {aside.name}; that request will be sent again")
+        log.warning(message)
+        return message
+
+    def append(self, record: RequestRecord) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: Iterable[RequestRecord]) -> None:
+        """Serialize first, then one O_APPEND write + fsync: a SIGKILL leaves whole rows or none."""
+        rows = [r.to_row() for r in records]
+        if not rows:
+            return
+        with self._lock:
+            _append_rows(self.path, COLUMNS, rows)
+
+    def read(self) -> pd.DataFrame:
+        return read_requests(self.path)
+
+
+def append_csv_row(path: Path, columns: Sequence[str], row: Mapping[str, Any]) -> None:
+    """Append one row (cells as given; None is empty) to a log CSV in one O_APPEND write + fsync, so a crash loses
+    at most the row in progress. A file whose header is another layout (an older release's columns) is first
+    rewritten in this one, every value under its own column, instead of being misaligned."""
+    path = Path(path)
+    if path.is_file() and path.stat().st_size:
+        with path.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if header != list(columns):
+            with path.open(encoding="utf-8", newline="") as handle:
+                old = list(csv.DictReader(handle))
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({k: v or "" for k, v in r.items() if k in columns} for r in old)
+            write_atomic(path, text.getvalue())
+    _append_rows(path, columns, [{k: "" if v is None else v for k, v in row.items()}])
+
+
+def _append_rows(path: Path, columns: Sequence[str], rows: list[Mapping[str, Any]]) -> None:
+    """Serialize first, then one O_APPEND write + fsync (a header first into an empty file): a SIGKILL leaves
+    whole rows or none, and every append starts on a fresh line whatever a crash left before it."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            writer.writeheader()
+        elif os.pread(fd, 1, size - 1) != b"\n":
+            buffer.write("\n")
+        writer.writerows(rows)
+        data = buffer.getvalue().encode("utf-8")
+        while data:  # a regular-file write completes whole; the loop only guards a short write
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_requests(path: Path) -> pd.DataFrame:
+    """requests.csv typed by REQUEST_KINDS (booleans are booleans, counts nullable integers, JSON decoded).
+
+    Rows that cannot be read whole (a torn last line) or that lack a request key or a known status are left
+    out with a warning naming the file and the count (schema.read_csv); never silently.
+    """
+    frame = read_csv(path, REQUEST_KINDS, label=str(path), required=("request_key", "status"))
+    known = frame["status"].isin([STATUS_OK, STATUS_FAILED, STATUS_UNSUPPORTED])
+    if not known.all():
+        log.warning("%s: %d row(s) with an unknown status were left out", path, int((~known).sum()))
+        frame = frame[known]
+    return frame.reset_index(drop=True)
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a whole file (text as UTF-8, or bytes) via a hidden temp file + rename, so readers never see half a
+    summary or manifest. When the write fails (a full disk), the temp file is removed and the old file, if any,
+    stays as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False)
+    try:
+        with tmp:
+            tmp.write(data.encode("utf-8") if isinstance(data, str) else data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp.name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp.name)
+        raise
+
+
+def write_csv_atomic(path: Path, frame: pd.DataFrame) -> None:
+    write_atomic(path, frame.to_csv(index=False))

@@ -1,0 +1,49 @@
+"""Load sweeps (the load notebook): concurrency levels and prompt lengths, each level with a client self-check.
+
+Concurrency sweep — for each level in params.sweep.concurrency, max(requests_per_level, level) requests with at
+most `level` in flight (Session.execute's gate), task "concurrency", variant "c<level>", concurrency=<level>.
+Per level: aggregate output tok/s = completion tokens of the ok requests ÷ the level's wall span (first wire
+start → last end), per-request decode tok/s, TTFT / e2e p50/p90/p99, failures, and the saturation knee:
+
+    KNEE RULE: the knee is the first level L whose next level N adds less than 10 % aggregate throughput
+    (thr_N < 1.10 × thr_L) while p50 TTFT or p50 e2e grows at least 1.5× (max of both ratios ≥ 1.5). Levels
+    above it are `saturated`. No such pair → no knee within the sweep (throughput still scaling).
+
+Context sweep — for each length in params.sweep.context_lengths (clipped to the context window minus the
+completion budget and a 64-token margin), a prompt whose *server-counted* length is the target: text is fitted
+with the server's tokenizer endpoint (llama-cpp-python POST /extras/tokenize {"input"} → {"tokens"};
+llama.cpp POST /tokenize {"content"} → {"tokens"}; vLLM POST /tokenize {"model", "prompt"} → {"count",
+"tokens"}), plus the chat template's own tokens measured by one calibration request; without a tokenizer, a
+chars-per-token model calibrated from the server's prompt_tokens (refitted after every length). The server's
+reported prompt_tokens is recorded beside the target (token_error, exact). TTFT and prefill tok/s per length.
+
+Client self-check — every level records the client's own health: event-loop lag (a coroutine on the client's
+loop sleeps 10 ms and records how late it wakes; p50/p99/max), client CPU per request (process CPU over the
+level ÷ requests) and its share of one core; a level is `client_bound` when loop lag p99 > 5 ms or the client
+used > 50 % of one core: then the client, not the server, may have set the pace and the figures of that level
+carry client delay.
+
+Rate sweep — open-loop serving (params sweep.rate, sweep.slo): a synchronous level, a throughput level at
+sweep.rate.max_concurrency, then `points` open-loop rates between them (constant, Poisson or gamma arrivals,
+seeded), or the given sweep.rate.rates. Each request has a drawn server-counted prompt length and output
+budget, optionally a shared prefix. Per level: offered, sent and achieved rates and output tok/s in a
+steady-state window (ramp-up and drain left out), TTFT/TPOT/ITL/e2e p50 and p99, goodput under the SLOs, the
+scheduler's lag; the highest rate that meets the SLOs. Rules: benchlib.analysis.serving.
+
+Outputs (outputs/<host>/<model>/load/): requests.csv (one row per request, suite "load"), sweep_concurrency.csv
+and sweep_context.csv (per level, written atomically), summary.csv (per task, with max_concurrency_ok /
+max_context_ok: the largest level / length that ran with no failures), figures load_concurrency.png and
+load_context.png; sweep_rate.csv, rate_plan.json and load_rate.png.
+
+Modules here: concurrency (the concurrency sweep), context (the prompt-length sweep), rate (the rate sweep),
+suite (run_load: the three sweeps on one server start, then the suite summary). What they build on lives in its
+layer: measure.client_health, measure.prompt_fitting, measure.workload; analysis.load_levels, analysis.serving;
+the notebook's figures and tables in views.load_display.
+"""
+
+from benchlib.suites.load.concurrency import run_concurrency_sweep
+from benchlib.suites.load.context import run_context_sweep
+from benchlib.suites.load.rate import run_rate_sweep
+from benchlib.suites.load.suite import LoadResult, run_load
+
+__all__ = ["LoadResult", "run_concurrency_sweep", "run_context_sweep", "run_load", "run_rate_sweep"]

@@ -1,0 +1,105 @@
+"""The concurrency sweep: warm-ups, then each level with at most that many requests in flight, each level
+measured with the client self-check; writes sweep_concurrency.csv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchlib.measure.backends import ChatRequest
+from benchlib.measure.client_health import HEALTH_COLUMNS, client_health
+from benchlib.analysis.load_levels import (
+    CONCURRENCY_CSV,
+    CONCURRENCY_TASK,
+    concurrency_levels,
+    level_energy,
+    level_server_metrics,
+    level_window,
+)
+from benchlib.records.rows import write_csv_atomic
+from benchlib.suites.runner import Planned, progress_bar
+from benchlib.records.schema import read_csv
+
+CONCURRENCY_PROMPT = "Count from 1 to 1000, one number per line, without stopping:"
+
+
+def read_previous(path: Path, run_id: str, key: str) -> dict[Any, dict[str, Any]]:
+    """Health columns of levels written by an earlier (resumed) run of the same run id."""
+    frame = read_csv(path, label=str(path))
+    if "run_id" in frame:
+        frame = frame[frame["run_id"].astype(str) == str(run_id)]
+    return {row[key]: {c: row[c] for c in HEALTH_COLUMNS if c in row} for _, row in frame.iterrows()}
+
+
+def row_identity(session: Any) -> dict[str, Any]:
+    p = session.params
+    return {"run_id": session.run_id, "host": p.host.name, "model": p.server.model,
+            "server_software": p.server.software or p.server.kind}
+
+
+
+
+# ---- concurrency sweep --------------------------------------------------------------------------------------
+def plan_concurrency(session: Any, levels: list[int], requests_per_level: int, max_tokens: int) -> dict[int, list]:
+    """Planned requests per level: max(requests_per_level, level) each, unique prompts, keys distinct per level."""
+    plan: dict[int, list] = {}
+    for level in levels:
+        items = []
+        for index in range(max(requests_per_level, level)):
+            record = session.base_record(CONCURRENCY_TASK, f"c{level}", index, concurrency=level)
+            items.append(Planned(record, simple_request(session, record, CONCURRENCY_PROMPT, max_tokens)))
+        plan[level] = items
+    return plan
+
+
+def simple_request(session: Any, record: Any, prompt: str, max_tokens: int, unique: bool = True) -> ChatRequest:
+    run = session.params.run
+    record.prompt = session.unique_prompt(prompt, record.request_key) if unique else prompt
+    record.max_tokens = max_tokens
+    return ChatRequest(messages=[{"role": "user", "content": record.prompt}], max_tokens=max_tokens,
+                       temperature=run.temperature, seed=run.seed, thinking=run.thinking)
+
+
+def _warmups(session: Any, task: str, max_tokens: int) -> list:
+    items = []
+    for index in range(session.params.run.warmups):
+        record = session.base_record(task, "warmup", index, warmup=True)
+        items.append(Planned(record, simple_request(session, record, CONCURRENCY_PROMPT, max_tokens)))
+    return items
+
+
+def run_concurrency_sweep(session: Any, levels: list[int] | None = None, requests_per_level: int | None = None,
+                          max_tokens: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """Send every level (resuming finished keys), then write sweep_concurrency.csv; returns its frame."""
+    sweep = session.params.sweep
+    levels = sorted(set(levels or sweep.concurrency))
+    requests_per_level = requests_per_level or sweep.requests_per_level
+    max_tokens = max_tokens or sweep.max_tokens
+    done = session.log.done_keys(session.run_id)
+    plan = plan_concurrency(session, levels, requests_per_level, max_tokens)
+    warmups = [p for p in _warmups(session, CONCURRENCY_TASK, max_tokens) if p.record.request_key not in done]
+    health = read_previous(session.out_dir / CONCURRENCY_CSV, session.run_id, "concurrency")
+    total = len(warmups) + sum(1 for items in plan.values() for p in items if p.record.request_key not in done)
+    desc = f"load · concurrency · {session.params.server.model}"
+    with progress_bar(total, desc, progress) as bar:
+        if warmups:  # outside every measured window: warm-ups are not part of any level's energy
+            session.execute(warmups, concurrency=1, progress=bar)
+        todo = {level: [p for p in items if p.record.request_key not in done] for level, items in plan.items()}
+        if any(todo.values()):
+            with session.window(CONCURRENCY_TASK, kind="task"):
+                for level, pending in todo.items():
+                    if not pending:
+                        continue
+                    bar.set_postfix_str(f"{level} in flight")
+                    with client_health(len(pending)) as figures, \
+                            session.window(level_window(CONCURRENCY_TASK, level), kind="level"):
+                        session.execute(pending, concurrency=level, progress=bar)
+                    health[level] = figures
+    requests = session.run_requests()
+    frame = concurrency_levels(requests, health, identity=row_identity(session))
+    frame = level_energy(frame, session.telemetry.windows_frame(), CONCURRENCY_TASK, "concurrency")
+    frame = level_server_metrics(frame, session.server_windows(), CONCURRENCY_TASK, "concurrency")
+    write_csv_atomic(session.out_dir / CONCURRENCY_CSV, frame)
+    return frame

@@ -1,0 +1,61 @@
+"""The load suite end to end: one server start, the concurrency sweep, the context sweep, the rate sweep,
+then the suite's summary (runner.finish_suite) with the sweep figures that feed the frontier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchlib.suites.load.concurrency import run_concurrency_sweep
+from benchlib.suites.load.context import run_context_sweep
+from benchlib.analysis.load_levels import SUITE, frontier_figures
+from benchlib.suites.load.rate import run_rate_sweep
+from benchlib.analysis.serving import RATE_COLUMNS, serving_figures
+from benchlib.config.params import BenchParams
+from benchlib.records.rows import STATUS_OK, write_csv_atomic
+from benchlib.suites.runner import finish_suite, open_session
+
+
+@dataclass
+class LoadResult:
+    out_dir: Path
+    requests: pd.DataFrame
+    summary: pd.DataFrame
+    concurrency: pd.DataFrame
+    context: pd.DataFrame
+    figures: dict[str, float]
+    windows: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rate: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RATE_COLUMNS))
+
+    @property
+    def ok(self) -> bool:
+        return bool((self.requests.get("status") == STATUS_OK).any()) if len(self.requests) else False
+
+
+def finish_load(session: Any, concurrency: pd.DataFrame, context: pd.DataFrame,
+                rate: pd.DataFrame | None = None) -> LoadResult:
+    """runner.finish_suite (summary, windows, manifest), plus the sweep figures on every summary row."""
+    result = finish_suite(session)
+    rate = rate if rate is not None else pd.DataFrame(columns=RATE_COLUMNS)
+    figures = {**frontier_figures(concurrency, context), **serving_figures(rate)}
+    summary = result.summary.copy()
+    for name, value in figures.items():
+        summary[name] = value
+    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    return LoadResult(result.out_dir, result.requests, summary, concurrency, context, figures, result.windows, rate)
+
+
+def run_load(params: BenchParams, *, fresh: bool = False, root: Path | None = None, progress: bool = True,
+             context_repeats: int = 1) -> LoadResult:
+    """The load notebook's work: one session (server started once), the concurrency, context and rate sweeps,
+    then the summary."""
+    sweep = params.sweep
+    top = max(sweep.concurrency + ([sweep.rate.max_concurrency] if sweep.rate.enabled else []) or [1])
+    with open_session(params, SUITE, fresh=fresh, root=root, concurrency=top) as session:
+        concurrency = run_concurrency_sweep(session, progress=progress)
+        context = run_context_sweep(session, repeats=context_repeats, progress=progress)
+        rate = run_rate_sweep(session, progress=progress)
+        return finish_load(session, concurrency, context, rate)

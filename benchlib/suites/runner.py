@@ -1,0 +1,544 @@
+"""Run one suite (text, quality, vision, audio, video) of a params file and write its tidy results.
+
+outputs/<host>/<model>/<suite>/
+    run.json        run id (hash of the params) and prompt salt; a changed params file never resumes an old run
+    requests.csv    one row per request, appended and fsynced as each finishes (resume skips finished keys)
+    summary.csv     per-task statistics, rewritten atomically at the end
+    windows.csv     telemetry windows (idle, loaded, one per task) with energy and tokens per joule
+    telemetry.csv   the sampler's time series
+    manifest.json   provenance: params (no secrets), versions, server, git commit
+    server.log      the embedded server's log
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from benchlib.measure import event_loop as aio
+from benchlib.analysis import summary as analysis
+from benchlib.analysis import crosscheck
+from benchlib.measure import provenance as manifest
+from benchlib.scoring import checkers as scoring
+from benchlib.records import store
+from benchlib.measure import payloads as media_builders
+from benchlib.measure.backends import Backend, ChatRequest, compute_rates, make_backend
+from benchlib.scoring.echo import strip_echo
+from benchlib.measure.servers.llama_cpp import EmbeddedServer
+from benchlib.measure.servers.vllm import VllmServer
+from benchlib.measure.payloads import UnsupportedMedia
+from benchlib.config.params import BenchParams, task_set_hash
+from benchlib.config.paths import outputs_root, run_dir
+from benchlib.records.rows import (
+    STATUS_OK,
+    STATUS_UNSUPPORTED,
+    RequestLog,
+    RequestRecord,
+    read_requests,
+    request_key,
+    write_atomic,
+    write_csv_atomic,
+)
+from benchlib.measure.prometheus import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
+from benchlib.config.tasks import Task, Variant, tasks_for
+from benchlib.measure.telemetry import Telemetry, WindowKind
+
+# HTTP statuses that, on a request carrying media, mean "this deployment does not take that input".
+UNSUPPORTED_MEDIA_STATUSES = {400, 415, 422, 501}
+
+
+class RunConflict(RuntimeError):
+    """The output folder holds a run made from different params; refuse to mix them silently."""
+
+
+class RunLocked(RunConflict):
+    """Another process is writing the same suite folder right now."""
+
+
+def _scrubbed(value: Any, secret: str) -> Any:
+    """`value` with every occurrence of the secret replaced by *** (strings, and inside lists and dicts,
+    keys included: tool-call names and arguments)."""
+    if isinstance(value, str):
+        return value.replace(secret, "***") if secret in value else value
+    if isinstance(value, list):
+        return [_scrubbed(v, secret) for v in value]
+    if isinstance(value, dict):
+        return {_scrubbed(k, secret): _scrubbed(v, secret) for k, v in value.items()}
+    return value
+
+
+def lock_path(out_dir: Path) -> Path:
+    """The suite folder's lock file, beside it (so archiving the folder with --fresh keeps the lock)."""
+    return out_dir.parent / f".{out_dir.name}.lock"
+
+
+def _locked_error(out_dir: Path, fd: int) -> RunLocked:
+    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "a process that left no PID"
+    return RunLocked(f"{out_dir} is being written by another run ({holder}); wait for it to finish or stop it")
+
+
+@contextlib.contextmanager
+def run_lock(out_dir: Path) -> Iterator[None]:
+    """Hold the suite folder's OS lock (flock) for the whole session: a second run of the same folder refuses
+    with one line naming the holder's PID. The kernel releases the lock when the process ends, crash or not."""
+    path = lock_path(out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        error = _locked_error(out_dir, fd)
+        os.close(fd)
+        raise error from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"PID {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode(), 0)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_unlocked(out_dir: Path) -> None:
+    """Raise RunLocked when another process holds the folder's lock (a probe: takes and releases it)."""
+    with run_lock(out_dir):
+        pass
+
+
+@dataclass
+class Planned:
+    """A request to send: its record (identity filled) and what to send."""
+
+    record: RequestRecord
+    request: ChatRequest | None
+    task: Task | None = None
+    variant: Variant | None = None
+
+
+@dataclass
+class SuiteResult:
+    out_dir: Path
+    requests: pd.DataFrame
+    summary: pd.DataFrame
+    windows: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def ok(self) -> bool:
+        return bool((self.requests.get("status") == STATUS_OK).any()) if len(self.requests) else False
+
+
+class Session:
+    """A suite's live context: output folder, run id, backend, telemetry, and the embedded server if any."""
+
+    def __init__(self, params: BenchParams, suite: str, out_dir: Path, run_id: str, salt: str):
+        self.params = params
+        self.suite = suite
+        self.out_dir = out_dir
+        self.run_id = run_id
+        self.salt = salt
+        self.log = RequestLog(out_dir / "requests.csv")
+        self.server = None  # EmbeddedServer when we started one
+        self.backend: Backend | None = None
+        self.telemetry = None
+        self.metrics: ServerMetrics | None = None  # the server's own /metrics, when it has them
+        self.server_before: dict[str, Any] | None = None
+        self.loop_lag = aio.LoopLagSampler()  # running while the session is open: each request's client_stall_ms
+        self.started_unix = time.time()
+        self.task_set = task_set_hash()
+        self._secret = params.server.secret()
+
+    @contextlib.contextmanager
+    def window(self, name: str, kind: WindowKind = "task") -> Iterator[None]:
+        """One measured window: telemetry (energy, power, memory) and the server's /metrics deltas together."""
+        with self.telemetry.window(name, kind=kind), \
+                (self.metrics.window(name, kind) if self.metrics is not None else contextlib.nullcontext()):
+            yield
+
+    def server_windows(self) -> pd.DataFrame:
+        """Every /metrics window of this run folder (earlier processes' too, for resume)."""
+        return read_server_metrics(self.out_dir / SERVER_METRICS_LOG)
+
+    # ---- prompts -------------------------------------------------------------------------------------
+    def unique_prompt(self, prompt: str, key: str) -> str:
+        """Prefix a short id derived from (salt, key): a prompt no cache has seen, yet stable on resume."""
+        if not self.params.run.unique_prompts:
+            return prompt
+        nonce = hashlib.sha256(f"{self.salt}/{key}".encode()).hexdigest()[:8]
+        return f"(ref {nonce})\n{prompt}"
+
+    def base_record(self, task: str, variant: str, repeat: int, concurrency: int = 1, warmup: bool = False,
+                    modality: str = "text", extra_key: str = "") -> RequestRecord:
+        p = self.params
+        return RequestRecord(
+            run_id=self.run_id, host=p.host.name, model=p.server.model, server_kind=p.server.kind,
+            server_software=p.server.software or p.server.kind, suite=self.suite, modality=modality, task=task,
+            variant=variant, repeat=repeat, concurrency=concurrency, is_warmup=warmup,
+            request_key=request_key(self.suite, task, variant, repeat, concurrency, warmup, extra_key),
+            task_set=self.task_set,
+            thinking=p.run.thinking)
+
+    def build(self, task: Task, variant: Variant, record: RequestRecord) -> ChatRequest:
+        """Messages for one task variant; media go through benchlib.measure.payloads's payload builders."""
+        run = self.params.run
+        text = self.unique_prompt(variant.prompt, record.request_key)
+        record.prompt = text
+        record.max_tokens = min(task.max_tokens or run.max_tokens, run.max_tokens)
+        media = task.media_paths(variant)
+        messages: list[dict[str, Any]] = []
+        if task.system:
+            messages.append({"role": "system", "content": task.system})
+        if media:
+            if self.params.server.kind == "ollama":
+                payload = media_builders.build_ollama_message(text, media, self.params.server)
+                messages.append(payload.message)
+            else:
+                payload = media_builders.build_openai_content(text, media, self.params.server)
+                messages.append({"role": "user", "content": payload.content})
+            record.media_count, record.payload_bytes = payload.media_count, payload.payload_bytes
+        else:
+            messages.append({"role": "user", "content": text})
+        return ChatRequest(messages=messages, max_tokens=record.max_tokens, temperature=run.temperature,
+                           seed=run.seed, thinking=run.thinking, tools=task.tools, tool_choice=task.tool_choice)
+
+    # ---- execution -----------------------------------------------------------------------------------
+    def execute(self, planned: list[Planned], concurrency: int = 1, progress: Any = None,
+                offsets: list[float] | None = None) -> list[RequestRecord]:
+        """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes.
+
+        Closed loop (offsets None): a request leaves as soon as a slot is free. Open loop: request i is due
+        `offsets[i]` seconds after the first; a dispatcher sleeps until each instant and starts it there (then
+        it waits for a slot if `concurrency` are in flight). Each record keeps the instant it was due
+        (scheduled_ns), the wait for a slot (queue_wait_s) and the rest of its way to the wire (schedule_lag_s =
+        wire start − due − slot wait): how well one client process held the schedule."""
+        return aio.run(self._execute(planned, concurrency, progress, offsets))
+
+    async def _execute(self, planned: list[Planned], concurrency: int, progress: Any,
+                       offsets: list[float] | None = None) -> list[RequestRecord]:
+        gate = asyncio.Semaphore(max(concurrency, 1))
+        done: list[RequestRecord] = []
+
+        async def one(item: Planned, due_ns: int = 0) -> None:
+            record, enter_ns = item.record, time.perf_counter_ns()
+            async with gate:
+                queued_ns = time.perf_counter_ns() - enter_ns  # ~0 unless `concurrency` were in flight
+                if due_ns:
+                    record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
+                if item.request is not None:
+                    await self.backend.execute(item.request, record)
+                    if record.start_ns:
+                        stall = self.loop_lag.max_lag_ms(record.start_ns, time.perf_counter_ns())
+                        record.client_stall_ms = None if stall != stall else round(stall, 3)
+                    if due_ns and record.start_ns:  # late waking, task start, request building, connecting
+                        record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
+                self.after_request(item, concurrency)
+                # The fsync'd append runs off the loop: a loop blocked on the disk (here 1–70 ms under load) delays
+                # every other stream's reads, and their chunks then coalesce under one late stamp.
+                await asyncio.get_running_loop().run_in_executor(None, self.log.append, record)
+                done.append(record)
+                if progress is not None:
+                    progress.update(1)
+
+        if offsets is None:
+            await asyncio.gather(*(one(item) for item in planned))
+            return done
+        if len(offsets) != len(planned):
+            raise ValueError(f"{len(planned)} requests but {len(offsets)} send offsets")
+        start_ns, started = time.perf_counter_ns(), []
+        for item, offset in zip(planned, offsets):
+            due_ns = start_ns + int(offset * 1e9)
+            wait = (due_ns - time.perf_counter_ns()) / 1e9
+            if wait > 0:
+                await asyncio.sleep(wait)
+            started.append(asyncio.create_task(one(item, due_ns)))
+        await asyncio.gather(*started)
+        return done
+
+    def run_requests(self) -> pd.DataFrame:
+        """Every row this run has appended so far (other runs in the same requests.csv left out)."""
+        requests = read_requests(self.log.path)
+        return requests[requests["run_id"] == self.run_id].reset_index(drop=True) if "run_id" in requests \
+            else requests
+
+    def after_request(self, item: Planned, concurrency: int) -> None:
+        """Server-side figures, cross-checks, unsupported-media classification and scoring."""
+        record = item.record
+        if self._secret:  # a server may echo the key into any field it controls; none may reach a file
+            for name in (f.name for f in fields(record)):
+                setattr(record, name, _scrubbed(getattr(record, name), self._secret))
+        if self.server is not None and concurrency == 1 and item.request is not None:
+            self._attach_embedded_timings(record)
+        crosscheck.flag_record(record, cold_load_s=self.params.run.cold_load_s,
+                               cache_share=self.params.run.cache_suspect_share)
+        if record.status != STATUS_OK and record.media_count and record.http_status in UNSUPPORTED_MEDIA_STATUSES:
+            record.status = STATUS_UNSUPPORTED  # the server's own reason stays in error_message
+        if record.status == STATUS_OK and item.task is not None and not record.is_warmup:
+            if self.params.server.weights == "random":  # timings and payload acceptance are real, answers are not
+                record.checker, record.check_detail = item.task.checker, "random weights: not scored"
+            else:
+                self._score(record, item.task, item.variant)
+
+    def _attach_embedded_timings(self, record: RequestRecord) -> None:
+        timings = self.server.read_new_timings(expected=1)
+        if not timings:
+            return
+        t = timings[-1]
+        # The log's "eval time" leaves out sampling, detokenizing and streaming (2–3 ms a token here): the
+        # decode wall time (total − prompt eval) is the server's figure comparable with the client's.
+        # Without a plausible prompt time there is no comparable server decode rate either: record none (the
+        # log's eval-time rate runs ~10 % fast and would be flagged as a mismatch it is not).
+        record.server_prefill_tps = t.prefill_tps
+        record.server_decode_tps = t.decode_wall_tps
+        record.server_prompt_tokens = t.prompt_eval_tokens
+        if record.prompt_tokens is None and t.prompt_tokens is not None:
+            record.prompt_tokens, record.cached_tokens = t.prompt_tokens, t.cached_tokens
+        tokens = t.completion_tokens(record.finish_reason)  # runs + 1 when cut by max_tokens, runs at EOS
+        if record.token_source in ("", "client_deltas") and tokens:
+            record.completion_tokens, record.token_source = tokens, "server_log"
+        compute_rates(record)
+
+    def _score(self, record: RequestRecord, task: Task, variant: Variant) -> None:
+        """The checker judges only what the model added: echoed prompt spans are cut first (benchlib.scoring.echo)."""
+        added = strip_echo(record.response_text, [record.prompt, variant.prompt, task.system])
+        response = scoring.Response(text=added.text, reasoning=record.reasoning_text,
+                                    tool_calls=record.tool_calls, finish_reason=record.finish_reason)
+        verdict = scoring.score(task.checker, response, variant.expected, task.checker_args)
+        record.checker, record.passed, record.score = task.checker, verdict.passed, verdict.score
+        record.check_detail = "; ".join(p for p in (added.note(), verdict.detail) if p)
+        record.echo = added.found
+        record.looping = scoring.detect_looping(record.response_text)
+
+    # ---- planning ------------------------------------------------------------------------------------
+    def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
+        """Warm-ups, then `repeats` requests per task cycling through its variants; unsupported tasks
+        become one row each with the reason, without a request."""
+        run, server = self.params.run, self.params.server
+        warmups: list[Planned] = []
+        by_task: dict[str, list[Planned]] = {}
+        supported = [t for t in tasks if t.requires in server.modalities]
+        if supported:
+            first = supported[0]
+            for index in range(run.warmups):
+                record = self.base_record(first.name, first.variants[0].id, index, warmup=True,
+                                          modality=first.requires)
+                warmups.append(self._planned(first, first.variants[0], record))
+        for task in tasks:
+            if task.requires not in server.modalities:
+                record = self.base_record(task.name, "*", 0, modality=task.requires, extra_key="unsupported")
+                record.status = STATUS_UNSUPPORTED
+                record.error_kind = "modality_not_supported"
+                record.error_message = (f"{server.model} on {server.software or server.kind} is declared without "
+                                        f"'{task.requires}' input (server.modalities={server.modalities} in "
+                                        f"{self.params.source or 'params'}); no request sent")
+                by_task[task.name] = [Planned(record, None, task, None)]
+                continue
+            items = []
+            count = max(run.repeats, len(task.variants)) if task.all_variants else run.repeats
+            for repeat in range(count):
+                variant = task.variants[repeat % len(task.variants)]
+                record = self.base_record(task.name, variant.id, repeat, modality=task.requires)
+                items.append(self._planned(task, variant, record))
+            by_task[task.name] = items
+        return warmups, by_task
+
+    def _planned(self, task: Task, variant: Variant, record: RequestRecord) -> Planned:
+        try:
+            request = self.build(task, variant, record)
+        except Exception as exc:  # noqa: BLE001 — e.g. Ollama cannot carry audio: a row, not a crash
+            if isinstance(exc, UnsupportedMedia):
+                record.status, record.error_kind = STATUS_UNSUPPORTED, "modality_not_supported"
+            else:
+                record.status, record.error_kind = "failed", "payload_error"
+            record.error_message = str(exc)
+            return Planned(record, None, task, variant)
+        return Planned(record, request, task, variant)
+
+
+def _what_changed(existing: dict[str, Any], params: BenchParams) -> str:
+    """'different params', 'changed task files', 'other code' — what differs from the run in the folder."""
+    old, new = existing.get("identity") or {}, params.identity_parts()
+    names = {"params": "different params", "task_set": "changed task files", "code": "other code (benchlib)"}
+    changed = [names[k] for k in names if k in old and old[k] != new[k]]
+    return " and ".join(changed) if changed else "different params, task files or code"
+
+
+def results_root(params: BenchParams) -> tuple[Path, str]:
+    """(local root the suite folders are appended to, store URL or ''): outputs/, or with a results store
+    (`run.store` / $FRONTIER_BENCH_STORE) the store's local staging folder (benchlib.records.store)."""
+    url = store.configured(params.run.store)
+    return (store.staging_dir(url) if url else outputs_root()), url
+
+
+def sync_from_store(params: BenchParams, suite: str, fresh: bool, url: str, root: Path) -> str:
+    """Before a suite starts: the URL of its folder in the store ('' without one), with what the store holds
+    pulled into the local folder so a run begun elsewhere resumes here — or, with fresh, the store's copy
+    archived beside it as the local one is."""
+    if not url:
+        return ""
+    remote = store.join(url, *run_dir(params.host.name, params.server.model, suite, Path()).parts)
+    if fresh:
+        store.archive(remote, time.strftime("%Y%m%d-%H%M%S"))
+    else:
+        store.pull(remote, run_dir(params.host.name, params.server.model, suite, root))
+    return remote
+
+
+def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
+    out_dir = run_dir(params.host.name, params.server.model, suite, root)
+    run_id = params.identity()
+    marker = out_dir / "run.json"
+    if marker.is_file():
+        existing = json.loads(marker.read_text(encoding="utf-8"))
+        if existing.get("run_id") == run_id and not fresh:
+            return out_dir, run_id, existing.get("salt", run_id)
+        if not fresh:
+            raise RunConflict(f"{out_dir} holds run {existing.get('run_id')} made from {_what_changed(existing, params)}"
+                              f" ({existing.get('params_file') or 'unknown file'}); rerun with --fresh to archive it "
+                              f"and start over, or give host.name another value")
+        archived = out_dir.with_name(f"{out_dir.name}.archived-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.move(str(out_dir), str(archived))
+    elif fresh and out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    salt = secrets.token_hex(4)  # a fresh run never reuses the prompts a server may still have cached
+    write_atomic(marker, json.dumps({"run_id": run_id, "salt": salt, "params_file": params.source,
+                                     "identity": params.identity_parts(), "created_unix": time.time()}, indent=2))
+    return out_dir, run_id, salt
+
+
+@contextlib.contextmanager
+def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,
+                 concurrency: int = 1, needs_server: bool = True) -> Iterator[Session]:
+    """Output folder + telemetry (idle baseline, then model-loaded baseline) + server + backend.
+
+    needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
+    """
+    default_root, url = results_root(params)
+    root = root or default_root
+    folder = run_dir(params.host.name, params.server.model, suite, root)
+    guard = contextlib.ExitStack()
+    guard.enter_context(run_lock(folder))  # before anything in the folder is touched (--fresh archives it)
+    try:
+        remote = sync_from_store(params, suite, fresh, url, root)
+        out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
+        if remote:  # pushed every run.store_every_s and once more when the session ends, whatever ends it
+            guard.enter_context(store.Mirror(out_dir, remote, params.run.store_every_s))
+    except BaseException:
+        guard.close()
+        raise
+    session = Session(params, suite, out_dir, run_id, salt)
+    session.log.recover()  # a row cut by a crash or a full disk is moved aside before anything is appended
+    session.telemetry = Telemetry(params.telemetry, out_dir)
+    try:
+        guard.enter_context(aio.quiet_gc())  # no full collection of the notebook's heap while a stream is read
+        session.loop_lag.start()
+        session.telemetry.start()
+        if needs_server and params.telemetry.idle_baseline_s:
+            session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
+        if needs_server and params.server.kind == "embedded" and not params.server.base_url:
+            engine = VllmServer if params.server.embedded.engine == "vllm" else EmbeddedServer
+            session.server = engine(params.server.embedded, params.server.model, out_dir / "server.log")
+            base_url = session.server.start()
+            session.telemetry.set_server_pid(session.server.pid)
+            params = params.model_copy(deep=True)
+            params.server.base_url = base_url
+            session.params = params
+        if needs_server and params.telemetry.loaded_baseline_s:
+            session.telemetry.baseline("loaded", params.telemetry.loaded_baseline_s, kind="loaded")
+        if params.server.base_url:
+            session.backend = make_backend(params.server, params.run, concurrency)
+            session.server_before = manifest.server_state(params)  # e.g. Ollama /api/ps before any request
+            if params.run.server_metrics_poll_s:
+                session.metrics = ServerMetrics(params.server.root_url(),
+                                                params.server.auth_headers(), software=params.server.software,
+                                                out_dir=out_dir, poll_s=params.run.server_metrics_poll_s)
+        yield session
+    finally:
+        if session.backend is not None:
+            with contextlib.suppress(Exception):
+                aio.run(session.backend.aclose())
+        if session.metrics is not None:
+            session.metrics.close()
+        if session.server is not None:
+            session.server.stop()
+        session.telemetry.close()
+        session.loop_lag.stop()
+        guard.close()
+
+
+def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Path | None = None,
+              progress: bool = True) -> SuiteResult:
+    """Run every task of a suite (resuming finished keys), then write summary, windows and manifest."""
+    tasks = tasks_for(suite, params.tasks)
+    needs_server = any(t.requires in params.server.modalities for t in tasks)
+    with open_session(params, suite, fresh=fresh, root=root, needs_server=needs_server) as session:
+        done = session.log.done_keys(session.run_id)
+        warmups, by_task = session.plan_suite(tasks)
+        todo = [p for p in warmups if p.record.request_key not in done]
+        total = len(todo) + sum(1 for items in by_task.values() for p in items if p.record.request_key not in done)
+        with progress_bar(total, f"{suite} · {params.server.model}", progress) as bar:
+            if todo:
+                session.execute(todo, progress=bar)
+            for name, items in by_task.items():
+                pending = [p for p in items if p.record.request_key not in done]
+                if not pending:
+                    continue
+                bar.set_postfix_str(name)
+                with session.window(name, kind="task"):
+                    session.execute(pending, progress=bar)
+        result = finish_suite(session)
+    return result
+
+
+def progress_line(desc: str, done: int, total: int) -> str:
+    """The final count of a progress bar as plain text."""
+    return f"{desc}: {done}/{total} requests done" + ("" if done == total else f" ({total - done} not sent)")
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, desc: str, enabled: bool = True) -> Iterator[Any]:
+    """A tqdm bar (a widget in notebooks) that ends with a plain text line of the final count: an executed
+    notebook that is not trusted shows the widget's first frame ("0/16") but prints the line."""
+    bar = tqdm(total=total, desc=desc, unit="req", disable=not enabled)
+    try:
+        with bar:
+            yield bar
+    finally:
+        if enabled:
+            print(progress_line(desc, bar.n, total), flush=True)
+
+
+def finish_suite(session: Session) -> SuiteResult:
+    """Summary (with validity), telemetry windows with tokens per joule, manifest — each written atomically."""
+    run = session.params.run
+    requests = session.run_requests()
+    # whole-run rules (prefill far above its group's median) on top of the per-request flags
+    requests = crosscheck.flag_requests(requests, cold_load_s=run.cold_load_s, cache_share=run.cache_suspect_share)
+    summary = analysis.summarize_requests(requests, max_error_rate=run.max_error_rate)
+    keys = [k for k in crosscheck.SUMMARY_KEYS if k in summary.columns]
+    if len(summary):
+        summary = summary.merge(crosscheck.flag_counts(requests), how="left", on=keys)
+    windows = session.telemetry.windows_frame()
+    if len(windows):
+        windows = analysis.add_token_efficiency(windows, requests)
+        write_csv_atomic(session.out_dir / "windows.csv", windows)
+        summary = analysis.join_windows(summary, windows)
+    server_windows = session.server_windows()
+    if len(server_windows):
+        server_windows = crosscheck.check_server_metrics(server_windows, requests)
+        write_csv_atomic(session.out_dir / SERVER_METRICS_CSV, server_windows)
+        summary = analysis.join_server_metrics(summary, server_windows)
+    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    manifest.write_manifest(session)
+    return SuiteResult(session.out_dir, requests, summary, windows)
