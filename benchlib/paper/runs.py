@@ -24,6 +24,7 @@ from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
+from benchlib.records.secrets import redact_url
 
 
 def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -141,7 +142,7 @@ def _local_roots(roots: str | Path | Sequence[str | Path] | None) -> list[tuple[
         roots = [outputs_root()]
     elif isinstance(roots, (str, Path)):
         roots = [roots]
-    return [(store.redact(str(r)), store.materialize(str(r))) if store.is_url(r) else (str(r), Path(r))
+    return [(redact_url(str(r)), store.materialize(str(r))) if store.is_url(r) else (str(r), Path(r))
             for r in roots]
 
 

@@ -35,6 +35,7 @@ from fsspec.core import url_to_fs
 
 from benchlib.config.paths import cache_dir
 from benchlib.records.rows import write_atomic
+from benchlib.records.secrets import redact_url
 
 ENV = "FRONTIER_BENCH_STORE"
 LOGS = (".csv", ".jsonl")
@@ -66,20 +67,12 @@ def check_url(url: str) -> None:
     """Refuse a URL that carries a secret (a password in user:pass@, a key in the query)."""
     parts = urlsplit(url)
     if parts.password is not None:
-        raise StoreError(f"store URL {redact(url)} carries a password: give credentials through the environment "
+        raise StoreError(f"store URL {redact_url(url)} carries a password: give credentials through the environment "
                          f"or the store library's configuration instead")
     for key, _ in parse_qsl(parts.query):
         if any(word in key.lower() for word in SECRET_QUERY):
-            raise StoreError(f"store URL {redact(url)} carries '{key}' in its query: give credentials through the "
+            raise StoreError(f"store URL {redact_url(url)} carries '{key}' in its query: give credentials through the "
                              f"environment or the store library's configuration instead")
-
-
-def redact(url: str) -> str:
-    """The URL with any user info and query removed (safe to print)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def join(url: str, *parts: str) -> str:
@@ -96,7 +89,7 @@ def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     try:
         return url_to_fs(url)
     except (ImportError, ValueError) as exc:
-        raise StoreError(f"store {redact(url)}: {str(exc).splitlines()[0]}") from None
+        raise StoreError(f"store {redact_url(url)}: {str(exc).splitlines()[0]}") from None
 
 
 def _remote_files(fs: fsspec.AbstractFileSystem, base: str) -> dict[str, int]:
@@ -131,7 +124,7 @@ def pull(url: str, local: Path) -> list[str]:
             if ours.startswith(theirs):
                 continue  # rows here the store has not seen yet
             if not theirs.startswith(ours):
-                raise StoreConflict(f"{redact(url)}/{rel} and {target} diverge (neither starts with the other): "
+                raise StoreConflict(f"{redact_url(url)}/{rel} and {target} diverge (neither starts with the other): "
                                     f"keep one and move the other aside before resuming")
             write_atomic(target, theirs)
         else:

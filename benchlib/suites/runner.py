@@ -34,14 +34,16 @@ from benchlib.analysis import crosscheck
 from benchlib.measure import provenance as manifest
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
+from benchlib.records.secrets import scrub
 from benchlib.measure import payloads as media_builders
-from benchlib.measure.backends import Backend, ChatRequest, compute_rates, make_backend
+from benchlib.measure.backends import Backend, ChatRequest, make_backend
+from benchlib.measure.timing import compute_rates
 from benchlib.scoring.echo import strip_echo
 from benchlib.measure.servers.llama_cpp import EmbeddedServer
 from benchlib.measure.servers.vllm import VllmServer
 from benchlib.measure.payloads import UnsupportedMedia
 from benchlib.config.params import BenchParams, task_set_hash
-from benchlib.config.paths import outputs_root, run_dir
+from benchlib.config.paths import outputs_root
 from benchlib.records.rows import (
     STATUS_OK,
     STATUS_UNSUPPORTED,
@@ -66,18 +68,6 @@ class RunConflict(RuntimeError):
 
 class RunLocked(RunConflict):
     """Another process is writing the same suite folder right now."""
-
-
-def _scrubbed(value: Any, secret: str) -> Any:
-    """`value` with every occurrence of the secret replaced by *** (strings, and inside lists and dicts,
-    keys included: tool-call names and arguments)."""
-    if isinstance(value, str):
-        return value.replace(secret, "***") if secret in value else value
-    if isinstance(value, list):
-        return [_scrubbed(v, secret) for v in value]
-    if isinstance(value, dict):
-        return {_scrubbed(k, secret): _scrubbed(v, secret) for k, v in value.items()}
-    return value
 
 
 def lock_path(out_dir: Path) -> Path:
@@ -276,7 +266,7 @@ class Session:
         record = item.record
         if self._secret:  # a server may echo the key into any field it controls; none may reach a file
             for name in (f.name for f in fields(record)):
-                setattr(record, name, _scrubbed(getattr(record, name), self._secret))
+                setattr(record, name, scrub(getattr(record, name), self._secret))
         if self.server is not None and concurrency == 1 and item.request is not None:
             self._attach_embedded_timings(record)
         crosscheck.flag_record(record, cold_load_s=self.params.run.cold_load_s,
