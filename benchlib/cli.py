@@ -29,7 +29,7 @@ from benchlib.records.secrets import redact_url
 from benchlib.suites import ladder, study
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
-from benchlib.suites.runner import results_root
+from benchlib.suites.run_folder import results_root
 from benchlib.views.suite_report import console_table
 
 

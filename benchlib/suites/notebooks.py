@@ -17,7 +17,7 @@ from benchlib.config.params import BenchParams
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
-from benchlib.suites.runner import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
+from benchlib.suites.run_folder import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
 
 
 def shown_path(path: str | Path) -> str:
