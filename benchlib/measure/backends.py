@@ -3,7 +3,7 @@
 Two wire protocols behind one interface (`Backend.stream`):
 - OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): a lean HTTP/1.1 client
   (benchlib/measure/wire.py) parses the SSE lines in the event loop's read callback, stamped with the kernel's receive
-  time where available; the `openai` SDK + httpx cost ~3x the CPU per chunk and delayed stamps under load
+  time where available; the `openai` SDK + httpx cost more CPU per chunk and delayed stamps under load
   (bench/README.md), and stay only for URLs an environment proxy applies to (raw body bytes, split into SSE
   events by the same benchlib/measure/sse.py).
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
@@ -172,8 +172,8 @@ class OpenAIBackend(Backend):
         self.client = openai.AsyncOpenAI(base_url=base, api_key=server.api_key(), max_retries=0,
                                          timeout=self.timeout, http_client=self.http)
         # The hot path: a lean HTTP/1.1 stream parsed in the loop's read callback (benchlib/measure/wire.py; the SDK +
-        # httpx stack cost ~3x the CPU per chunk and stamped chunks late under load). The SDK path above stays
-        # for URLs an environment proxy applies to.
+        # httpx stack costs more CPU per chunk and stamps chunks late under load: bench/README.md). The SDK path
+        # above stays for URLs an environment proxy applies to.
         self.wire = StreamingHTTP(base, connect_timeout=run.connect_timeout_s, read_timeout=run.timeout_s,
                                   headers=server.auth_headers()) \
             if run.http_client == "wire" and direct_route(base) else None

@@ -183,8 +183,8 @@ class Session:
                     if due_ns and record.start_ns:  # late waking, task start, request building, connecting
                         record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
                 self.after_request(item, concurrency)
-                # The fsync'd append runs off the loop: a loop blocked on the disk (here 1–70 ms under load) delays
-                # every other stream's reads, and their chunks then coalesce under one late stamp.
+                # The fsync'd append runs off the loop: a loop blocked on the disk delays every other stream's
+                # reads, and their chunks then coalesce under one late stamp.
                 await asyncio.get_running_loop().run_in_executor(None, self.log.append, record)
                 done.append(record)
                 if progress is not None:
@@ -234,10 +234,10 @@ class Session:
         if not timings:
             return
         t = timings[-1]
-        # The log's "eval time" leaves out sampling, detokenizing and streaming (2–3 ms a token here): the
-        # decode wall time (total − prompt eval) is the server's figure comparable with the client's.
-        # Without a plausible prompt time there is no comparable server decode rate either: record none (the
-        # log's eval-time rate runs ~10 % fast and would be flagged as a mismatch it is not).
+        # The log's "eval time" leaves out sampling, detokenizing and streaming: the decode wall time
+        # (total − prompt eval) is the server's figure comparable with the client's. Without a plausible prompt
+        # time there is no comparable server decode rate either: record none (the log's eval-time rate runs
+        # fast and would be flagged as a mismatch it is not).
         record.server_prefill_tps = t.prefill_tps
         record.server_decode_tps = t.decode_wall_tps
         record.server_prompt_tokens = t.prompt_eval_tokens
