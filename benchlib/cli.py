@@ -18,12 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchlib.analysis import compare as comparison
 from benchlib.analysis.deployments import deployment_overview
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.records import store
+from benchlib.records.rows import write_atomic
 from benchlib.records.schema import read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.suites import ladder, study
@@ -172,6 +174,31 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0 if any_ok and not failed else 1
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Study A against study B (benchlib.analysis.compare): the change table, written as Markdown and HTML; exit 1
+    when a --fail-on metric regressed beyond the noise by more than its threshold."""
+    try:
+        thresholds = [comparison.parse_threshold(t) for t in args.fail_on or []]
+        for root in (args.a, args.b):
+            if store.is_url(root):
+                store.check_url(root)
+        table = comparison.compare(comparison.read_root(args.a), comparison.read_root(args.b), thresholds)
+    except (comparison.CompareError, store.StoreError) as exc:
+        return _fail(str(exc))
+    shown_a, shown_b = (redact_url(r) if store.is_url(r) else r for r in (args.a, args.b))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "compare.md", comparison.to_markdown(table, shown_a, shown_b))
+    write_atomic(out / "compare.html", comparison.to_html(table, shown_a, shown_b))
+    print(comparison.to_markdown(table, shown_a, shown_b))
+    print(f"written: {_display(str(out / 'compare.md'))}, {_display(str(out / 'compare.html'))}")
+    regressed = table[table["regression"]]
+    for r in regressed.itertuples():
+        print(f"regression: {r.deployment} @ {r.host} · {r.suite} · {r.metric} {r.change:+.1f}{r.unit} "
+              f"[{r.change_lo:+.1f}, {r.change_hi:+.1f}]", file=sys.stderr)
+    return 1 if len(regressed) else 0
+
+
 def cmd_paper(args: argparse.Namespace) -> int:
     notebook = PAPER_DIR / "assemble.ipynb"
     if not notebook.is_file():
@@ -265,6 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     stu.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
     stu.add_argument("--quiet", action="store_true", help="no progress bars")
     stu.set_defaults(func=cmd_study)
+    cmp_ = sub.add_parser("compare", help="study A against study B: each metric's change with its interval")
+    cmp_.add_argument("a", help="results root of study A (a folder or a store URL)")
+    cmp_.add_argument("b", help="results root of study B")
+    cmp_.add_argument("--fail-on", action="append", metavar="METRIC=PCT",
+                      help="exit 1 when METRIC (decode_tps, ttft_s, e2e_s, accuracy) regressed beyond the noise by "
+                           "more than PCT percent (percentage points for accuracy); repeatable")
+    cmp_.add_argument("--out", default="outputs/compare", help="where compare.md and compare.html go")
+    cmp_.set_defaults(func=cmd_compare)
     lad = sub.add_parser("ladder", help="quantization ladder of the embedded model: each rung run as a deployment, "
                                          "then the paper (bandwidth law)")
     lad.add_argument("params", nargs="?", default="params/embedded.yaml", help="embedded params (default: %(default)s)")
