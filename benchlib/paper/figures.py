@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from benchlib.paper.format import Table, fmt
+from benchlib.config.formatting import fmt
+from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
 from benchlib.paper.style import empty_figure, no_runs_note, system_colors, theme, wrap

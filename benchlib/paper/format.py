@@ -1,16 +1,14 @@
-"""How a table is drawn: the Table object (a frame plus title, caption and notes), cell formatting and
-Markdown rendering."""
+"""How a table is drawn: the Table object (a frame plus title, caption and notes) and its Markdown rendering;
+its cells are written by benchlib.config.formatting."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from benchlib.records.schema import number
+from benchlib.config.formatting import fmt
 
 
 @dataclass
@@ -25,20 +23,6 @@ class Table:
 
     def markdown(self) -> str:
         return markdown_table(self.display if self.display is not None else self.data)
-
-
-def fmt(value: Any, spec: str = ".4g", missing: str = "–") -> str:
-    """A number formatted with spec ('.1f', '.0%', ...); NaN/None -> missing; text stays."""
-    if value is None:
-        return missing
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        if isinstance(value, float) and math.isnan(value):
-            return missing
-        return format(value, spec)
-    text = str(value)
-    return text if text and text != "nan" else missing
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -58,20 +42,3 @@ def markdown_table(frame: pd.DataFrame) -> str:
     for row in frame.itertuples(index=False):
         lines.append("| " + " | ".join(cell(v) for v in row) + " |")
     return "\n".join(lines)
-
-
-def smart(value: Any) -> str:
-    """A readable number: whole numbers without decimals, 3 significant digits otherwise (never e-notation)."""
-    v = number(value)
-    if math.isnan(v):
-        return "–"
-    if v.is_integer():
-        return f"{v:.0f}"
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
-
-
-def isnan(value: Any) -> bool:
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False

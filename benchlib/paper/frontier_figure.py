@@ -12,7 +12,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from benchlib.analysis import frontier
-from benchlib.paper.format import Table, fmt
+from benchlib.config.formatting import fmt
+from benchlib.paper.format import Table
 from benchlib.paper.labels import joined, place_labels, short
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import AXIS_FORMATS, AXIS_LABELS, NO_RUNS, THIS_RUN, Settings
@@ -89,25 +90,8 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
     x0, x1, x_na, x_band = _panel_limits(x, xdir, bool(x.isna().any()))
     y0, y1, y_na, y_band = _panel_limits(y, ydir, bool(y.isna().any()))
     px, py = x.fillna(x_na if x_na is not None else np.nan), y.fillna(y_na if y_na is not None else np.nan)
-    extra = [a for a in axes_dirs if a not in (xcol, ycol)]
-    if x_band:
-        ax.axvspan(*x_band, color="0.92", zorder=0, lw=0)
-        ax.text(sum(x_band) / 2, 0.99, f"n/a:\nno {xcol.replace('_', ' ')}", transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=7, color="0.4", style="italic")
-    if y_band:
-        ax.axhspan(*y_band, color="0.92", zorder=0, lw=0)
-        ax.text(0.99, sum(y_band) / 2, f"n/a: no {ycol.replace('_', ' ')}", transform=ax.get_yaxis_transform(),
-                ha="right", va="center", fontsize=7, color="0.4", style="italic")
-    for row, xv, yv in zip(marked.itertuples(), px, py):
-        ours = row.source == THIS_RUN
-        ax.scatter(xv, yv, s=(320 if row.on_frontier else 90),
-                   marker=("*" if row.on_frontier else ("D" if ours else "o")),
-                   facecolor=(colors.get(row.system, "0.5") if row.on_frontier else "white"),
-                   edgecolor=(colors.get(row.system, "0.5") if not row.on_frontier else "black"),
-                   linewidth=(2.0 if not row.on_frontier else 0.8), zorder=4)
-        if ours and row.on_frontier:
-            ax.scatter(xv, yv, s=520, marker="D", facecolor="none", edgecolor=colors.get(row.system, "0.5"),
-                       linewidth=1.5, zorder=3)
+    _na_bands(ax, xcol, ycol, x_band, y_band)
+    _scatter(ax, marked, px, py, colors)
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
     ax.set_xlabel(f"{AXIS_LABELS.get(xcol, xcol)}  {'→ better' if xdir == 'max' else '← better'}")
@@ -127,6 +111,40 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
         on = front["on_frontier"].fillna(False).astype(bool).to_numpy()
         if on.any():
             _draw_front(ax, px[on].astype(float).to_numpy(), py[on].astype(float).to_numpy(), xdir, ydir)
+    _point_notes(ax, marked, px, py, colors, [a for a in axes_dirs if a not in (xcol, ycol)])
+
+
+def _na_bands(ax: plt.Axes, xcol: str, ycol: str, x_band: tuple[float, float] | None,
+              y_band: tuple[float, float] | None) -> None:
+    """The grey 'n/a' band of each axis where some system lacks a value, named."""
+    if x_band:
+        ax.axvspan(*x_band, color="0.92", zorder=0, lw=0)
+        ax.text(sum(x_band) / 2, 0.99, f"n/a:\nno {xcol.replace('_', ' ')}", transform=ax.get_xaxis_transform(),
+                ha="center", va="top", fontsize=7, color="0.4", style="italic")
+    if y_band:
+        ax.axhspan(*y_band, color="0.92", zorder=0, lw=0)
+        ax.text(0.99, sum(y_band) / 2, f"n/a: no {ycol.replace('_', ' ')}", transform=ax.get_yaxis_transform(),
+                ha="right", va="center", fontsize=7, color="0.4", style="italic")
+
+
+def _scatter(ax: plt.Axes, marked: pd.DataFrame, px: pd.Series, py: pd.Series, colors: Mapping[str, Any]) -> None:
+    """Frontier members as filled stars, the others hollow (our runs as diamonds; ours on the frontier ringed)."""
+    for row, xv, yv in zip(marked.itertuples(), px, py):
+        ours = row.source == THIS_RUN
+        ax.scatter(xv, yv, s=(320 if row.on_frontier else 90),
+                   marker=("*" if row.on_frontier else ("D" if ours else "o")),
+                   facecolor=(colors.get(row.system, "0.5") if row.on_frontier else "white"),
+                   edgecolor=(colors.get(row.system, "0.5") if not row.on_frontier else "black"),
+                   linewidth=(2.0 if not row.on_frontier else 0.8), zorder=4)
+        if ours and row.on_frontier:
+            ax.scatter(xv, yv, s=520, marker="D", facecolor="none", edgecolor=colors.get(row.system, "0.5"),
+                       linewidth=1.5, zorder=3)
+
+
+def _point_notes(ax: plt.Axes, marked: pd.DataFrame, px: pd.Series, py: pd.Series, colors: Mapping[str, Any],
+                 extra: Sequence[str]) -> None:
+    """Each point's short label, kept on the axes for _pareto_labels (placed once the layout is final), and what
+    its label would say beyond its name (the other axes, why it is off the frontier) grouped below the panel."""
     texts, xs, ys, cols, notes = [], [], [], [], {}
     for row, xv, yv in zip(marked.itertuples(), px, py):
         server = str(getattr(row, "server", "") or "").split(" ")[0] if row.source == THIS_RUN else ""
@@ -144,7 +162,6 @@ def _pareto_panel(ax: plt.Axes, systems: pd.DataFrame, xcol: str, ycol: str, axe
         elif row.on_frontier:
             why += ("; " if why else "") + "on the frontier"
         notes.setdefault(why, []).append(texts[-1])
-    # what each point's label would say beyond its name, below the panel: grouped, so the plot keeps short labels
     lines = [wrap(f"• {joined(names, 10_000).replace(chr(10), ', ')}: {why}", 118) for why, names in notes.items()]
     ax.text(0.0, -0.13, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.25")
     ax._paper_labels = (xs, ys, texts, cols)  # type: ignore[attr-defined]

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from benchlib.paper.format import Table, isnan
+from benchlib.config.formatting import is_missing
+from benchlib.paper.format import Table
 from benchlib.paper.style import no_runs_note, theme
 
 
@@ -46,11 +47,11 @@ def fig_ladder(tables: Mapping[str, Table]) -> plt.Figure | None:
             ax.scatter(gb, tps, marker="s", s=60, color=color, edgecolor="black", zorder=4,
                        label=f"{name}: decode tok/s")
         law = laws.iloc[i] if i < len(laws) else None
-        if law is not None and not isnan(law["beff_gbs"]):
+        if law is not None and not is_missing(law["beff_gbs"]):
             ax.plot(grid, law["beff_gbs"] / grid, ls="--", color=color, lw=1.3,
                     label=f"{name}: the law (slope −1) at {law['beff_gbs']:.1f} GB/s effective; "
                           f"free fit slope {law['slope']:.2f}")
-        if not isnan(ceiling_bw):
+        if not is_missing(ceiling_bw):
             ax.plot(grid, ceiling_bw / grid, ls="-", color=color, lw=1, alpha=0.6,
                     label=f"{name}: ceiling at {ceiling_bw:.0f} GB/s ({bw_kind})")
         order = np.argsort(gb)

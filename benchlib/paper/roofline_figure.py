@@ -13,11 +13,19 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
-from benchlib.paper.format import Table, isnan
+from benchlib.config.formatting import is_missing
+from benchlib.paper.format import Table
 from benchlib.paper.labels import overlap, place_labels, point_label, short_model
 from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
 from benchlib.paper.style import no_runs_note, theme, wrap
+
+
+MARKERS = {"000": "o", "002": "s", "004": "^", THIS_RUN: "D"}  # per source: the seed's prefix, or this run
+SOURCE_NOTES = {"000": ": paper 000, average throughput (§6)",
+                "002": ": Ollama on 3 machines, quantization not stated (no ceiling)",
+                "004": ": E4B quantizations on DGX Spark"}
+LADDER_COLOR = sns.color_palette("dark", 8)[3]
 
 
 def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
@@ -27,23 +35,51 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
     theme()
     points = tables["roofline"].data.copy()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(17, 8.2), gridspec_kw={"width_ratios": [1.8, 1]})
-    markers = {"000": "o", "002": "s", "004": "^", THIS_RUN: "D"}
     bw = pd.to_numeric(points["memory_bandwidth_gbs"], errors="coerce")
     tps = pd.to_numeric(points["decode_tps"], errors="coerce")
-    known_bw = bw.dropna()
-    xmin = float(known_bw.min()) / 1.8 if len(known_bw) else 50.0
-    xmax = float(known_bw.max()) * 3.5 if len(known_bw) else 2000.0  # room for labels right of the fastest
-    finite_tps = tps.dropna()
-    ymin = float(finite_tps.min()) / 2.2 if len(finite_tps) else 5.0
-    ymax = max(float(finite_tps.max()) * 3.5 if len(finite_tps) else 300.0, 100.0)
+    limits = _limits(bw, tps)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(xmin, xmax)
-    ax.set_ylim(ymin, ymax)
-    # one ceiling line per distinct GB/token, its own colour; points take their ceiling's colour. A quantization
-    # ladder's rungs are one connected column of points in one colour instead (their law: the ladder figure).
+    ax.set_xlim(*limits[:2])
+    ax.set_ylim(*limits[2:])
+    # A quantization ladder's rungs are one connected column of points in one colour (their law: the ladder figure)
     rung = points["ladder"].eq(True) if "ladder" in points else pd.Series(False, index=points.index)
-    ceilings = points[~rung].dropna(subset=["bytes_per_token_gb"]).copy()
+    key_color, line_handles, line_tags = _ceiling_lines(ax, points[~rung], limits)
+    labels, unknown_bw, ladder_pts = _points(ax, points, bw, tps, rung, key_color)
+    notes, unknown_handles = _unknown_bandwidth(ax, unknown_bw)
+    ladder_handles = _ladder_line(ax, ladder_pts)
+    ax.set_xlabel("memory bandwidth (GB/s, log scale)")
+    ax.set_ylabel("decode throughput (tok/s, log scale)")
+    ax.set_title("Bandwidth roofline: ceiling = bandwidth ÷ GB read per token"
+                 + (f"  (this run: {NO_RUNS})" if runs.empty else ""), fontsize=12)
+    ax.legend(handles=_source_handles(points) + ladder_handles + unknown_handles + line_handles,
+              loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=8, frameon=False,
+              title="E2B / E4B = Gemma 4 E2B / E4B", title_fontsize=8)
+    _efficiency_panel(bx, points, key_color)
+    fig.tight_layout()
+    fig.canvas.draw()
+    _label_ceilings(ax, line_tags, *limits)
+    place_labels(ax, *labels, fontsize=7.5, obstacles=notes)
+    return fig
+
+
+def _limits(bw: pd.Series, tps: pd.Series) -> tuple[float, float, float, float]:
+    """(xmin, xmax, ymin, ymax) of the log-log panel: the known points with a margin, room for labels right of
+    the fastest."""
+    known_bw, finite_tps = bw.dropna(), tps.dropna()
+    xmin = float(known_bw.min()) / 1.8 if len(known_bw) else 50.0
+    xmax = float(known_bw.max()) * 3.5 if len(known_bw) else 2000.0
+    ymin = float(finite_tps.min()) / 2.2 if len(finite_tps) else 5.0
+    ymax = max(float(finite_tps.max()) * 3.5 if len(finite_tps) else 300.0, 100.0)
+    return xmin, xmax, ymin, ymax
+
+
+def _ceiling_lines(ax: plt.Axes, points: pd.DataFrame, limits: tuple[float, float, float, float]
+                   ) -> tuple[dict[float, Any], list[Line2D], list[tuple[float, str, Any]]]:
+    """One ceiling line per distinct GB/token in its own colour (points take their ceiling's colour):
+    (colour per GB/token, legend handles, (GB/token, tag, colour) for the tags drawn after layout)."""
+    xmin, xmax, ymin, ymax = limits
+    ceilings = points.dropna(subset=["bytes_per_token_gb"]).copy()
     ceilings["key"] = ceilings["bytes_per_token_gb"].round(3)
     keys = sorted(ceilings["key"].unique())
     line_palette = sns.color_palette("tab10", max(len(keys), 1))
@@ -63,71 +99,78 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
                           zorder=1, label=f"ceiling at {key:.3g} GB/token: {names}")
         line_handles.append(line)
         line_tags.append((key, f"{key:.3g} GB/tok", key_color[key]))
+    return key_color, line_handles, line_tags
+
+
+def _points(ax: plt.Axes, points: pd.DataFrame, bw: pd.Series, tps: pd.Series, rung: pd.Series,
+            key_color: Mapping[float, Any]) -> tuple[tuple[list, list, list, list], list, list]:
+    """Every point of known bandwidth drawn: ((xs, ys, texts, colours) of their labels, the runs of unknown
+    bandwidth as (row, tok/s, colour), the ladder's rungs as (GB/s, tok/s))."""
     other = {"002": sns.color_palette("dark", 8)[5]}
     xs, ys, texts, cols = [], [], [], []
     unknown_bw, ladder_pts = [], []
-    ladder_color = sns.color_palette("dark", 8)[3]
     for row, x, y, is_rung in zip(points.itertuples(), bw, tps, rung):
-        if isnan(y):
+        if is_missing(y):
             continue
-        if is_rung and not isnan(x):
+        if is_rung and not is_missing(x):
             ladder_pts.append((x, y))
-            ax.scatter(x, y, s=60, marker="D", color=ladder_color, edgecolor="black", linewidth=0.6, zorder=4)
+            ax.scatter(x, y, s=60, marker="D", color=LADDER_COLOR, edgecolor="black", linewidth=0.6, zorder=4)
             xs.append(x)
             ys.append(y)
             texts.append(f"{row.quantization} ({row.bytes_per_token_gb:.3g} GB/tok)")
-            cols.append(ladder_color)
+            cols.append(LADDER_COLOR)
             continue
         prefix = row.source[:3] if row.source != THIS_RUN else THIS_RUN
-        key = round(float(row.bytes_per_token_gb), 3) if not isnan(row.bytes_per_token_gb) else None
+        key = round(float(row.bytes_per_token_gb), 3) if not is_missing(row.bytes_per_token_gb) else None
         color = key_color.get(key, other.get(prefix, "0.35"))
-        if isnan(x):
+        if is_missing(x):
             unknown_bw.append((row, y, color))
             continue
-        ax.scatter(x, y, s=(90 if prefix == THIS_RUN else 70), marker=markers.get(prefix, "o"), color=color,
+        ax.scatter(x, y, s=(90 if prefix == THIS_RUN else 70), marker=MARKERS.get(prefix, "o"), color=color,
                    edgecolor="black", linewidth=0.7, zorder=4)
         xs.append(x)
         ys.append(y)
         texts.append(point_label(row))
         cols.append(color)
-    notes, unknown_handles = [], []
-    for row, y, color in unknown_bw:  # never a guessed point: the measured rate as a line across all bandwidths
+    return (xs, ys, texts, cols), unknown_bw, ladder_pts
+
+
+def _unknown_bandwidth(ax: plt.Axes, unknown_bw: list[tuple[Any, float, Any]]) -> tuple[list[Any], list[Line2D]]:
+    """A run of unknown bandwidth is never a guessed point: its measured rate as a line across all bandwidths,
+    with a note (an obstacle for the labels) and a legend entry naming the lower bound its bytes give."""
+    notes, handles = [], []
+    for row, y, color in unknown_bw:
         ax.axhline(y, color=color, ls="--", lw=1.5, zorder=2)
         notes.append(ax.text(0.995, y / 1.04, f"this run: {y:.1f} tok/s\nbandwidth unknown",
                              transform=ax.get_yaxis_transform(), ha="right", va="top", fontsize=8, color=color,
                              bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.9},
                              zorder=6))
-        floor = "" if isnan(row.implied_bandwidth_gbs) else \
+        floor = "" if is_missing(row.implied_bandwidth_gbs) else \
             (f";\n  × {row.bytes_per_token_gb:.3g} GB/token = {row.implied_bandwidth_gbs:.1f} GB/s of weight reads "
              "(a lower bound on its bandwidth)")
-        unknown_handles.append(Line2D([], [], color=color, ls="--", lw=1.5, label=(
+        handles.append(Line2D([], [], color=color, ls="--", lw=1.5, label=(
             f"{point_label(row)}: measured {y:.1f} tok/s, bandwidth unknown\n  (host.memory_bandwidth_gbs not set: "
             f"drawn as a line, not a point){floor}")))
-    ladder_handles = []
-    if ladder_pts:
-        lx, ly = zip(*sorted(ladder_pts, key=lambda p: p[1]))
-        ax.plot(lx, ly, color=ladder_color, lw=1.2, zorder=3)
-        ladder_handles.append(Line2D([], [], color=ladder_color, marker="D", mec="black", lw=1.2, label=(
-            f"this host's quantization ladder ({len(ladder_pts)} rungs) at its measured read bandwidth; "
-            "no ceiling lines drawn: see the ladder figure")))
-    ax.set_xlabel("memory bandwidth (GB/s, log scale)")
-    ax.set_ylabel("decode throughput (tok/s, log scale)")
-    ax.set_title("Bandwidth roofline: ceiling = bandwidth ÷ GB read per token"
-                 + (f"  (this run: {NO_RUNS})" if runs.empty else ""), fontsize=12)
-    sources = list(dict.fromkeys(points["source"]))
-    src_handles = [Line2D([], [], marker=markers.get(s[:3] if s != THIS_RUN else THIS_RUN, "o"), ls="", color="0.6",
-                          mec="black", ms=8, label=(source_label(s) if s != THIS_RUN else THIS_RUN) +
-                          {"000": ": paper 000, average throughput (§6)", "002": ": Ollama on 3 machines, quantization "
-                           "not stated (no ceiling)", "004": ": E4B quantizations on DGX Spark"}.get(s[:3], ""))
-                   for s in sources]
-    ax.legend(handles=src_handles + ladder_handles + unknown_handles + line_handles, loc="upper center", bbox_to_anchor=(0.5, -0.09),
-              ncol=2, fontsize=8, frameon=False, title="E2B / E4B = Gemma 4 E2B / E4B", title_fontsize=8)
-    _efficiency_panel(bx, points, key_color)
-    fig.tight_layout()
-    fig.canvas.draw()
-    _label_ceilings(ax, line_tags, xmin, xmax, ymin, ymax)
-    place_labels(ax, xs, ys, texts, cols, fontsize=7.5, obstacles=notes)
-    return fig
+    return notes, handles
+
+
+def _ladder_line(ax: plt.Axes, ladder_pts: list[tuple[float, float]]) -> list[Line2D]:
+    """The ladder's rungs joined in order of speed, and its legend entry (none without a ladder)."""
+    if not ladder_pts:
+        return []
+    lx, ly = zip(*sorted(ladder_pts, key=lambda p: p[1]))
+    ax.plot(lx, ly, color=LADDER_COLOR, lw=1.2, zorder=3)
+    return [Line2D([], [], color=LADDER_COLOR, marker="D", mec="black", lw=1.2, label=(
+        f"this host's quantization ladder ({len(ladder_pts)} rungs) at its measured read bandwidth; "
+        "no ceiling lines drawn: see the ladder figure"))]
+
+
+def _source_handles(points: pd.DataFrame) -> list[Line2D]:
+    """One legend marker per source of the points, in order of appearance."""
+    return [Line2D([], [], marker=MARKERS.get(s[:3] if s != THIS_RUN else THIS_RUN, "o"), ls="", color="0.6",
+                   mec="black", ms=8,
+                   label=(source_label(s) if s != THIS_RUN else THIS_RUN) + SOURCE_NOTES.get(s[:3], ""))
+            for s in dict.fromkeys(points["source"])]
 
 
 def _label_ceilings(ax: plt.Axes, labels: list[tuple[float, str, Any]], xmin: float, xmax: float, ymin: float,
@@ -177,8 +220,8 @@ def _efficiency_panel(ax: plt.Axes, points: pd.DataFrame, key_color: Mapping[flo
     if len(unknown):
         reasons: dict[str, list[str]] = {}
         for row in unknown.itertuples():
-            why = ("bandwidth unknown" if isnan(row.memory_bandwidth_gbs) else
-                   "quantization not stated" if isnan(row.bytes_per_param) else "inputs missing")
+            why = ("bandwidth unknown" if is_missing(row.memory_bandwidth_gbs) else
+                   "quantization not stated" if is_missing(row.bytes_per_param) else "inputs missing")
             reasons.setdefault(why, []).append(point_label(row))
         text = "No ceiling, not in this panel:\n" + "\n".join(
             f"• {why}: " + wrap(", ".join(names), 62).replace("\n", "\n   ") for why, names in reasons.items())

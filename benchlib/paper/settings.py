@@ -1,5 +1,6 @@
-"""Notebook parameters of paper/assemble.ipynb (Settings), the names of the paper's tables, figures,
-reference sets and regimes, and the task order the paper prints."""
+"""Notebook parameters of paper/assemble.ipynb (Settings), the names of the reference sets, regimes and threshold
+presets they accept, the axis labels and formats of the figures, the task order the paper prints, and how a
+results root is written for a reader (shown_path). The tables and figures themselves: benchlib.paper.catalog."""
 
 from __future__ import annotations
 
@@ -40,24 +41,6 @@ PAPER_TASKS = ["basic_qa", "reasoning", "coding", "multilingual", "summarization
 
 PAPER_TASK_TITLES = {v: k for k, v in reference.PAPER_TASK_IDS.items()}
 PAPER_TASK_TITLES["video_analysis"] = "Video description"
-
-
-
-
-TABLES = ["runs", "setup", "platform", "throughput", "latency_accuracy", "memory_power_thermal",
-          "frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems", "capability_context",
-          "roofline", "decisions", "seed_arithmetic", "bandwidth_law", "prefill_ttft", "napkin_ceiling", "heros_thresholds", "contradictions"]
-
-
-LONG_TABLE = "published_and_runs_long"  # CSV only: every published row plus ours, tidy, with a source column
-
-
-FIGURES = ["throughput_by_task", "latency", "energy_efficiency", "pareto_frontier", "roofline", "runs_vs_published",
-           "power_thermal", "bandwidth_law"]
-
-
-
-
 
 
 # Labels and formats of every axis come from the metric registry (benchlib.config.metrics); quality axes included.
@@ -108,7 +91,7 @@ class Settings:
         return [self.outputs_dir, *self.more_roots]
 
     def describe(self) -> str:
-        return (f"outputs: {', '.join(_shown(r) for r in self.roots)} · out: {_shown(self.out_dir)} · reference: "
+        return (f"outputs: {', '.join(shown_path(r) for r in self.roots)} · out: {shown_path(self.out_dir)} · reference: "
                 f"{', '.join(self.reference_sets)} · regimes: {', '.join(self.regimes)} · "
                 f"thresholds: {self.thresholds}")
 
@@ -129,7 +112,9 @@ def _root(text: str | Path) -> Path | str:
     return str(text).strip() if store.is_url(text) else Path(text).expanduser().resolve()
 
 
-def _shown(path: Path | str) -> str:
+def shown_path(path: Path | str) -> str:
+    """A results root or output path as a reader should see it: relative to the project where it lies inside it,
+    a store URL as it is."""
     if store.is_url(path):
         return str(path)
     try:

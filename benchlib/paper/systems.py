@@ -16,7 +16,7 @@ from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.analysis import load_levels
 from benchlib.analysis.serving import serving_figures
-from benchlib.paper.format import isnan
+from benchlib.config.formatting import is_missing
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
 from benchlib.records.schema import flag, number
@@ -257,7 +257,7 @@ def deployments_of(systems: pd.DataFrame) -> dict[tuple[str, str], dict[str, str
     if systems.empty:
         return {}
     fields = [f for f in DEPLOYMENT_FIELDS if f in systems]
-    return {(str(r["system"]), str(r["source"])): {f: "" if isnan(r[f]) else str(r[f]) for f in fields}
+    return {(str(r["system"]), str(r["source"])): {f: "" if is_missing(r[f]) else str(r[f]) for f in fields}
             for r in systems.to_dict("records")}
 
 
@@ -307,73 +307,95 @@ def _active_params(ref: pd.DataFrame, model: str) -> float:
 
 def roofline_points(ref: pd.DataFrame, runs: Runs, systems: pd.DataFrame) -> pd.DataFrame:
     """One row per measured point: the paper's systems (000), 002's Ollama runs, 004's quantizations, our runs."""
+    published, ours = systems[systems["source"] != THIS_RUN], systems[systems["source"] == THIS_RUN]
     frames = []
-    published = systems[systems["source"] != THIS_RUN]
     if len(published):
-        frame = pd.DataFrame({
-            "label": [f"{m} {q.split(' ')[0]} · {h}" for m, q, h in zip(published["model"], published["quantization"],
-                                                                         published["host"])],
-            "source": published["source"], "host": published["host"], "model": published["model"],
-            "quantization": published["quantization"], "memory_bandwidth_gbs": published["memory_bandwidth_gbs"],
-            "active_params_b": published["active_params_b"], "decode_tps": published["avg_decode_tps"],
-            "note": "average throughput (§6); parameters as §2 reports them"})
-        frames.append(roofline.roofline_table(frame))
+        frames.append(_paper_points(published))
     if len(seed_rows(ref, "002")):
-        runs002 = reference.bandwidth_runs(ref)
-        frame = pd.DataFrame({
-            "label": [f"{m} · {h}" for m, h in zip(runs002["model"], runs002["host"])],
-            "source": seed_rows(ref, "002")["source"].iloc[0], "host": runs002["host"], "model": runs002["model"],
-            "quantization": runs002["quantization"], "memory_bandwidth_gbs": runs002["memory_bandwidth_gbs"],
-            "active_params_b": [_active_params(ref, m) for m in runs002["model"]],
-            "decode_tps": runs002["decode_tps"],
-            "note": "Ollama default quantization (not stated in the seed): no ceiling drawn"})
-        frames.append(roofline.roofline_table(frame))
+        frames.append(_bandwidth_blog_points(ref))
     if len(seed_rows(ref, "004")):
-        runs004 = reference.quant_runs(ref)
-        frame = pd.DataFrame({
-            "label": [f"{m} {q} · {h}" for m, q, h in zip(runs004["model"], runs004["quantization"], runs004["host"])],
-            "source": seed_rows(ref, "004")["source"].iloc[0], "host": runs004["host"], "model": runs004["model"],
-            "quantization": runs004["quantization"], "memory_bandwidth_gbs": runs004["memory_bandwidth_gbs"],
-            "active_params_b": runs004["active_params_b"], "decode_tps": runs004["decode_tps"],
-            "note": "~4B parameters read per token (the blog's figure); 500-token generation"})
-        frames.append(roofline.roofline_table(frame))
-    ours = systems[systems["source"] == THIS_RUN]
+        frames.append(_quantization_blog_points(ref))
     if len(ours):
-        # a quantization ladder's rungs: bytes per token from the GGUF, the host's measured read bandwidth
-        ours = ours.merge(runs.ladders[["host", "model", "read_gbs", "read_per_token_gb"]], on=["host", "model"],
-                          how="left")
-        recorded = pd.to_numeric(ours["memory_bandwidth_gbs"], errors="coerce")
-        declared = recorded.where(ours["bandwidth_source"].eq("declared"))
-        rung = pd.to_numeric(ours["read_gbs"], errors="coerce").notna()
-        frame = pd.DataFrame({
-            "label": [f"{m} · {h}" for m, h in zip(ours["model"], ours["host"])], "source": THIS_RUN,
-            "host": ours["host"], "model": ours["model"], "quantization": ours["quantization"],
-            "memory_bandwidth_gbs": declared.fillna(pd.to_numeric(ours["read_gbs"], errors="coerce")).fillna(recorded),
-            "active_params_b": ours["active_params_b"], "bytes_per_param": ours["bytes_per_param"],
-            "decode_tps": ours["avg_decode_tps"], "note": "", "weights_read_gb": ours["read_per_token_gb"],
-            "ladder": rung})
-        table = roofline.roofline_table(frame)
-        notes = []
-        sources = ours["bandwidth_source"].fillna("").astype(str)
-        for row, bw_measured, source in zip(table.itertuples(), declared.isna() & rung, sources):
-            missing = ["quantization ladder rung; bandwidth = the host's measured read bandwidth"] if bw_measured else []
-            if isnan(row.memory_bandwidth_gbs):
-                missing.append("bandwidth unknown (none declared, measured or from NVML)")
-            source_note = f"bandwidth {bandwidth.LABELS.get(source, source)}" \
-                if source and not bw_measured and not isnan(row.memory_bandwidth_gbs) else ""
-            if isnan(row.active_params_b):
-                missing.append("server.active_params_b not set")
-            if isnan(row.bytes_per_param):
-                missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
-            notes.append("; ".join(filter(None, missing + [source_note])) if missing else
-                         "; ".join(filter(None, ["average decode tok/s over our speed tasks", source_note])))
-        table["note"] = notes
-        frames.append(table)
+        frames.append(_our_points(ours, runs))
     if not frames:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
     out = pd.concat(frames, ignore_index=True)
     out["implied_bandwidth_gbs"] = pd.to_numeric(out["decode_tps"], errors="coerce") * out["bytes_per_token_gb"]
     return out.reindex(columns=ROOFLINE_COLUMNS)
+
+
+def _paper_points(published: pd.DataFrame) -> pd.DataFrame:
+    """The paper's systems (000 §6 average throughput, §2 parameters)."""
+    frame = pd.DataFrame({
+        "label": [f"{m} {q.split(' ')[0]} · {h}" for m, q, h in zip(published["model"], published["quantization"],
+                                                                     published["host"])],
+        "source": published["source"], "host": published["host"], "model": published["model"],
+        "quantization": published["quantization"], "memory_bandwidth_gbs": published["memory_bandwidth_gbs"],
+        "active_params_b": published["active_params_b"], "decode_tps": published["avg_decode_tps"],
+        "note": "average throughput (§6); parameters as §2 reports them"})
+    return roofline.roofline_table(frame)
+
+
+def _bandwidth_blog_points(ref: pd.DataFrame) -> pd.DataFrame:
+    """002's Ollama runs: quantization not stated, so no ceiling."""
+    runs002 = reference.bandwidth_runs(ref)
+    frame = pd.DataFrame({
+        "label": [f"{m} · {h}" for m, h in zip(runs002["model"], runs002["host"])],
+        "source": seed_rows(ref, "002")["source"].iloc[0], "host": runs002["host"], "model": runs002["model"],
+        "quantization": runs002["quantization"], "memory_bandwidth_gbs": runs002["memory_bandwidth_gbs"],
+        "active_params_b": [_active_params(ref, m) for m in runs002["model"]],
+        "decode_tps": runs002["decode_tps"],
+        "note": "Ollama default quantization (not stated in the seed): no ceiling drawn"})
+    return roofline.roofline_table(frame)
+
+
+def _quantization_blog_points(ref: pd.DataFrame) -> pd.DataFrame:
+    """004's quantizations of E4B on the DGX Spark."""
+    runs004 = reference.quant_runs(ref)
+    frame = pd.DataFrame({
+        "label": [f"{m} {q} · {h}" for m, q, h in zip(runs004["model"], runs004["quantization"], runs004["host"])],
+        "source": seed_rows(ref, "004")["source"].iloc[0], "host": runs004["host"], "model": runs004["model"],
+        "quantization": runs004["quantization"], "memory_bandwidth_gbs": runs004["memory_bandwidth_gbs"],
+        "active_params_b": runs004["active_params_b"], "decode_tps": runs004["decode_tps"],
+        "note": "~4B parameters read per token (the blog's figure); 500-token generation"})
+    return roofline.roofline_table(frame)
+
+
+def _our_points(ours: pd.DataFrame, runs: Runs) -> pd.DataFrame:
+    """Our runs, each with a note of what its ceiling rests on or lacks. A quantization ladder's rungs: bytes per
+    token from the GGUF, the host's measured read bandwidth (unless one is declared)."""
+    ours = ours.merge(runs.ladders[["host", "model", "read_gbs", "read_per_token_gb"]], on=["host", "model"],
+                      how="left")
+    recorded = pd.to_numeric(ours["memory_bandwidth_gbs"], errors="coerce")
+    declared = recorded.where(ours["bandwidth_source"].eq("declared"))
+    rung = pd.to_numeric(ours["read_gbs"], errors="coerce").notna()
+    frame = pd.DataFrame({
+        "label": [f"{m} · {h}" for m, h in zip(ours["model"], ours["host"])], "source": THIS_RUN,
+        "host": ours["host"], "model": ours["model"], "quantization": ours["quantization"],
+        "memory_bandwidth_gbs": declared.fillna(pd.to_numeric(ours["read_gbs"], errors="coerce")).fillna(recorded),
+        "active_params_b": ours["active_params_b"], "bytes_per_param": ours["bytes_per_param"],
+        "decode_tps": ours["avg_decode_tps"], "note": "", "weights_read_gb": ours["read_per_token_gb"],
+        "ladder": rung})
+    table = roofline.roofline_table(frame)
+    sources = ours["bandwidth_source"].fillna("").astype(str)
+    table["note"] = [_our_note(row, bw_measured, source)
+                     for row, bw_measured, source in zip(table.itertuples(), declared.isna() & rung, sources)]
+    return table
+
+
+def _our_note(row: Any, bw_measured: bool, source: str) -> str:
+    """What one of our points lacks for a ceiling, else what it rests on, with where its bandwidth came from."""
+    missing = ["quantization ladder rung; bandwidth = the host's measured read bandwidth"] if bw_measured else []
+    if is_missing(row.memory_bandwidth_gbs):
+        missing.append("bandwidth unknown (none declared, measured or from NVML)")
+    source_note = f"bandwidth {bandwidth.LABELS.get(source, source)}" \
+        if source and not bw_measured and not is_missing(row.memory_bandwidth_gbs) else ""
+    if is_missing(row.active_params_b):
+        missing.append("server.active_params_b not set")
+    if is_missing(row.bytes_per_param):
+        missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
+    return ("; ".join(filter(None, missing + [source_note])) if missing else
+            "; ".join(filter(None, ["average decode tok/s over our speed tasks", source_note])))
 
 
 def published_and_runs_long(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:

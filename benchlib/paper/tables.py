@@ -1,10 +1,11 @@
 """The paper's descriptive tables: runs, setup, platform, throughput, latency & accuracy, memory/power/
-thermal, capability/context, roofline, load sweeps and the quantization ladder."""
+thermal, capability/context, roofline, the seeds' arithmetic, load sweeps and the quantization ladder."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -13,9 +14,10 @@ from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.published import arithmetic as seed_arithmetic
-from benchlib.paper.format import Table, fmt, isnan, smart
+from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing, quantity, readable
+from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
-from benchlib.paper.settings import NO_RUNS, THIS_RUN, _shown
+from benchlib.paper.settings import NO_RUNS, THIS_RUN, shown_path
 from benchlib.paper.systems import (
     run_avg_power,
     run_peak_temp,
@@ -32,10 +34,10 @@ def runs_table(runs: Runs) -> Table:
     columns = ["system", "host", "model", "suites", "n_requests", "n_ok", "n_failed", "n_unsupported",
                "server_software", "server_version", "run_ids", "git_commit", "path"]
     if runs.empty:
-        data = pd.DataFrame([{"system": NO_RUNS, "path": _shown(runs.root)}]).reindex(columns=columns)
+        data = pd.DataFrame([{"system": NO_RUNS, "path": shown_path(runs.root)}]).reindex(columns=columns)
     else:
         data = runs.meta.reindex(columns=columns).copy()
-        data["path"] = [", ".join(_shown(Path(p)) for p in str(v).split(", ")) for v in data["path"]]
+        data["path"] = [", ".join(shown_path(Path(p)) for p in str(v).split(", ")) for v in data["path"]]
     return Table("runs", "Runs found in outputs/", data,
                  caption=("Our runs (archived folders skipped). " + (f"{NO_RUNS}: every table below is the "
                           "published data alone." if runs.empty else "They appear as 'this run' beside the seeds.")))
@@ -63,8 +65,7 @@ def setup_table(ref: pd.DataFrame, runs: Runs) -> Table:
         rows.append({"system": row.system, "source": THIS_RUN, "model_id": row.model,
                      "parameters": params or "not given in params",
                      "architecture": "not recorded",
-                     "context_window": f"{row.context_window:,.0f} tokens" if not math.isnan(row.context_window)
-                     else "not given in params",
+                     "context_window": quantity(row.context_window, ",.0f", "tokens", "not given in params"),
                      "modalities": row.modalities, "hardware": row.hardware or row.cpu,
                      "quantization": row.quantization or "not given",
                      "server": f"{row.server_software} {row.server_version}".strip() or row.server_kind,
@@ -77,40 +78,43 @@ def setup_table(ref: pd.DataFrame, runs: Runs) -> Table:
                  caption="Model identifiers, parameters, context, modalities and hardware per deployment.")
 
 
+def _published_platform(source: str, host: str, group: pd.DataFrame) -> dict[str, Any]:
+    """One published host's platform row from its seed's cells (000 prints power and thermal; 002 and 004 not)."""
+    by = {m: g.iloc[0] for m, g in group.groupby("metric")}
+
+    def val(metric: str) -> float:
+        return float(by[metric]["value"]) if metric in by and pd.notna(by[metric]["value"]) else math.nan
+
+    def text(metric: str) -> str:
+        return str(by[metric]["value_text"]) if metric in by else ""
+
+    if not source.startswith("000"):
+        return {"host": host, "source": source, "hardware": group["hardware"].iloc[0], "architecture": "",
+                "memory": text("device_memory"), "memory_bandwidth_gbs": val("memory_bandwidth"),
+                "tdp_w": math.nan, "idle_power_w": math.nan, "inference_power_w": math.nan,
+                "inference_power": "", "peak_temp": "", "note": "no power/thermal figures in this seed"}
+    power = by.get("avg_power")
+    low, high = (power["value_low"], power["value_high"]) if power is not None else (math.nan, math.nan)
+    avg = val("avg_power")
+    return {"host": host, "source": source, "hardware": group["hardware"].iloc[0],
+            "architecture": text("gpu_architecture"), "memory": text("device_memory"),
+            "memory_bandwidth_gbs": val("memory_bandwidth"), "tdp_w": val("tdp"), "idle_power_w": val("idle_power"),
+            "inference_power_w": avg if not math.isnan(avg) else (low + high) / 2,
+            "inference_power": text("avg_power"), "peak_temp": text("peak_temp"), "note": ""}
+
+
 def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
     rows = []
     hosts = ref[(ref["host"] != "") & ref["metric"].isin(["memory_bandwidth", "device_memory", "tdp", "idle_power",
                                                             "avg_power", "peak_temp", "gpu_architecture"])] \
         if len(ref) else ref
     for (source, host), group in (hosts.groupby(["source", "host"], sort=False) if len(hosts) else []):
-        by = {m: g.iloc[0] for m, g in group.groupby("metric")}
-
-        def val(metric: str) -> float:
-            return float(by[metric]["value"]) if metric in by and pd.notna(by[metric]["value"]) else math.nan
-
-        def text(metric: str) -> str:
-            return str(by[metric]["value_text"]) if metric in by else ""
-
-        if source.startswith("000"):
-            power = by.get("avg_power")
-            low, high = (power["value_low"], power["value_high"]) if power is not None else (math.nan, math.nan)
-            avg = val("avg_power")
-            rows.append({"host": host, "source": source, "hardware": group["hardware"].iloc[0],
-                         "architecture": text("gpu_architecture"), "memory": text("device_memory"),
-                         "memory_bandwidth_gbs": val("memory_bandwidth"), "tdp_w": val("tdp"),
-                         "idle_power_w": val("idle_power"),
-                         "inference_power_w": avg if not math.isnan(avg) else (low + high) / 2,
-                         "inference_power": text("avg_power"), "peak_temp": text("peak_temp"), "note": ""})
-        else:
-            rows.append({"host": host, "source": source, "hardware": group["hardware"].iloc[0], "architecture": "",
-                         "memory": text("device_memory"), "memory_bandwidth_gbs": val("memory_bandwidth"),
-                         "tdp_w": math.nan, "idle_power_w": math.nan, "inference_power_w": math.nan,
-                         "inference_power": "", "peak_temp": "", "note": "no power/thermal figures in this seed"})
+        rows.append(_published_platform(source, host, group))
     for row in runs.meta.drop_duplicates("host").itertuples():
         bandwidth_known = not math.isnan(row.memory_bandwidth_gbs)
         rows.append({"host": row.host, "source": THIS_RUN, "hardware": row.hardware,
                      "architecture": row.accelerator or (f"CPU only: {row.cpu}" if row.cpu else "CPU only"),
-                     "memory": f"{row.memory_gb:g} GB" if not math.isnan(row.memory_gb) else "",
+                     "memory": quantity(row.memory_gb, "g", "GB", missing=""),
                      "memory_bandwidth_gbs": row.memory_bandwidth_gbs, "tdp_w": row.power_envelope_w,
                      "idle_power_w": row.idle_power_w,
                      "inference_power_w": run_avg_power(runs, row.host),
@@ -149,19 +153,15 @@ def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str =
         return "not supported"
     if str(row["status"]).startswith("invalid"):
         return str(row["status"])  # e.g. 'invalid: every request failed
-    value = row["value"]
-    if isinstance(value, float) and math.isnan(value):
-        return "–"
-    text = format(value, spec)
-    low, high = number(row.get("value_lo")), number(row.get("value_hi"))
-    interval = f" [{low:{spec}}–{high:{spec}}]" if row["source"] == THIS_RUN and not (math.isnan(low) or
-                                                                                    math.isnan(high)) else ""
-    if with_sd and row["source"] == THIS_RUN:
+    if is_missing(row["value"]):
+        return MISSING
+    ours = row["source"] == THIS_RUN
+    text = fmt(row["value"], spec)
+    ends = bracket(number(row.get("value_lo")), number(row.get("value_hi")), spec) if ours else ""
+    if with_sd and ours:
         sd = row["value_sd"]
-        text += (f" ± {sd:{spec}}" if not math.isnan(sd) else "") + interval + f" (n={int(row['n'])})"
-    else:
-        text += interval
-    return text
+        return text + ("" if is_missing(sd) else f" ± {fmt(sd, spec)}") + ends + f" (n={int(row['n'])})"
+    return text + ends
 
 
 def throughput_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: pd.DataFrame) -> Table:
@@ -216,21 +216,41 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
                 hit = mine[mine["metric"] == metric]
                 row = hit.iloc[0] if len(hit) else None
                 data[f"{name} · {label}"] = row["value"] if row is not None else math.nan
-                if metric == "accuracy" and row is not None and source != THIS_RUN:
-                    cell = "reported correct" if row["status"] == "" and row["value"] == 1 else \
-                        _cell(row, spec, source=source)
-                    if (system, task) in truncated:
-                        cell += " (answer truncated)"
-                elif metric == "accuracy" and row is not None and row["value_text"]:
-                    cell = f"{_cell(row, spec)} ({row['value_text']})" if not math.isnan(row["value"]) else "not scored"
-                elif metric == "accuracy" and row is not None and row["status"] == "" and math.isnan(row["value"]):
-                    cell = "not scored"
-                else:
-                    cell = _cell(row, spec, source=source)
-                shown[f"{name} · {label}"] = cell
+                shown[f"{name} · {label}"] = _latency_accuracy_cell(metric, row, spec, source,
+                                                                   (system, task) in truncated)
         data_rows.append(data)
         display_rows.append(shown)
-    # the paper's average latency (§5 text) and ours (mean of per-task means, quality suite excluded)
+    average, shown_avg = _average_latency_row(order, servers, systems, ref)
+    data_rows.append(average)
+    display_rows.append(shown_avg)
+    data = pd.DataFrame(data_rows)
+    display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore").fillna("")
+    return Table("latency_accuracy", "End-to-end latency and accuracy per task (000 §5) beside our runs", data, display,
+                 caption="Our cells carry their 95 % interval in brackets (bootstrap for latency, Wilson for "
+                         "accuracy). Accuracy (reported) is the paper's pass/fail summary ('reported correct', and "
+                         "where the paper says so, that the answer was truncated); accuracy (measured) is passed ÷ "
+                         "scored requests by the task's checker, after echoed prompt text is cut. TTFT appears for "
+                         "our runs only. Our average excludes the quality suite, as the paper averages its speed "
+                         "tasks.")
+
+
+def _latency_accuracy_cell(metric: str, row: pd.Series | None, spec: str, source: str, truncated: bool) -> str:
+    """A latency or accuracy cell: the seed's accuracy as its pass/fail summary (and whether the answer was
+    truncated), ours with passed/scored, 'not scored' where no checker judged it."""
+    if metric == "accuracy" and row is not None and source != THIS_RUN:
+        cell = "reported correct" if row["status"] == "" and row["value"] == 1 else _cell(row, spec, source=source)
+        return cell + (" (answer truncated)" if truncated else "")
+    if metric == "accuracy" and row is not None and row["value_text"]:
+        return f"{_cell(row, spec)} ({row['value_text']})" if not math.isnan(row["value"]) else "not scored"
+    if metric == "accuracy" and row is not None and row["status"] == "" and math.isnan(row["value"]):
+        return "not scored"
+    return _cell(row, spec, source=source)
+
+
+def _average_latency_row(order: list[tuple[str, str]], servers: dict[tuple[str, str], str], systems: pd.DataFrame,
+                         ref: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, display) of the average row: the paper's average latency (§5 text) and ours (mean of per-task means,
+    quality suite excluded)."""
     average = {"task": "All tasks (average)", "task_id": "average", "modality": ""}
     shown_avg = dict(average)
     paper_avg = reference.select(seed_rows(ref, "000"), "§5", metric="e2e_latency", task="All tasks (average)") \
@@ -245,17 +265,7 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
             value = float(hit["value"].iloc[0]) if len(hit) else math.nan
         average[f"e2e s · {label}"] = value
         shown_avg[f"e2e s · {label}"] = fmt(value, ".2f")
-    data_rows.append(average)
-    display_rows.append(shown_avg)
-    data = pd.DataFrame(data_rows)
-    display = pd.DataFrame(display_rows).drop(columns=["task_id"], errors="ignore").fillna("")
-    return Table("latency_accuracy", "End-to-end latency and accuracy per task (000 §5) beside our runs", data, display,
-                 caption="Our cells carry their 95 % interval in brackets (bootstrap for latency, Wilson for "
-                         "accuracy). Accuracy (reported) is the paper's pass/fail summary ('reported correct', and "
-                         "where the paper says so, that the answer was truncated); accuracy (measured) is passed ÷ "
-                         "scored requests by the task's checker, after echoed prompt text is cut. TTFT appears for "
-                         "our runs only. Our average excludes the quality suite, as the paper averages its speed "
-                         "tasks.")
+    return average, shown_avg
 
 
 def memory_power_table(systems: pd.DataFrame) -> Table:
@@ -264,7 +274,7 @@ def memory_power_table(systems: pd.DataFrame) -> Table:
     data = systems.reindex(columns=columns).copy()
     display = pd.DataFrame({
         "system": data["system"], "source": data["source"].map(source_label),
-        "memory (GB)": [f"{fmt(v, '.1f')} ({k})" if not isnan(v) else "not measured"
+        "memory (GB)": [f"{fmt(v, '.1f')} ({k})" if not is_missing(v) else "not measured"
                         for v, k in zip(data["memory_gb"], data["memory_kind"])],
         "avg power (W)": [fmt(v, ".1f", "no energy data") for v in data["avg_power_w"]],
         "peak power (W)": [fmt(v, ".1f") for v in data["peak_power_w"]],
@@ -322,9 +332,9 @@ def capability_table(ref: pd.DataFrame, runs: Runs, long: pd.DataFrame) -> Table
                                        "context_window_k", "modalities"])
     display = pd.DataFrame({
         "system": data["system"], "source": data["source"].map(source_label), "video understanding": data["video"],
-        "video benchmark": [f"{fmt(e, '.1f')} s, {fmt(t, '.1f')} tok/s" if not isnan(t) else "not applicable"
+        "video benchmark": [f"{fmt(e, '.1f')} s, {fmt(t, '.1f')} tok/s" if not is_missing(t) else "not applicable"
                             for e, t in zip(data["video_e2e_s"], data["video_decode_tps"])],
-        "max context window": [f"{fmt(v, '.3g')}K" if not isnan(v) else "not given" for v in data["context_window_k"]],
+        "max context window": [f"{fmt(v, '.3g')}K" if not is_missing(v) else "not given" for v in data["context_window_k"]],
         "modalities (declared)": data["modalities"].replace("", "—"),
     })
     return Table("capability_context", "Video and context-length capability (000 §9) beside our runs", data, display,
@@ -335,10 +345,10 @@ def capability_table(ref: pd.DataFrame, runs: Runs, long: pd.DataFrame) -> Table
 def roofline_table(points: pd.DataFrame) -> Table:
     display = pd.DataFrame({
         "run": points["label"], "source": points["source"].map(source_label),
-        "bandwidth (GB/s)": [fmt(v, ".0f") if not isnan(v) else ("bandwidth unknown" if s == THIS_RUN else "–")
+        "bandwidth (GB/s)": [fmt(v, ".0f") if not is_missing(v) else ("bandwidth unknown" if s == THIS_RUN else "–")
                              for v, s in zip(points["memory_bandwidth_gbs"], points["source"])],
         "active params (B)": [fmt(v, ".3g") for v in points["active_params_b"]],
-        "bytes/param": [f"{fmt(v, '.3g')} ({s})" if not isnan(v) else "unknown"
+        "bytes/param": [f"{fmt(v, '.3g')} ({s})" if not is_missing(v) else "unknown"
                         for v, s in zip(points["bytes_per_param"], points["bytes_per_param_source"])],
         "GB read/token": [fmt(v, ".3g") for v in points["bytes_per_token_gb"]],
         "measured tok/s": [fmt(v, ".1f") for v in points["decode_tps"]],
@@ -376,19 +386,18 @@ LOAD_CAPTIONS = {
 }
 
 
-def load_tables(runs: Runs) -> dict[str, Table]:
-    """The load suite's sweeps (sweep_concurrency.csv, sweep_context.csv, sweep_rate.csv), when present."""
-    out = {}
-    for kind, frame in runs.load.items():
-        name = f"load_{kind}"
-        data = frame.assign(system=frame["model"].astype(str) + " @ " + frame["host"].astype(str))
-        data = data[["system"] + [c for c in data.columns if c != "system"]]
-        display = data[[c for c in LOAD_DISPLAY[kind] if c in data.columns]].copy()
-        for column in display.columns:
-            if pd.api.types.is_float_dtype(display[column]):
-                display[column] = [smart(v) for v in display[column]]
-        out[name] = Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=LOAD_CAPTIONS[kind])
-    return out
+def load_table(runs: Runs, kind: str) -> Table | None:
+    """One of the load suite's sweeps (sweep_concurrency.csv, sweep_context.csv, sweep_rate.csv), when present."""
+    if kind not in runs.load:
+        return None
+    frame, name = runs.load[kind], f"load_{kind}"
+    data = frame.assign(system=frame["model"].astype(str) + " @ " + frame["host"].astype(str))
+    data = data[["system"] + [c for c in data.columns if c != "system"]]
+    display = data[[c for c in LOAD_DISPLAY[kind] if c in data.columns]].copy()
+    for column in display.columns:
+        if pd.api.types.is_float_dtype(display[column]):
+            display[column] = [readable(v) for v in display[column]]
+    return Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=LOAD_CAPTIONS[kind])
 
 
 def ladder_points_and_laws(ref: pd.DataFrame, runs: Runs) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -407,19 +416,10 @@ def ladder_points_and_laws(ref: pd.DataFrame, runs: Runs) -> tuple[pd.DataFrame,
     return points, pd.DataFrame(laws)
 
 
-def ladder_tables(ref: pd.DataFrame, runs: Runs) -> dict[str, Table]:
-    """The quantization ladder (benchlib.suites.ladder) and the bandwidth law fitted on it, when a ladder has run."""
-    points, laws = ladder_points_and_laws(ref, runs)
+def ladder_table(points: pd.DataFrame) -> Table | None:
+    """The quantization ladder (benchlib.suites.ladder), rung by rung, when a ladder has run."""
     if points.empty:
-        return {}
-
-    def interval(v: float, lo: float, hi: float, spec: str, n: int) -> str:
-        if isnan(v):
-            return "–"
-        dash = ", " if lo < 0 else "–"  # '-2.46–-0.42' would read as a range of a negative
-        return f"{fmt(v, spec)} [{fmt(lo, spec)}{dash}{fmt(hi, spec)}] (n={n})" if not isnan(lo) else \
-            f"{fmt(v, spec)} (n={n})"
-
+        return None
     display = pd.DataFrame({
         "rung": points["qtype"], "host": points["host"], "file type": points["file_type"],
         "file (MB)": [fmt(v / 1e6, ".0f") for v in points["size_bytes"]],
@@ -435,6 +435,21 @@ def ladder_tables(ref: pd.DataFrame, runs: Runs) -> dict[str, Table]:
                                   points["n_scored"], points["derived_from"])],
         "tensor types": points["tensor_types"],
     })
+    return Table("ladder", "Quantization ladder of the embedded model: size, bytes read per token, speed, accuracy",
+                 points, display,
+                 caption="Each rung is the same model quantized on this host by llama.cpp's quantizer (`make "
+                         "ladder`). GB read per token from the GGUF tensor table (every tensor once; the tied "
+                         "embedding table in full for the logits), not a nominal bits-per-weight. Decode tok/s: "
+                         "client-side per-request rates of the text suite, mean with a bootstrap interval. "
+                         "Ceiling = measured read bandwidth ÷ GB per token. Accuracy pools every scored request "
+                         "(Wilson interval); rungs above the source carry only its information, so theirs is "
+                         "not reported.")
+
+
+def ladder_law_table(points: pd.DataFrame, laws: pd.DataFrame, runs: Runs) -> Table | None:
+    """The bandwidth law fitted on each ladder (ours beside 004's), when a ladder has run."""
+    if points.empty:
+        return None
     law_display = pd.DataFrame({
         "ladder": laws["ladder"], "bytes per token": laws["bytes per token"], "rungs": laws["n_rungs"],
         "slope of log tok/s on log GB/token [95% CI] (law: −1)": [
@@ -448,22 +463,11 @@ def ladder_tables(ref: pd.DataFrame, runs: Runs) -> dict[str, Table]:
         "effective ÷ bandwidth": [fmt(v, ".0%") for v in laws["share_of_read_bandwidth"]],
     })
     method = runs.ladders["bandwidth_method"].iloc[0] if len(runs.ladders) else ""
-    return {
-        "ladder": Table("ladder", "Quantization ladder of the embedded model: size, bytes read per token, speed, "
-                                  "accuracy", points, display,
-                        caption="Each rung is the same model quantized on this host by llama.cpp's quantizer (`make "
-                                "ladder`). GB read per token from the GGUF tensor table (every tensor once; the tied "
-                                "embedding table in full for the logits), not a nominal bits-per-weight. Decode tok/s: "
-                                "client-side per-request rates of the text suite, mean with a bootstrap interval. "
-                                "Ceiling = measured read bandwidth ÷ GB per token. Accuracy pools every scored request "
-                                "(Wilson interval); rungs above the source carry only its information, so theirs is "
-                                "not reported."),
-        "ladder_law": Table("ladder_law", "The bandwidth law fitted on each ladder", laws, law_display,
-                            caption="log tok/s = a + b·log GB/token by least squares (interval from the slope's "
-                                    "standard error); the law predicts b = −1. Effective bandwidth = geometric mean "
-                                    "of tok/s × GB/token over rungs (b fixed at −1), bootstrap interval over rungs. "
-                                    f"Our bandwidth: {method}."),
-    }
+    return Table("ladder_law", "The bandwidth law fitted on each ladder", laws, law_display,
+                 caption="log tok/s = a + b·log GB/token by least squares (interval from the slope's "
+                         "standard error); the law predicts b = −1. Effective bandwidth = geometric mean "
+                         "of tok/s × GB/token over rungs (b fixed at −1), bootstrap interval over rungs. "
+                         f"Our bandwidth: {method}.")
 
 
 def seed_arithmetic_table(ref: pd.DataFrame) -> Table:

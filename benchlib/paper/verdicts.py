@@ -14,12 +14,13 @@ from benchlib.analysis import deployments
 from benchlib.analysis import decisions
 from benchlib.analysis import frontier
 from benchlib.config import metrics
+from benchlib.config.formatting import bracket, fmt, short_number
 from benchlib.published import reference
-from benchlib.paper.format import Table, fmt
+from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, seed_rows, source_label
 from benchlib.paper.settings import AXIS_FORMATS, THIS_RUN, THRESHOLD_PRESETS
 from benchlib.config.params import ThresholdParams
-from benchlib.records.schema import number, short_number
+from benchlib.records.schema import number
 
 
 def _axis_text(axis: str, direction: str, value: Any, row: Any = None) -> str:
@@ -29,13 +30,15 @@ def _axis_text(axis: str, direction: str, value: Any, row: Any = None) -> str:
     spec = metrics.metric(axis).fmt
     text = f"{axis} {arrow} {fmt(number(value), spec, 'n/a')}"
     if row is not None:
-        low, high = number(row.get(f"{axis}_lo")), number(row.get(f"{axis}_hi"))
-        if not (math.isnan(low) or math.isnan(high)):
-            text += f" [{fmt(low, spec)}–{fmt(high, spec)}]"
+        text += bracket(number(row.get(f"{axis}_lo")), number(row.get(f"{axis}_hi")), spec)
         basis = row.get(f"{axis}_basis")
         if isinstance(basis, str) and basis:
             text += f" ({basis})"
     return text
+
+
+FRONTIER_COLUMNS = ["regime_key", "regime", "axes_spec", "system", "source", "on_frontier", "eligible", "axes",
+                    "dominated_by", "paper_frontier_model", "matches_paper", "paper_agrees_if", "paper_reason"]
 
 
 def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime],
@@ -49,49 +52,12 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
     for key, regime in regimes.items():
         if systems.empty:
             continue
-        axes = regime.all_axes()
-        marked = frontier.pareto_frontier(systems, axes, requires=regime.requires, floors=regime.floors(),
-                                          missing=regime.missing)
-        dom = frontier.dominance_pairs(systems[marked["eligible"]], axes)
-        paper_model = regime.paper_model
-        paper_row = printed[printed["task"] == regime.title] if len(printed) else printed
-        agree_if = _paper_agrees_if(systems[systems["source"] != THIS_RUN], regime) if paper_model else ""
-        for row in marked.to_dict("records"):
-            entry = {"regime_key": key, "regime": regime.title,
-                     "axes_spec": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in axes.items()),
-                     "axes": ", ".join(_axis_text(a, d, row[a], row) for a, d in axes.items()),
-                     "system": row["system"], "source": row["source"], "on_frontier": bool(row["on_frontier"]),
-                     "dominated_by": row["dominated_by"],
-                     "paper_frontier_model": paper_model, "paper_agrees_if": agree_if,
-                     "paper_reason": (str(paper_row["note"].iloc[0]) if len(paper_row) else "")}
-            entry.update({a: row.get(a, math.nan) if a in axes else math.nan for a in axis_columns})
-            entry["eligible"] = bool(row["eligible"])
-            if row["source"] != THIS_RUN and paper_model:
-                entry["matches_paper"] = bool(row["on_frontier"]) == (row["model"] == paper_model)
-            else:
-                entry["matches_paper"] = None
-            rows.append(entry)
-        for p in dom.itertuples():
-            pairs.append({"regime_key": key, "regime": regime.title, "dominated": p.dominated,
-                          "dominated_by": p.dominated_by, "better_on": ", ".join(p.better_on),
-                          "tied_on": ", ".join(p.tied_on)})
-    data = pd.DataFrame(rows, columns=["regime_key", "regime", "axes_spec", "system", "source", "on_frontier",
-                                       "eligible", "axes",
-                                       "dominated_by", "paper_frontier_model", "matches_paper", "paper_agrees_if",
-                                       "paper_reason"]
-                        + axis_columns)
-    display = pd.DataFrame({
-        "regime": data["regime"], "system": data["system"], "source": data["source"].map(source_label),
-        "axes (↑ higher / ↓ lower is better)": data["axes"],
-        "on frontier": [("**yes**" if v else "no") if e else "not eligible"
-                        for v, e in zip(data["on_frontier"], data["eligible"])],
-        "dominated by (better on)": data["dominated_by"].replace("", "—"),
-        "paper (§7)": [("agrees" if m else "DIFFERS" + (f" (agrees if {a})" if a else "")) if m is not None
-                       else ("extra system" if s == THIS_RUN else "")
-                       for m, s, a in zip(data["matches_paper"], data["source"], data["paper_agrees_if"])],
-    })
+        regime_rows, regime_pairs = _regime_frontier(key, regime, systems, printed, axis_columns)
+        rows += regime_rows
+        pairs += regime_pairs
+    data = pd.DataFrame(rows, columns=FRONTIER_COLUMNS + axis_columns)
     frontier_table = Table("frontier", "Deployment frontier per regime preset (000 §7), our runs as extra systems",
-                           data, display,
+                           data, _frontier_display(data),
                            caption="A system is on a regime's frontier when no other eligible system is at least as "
                                    "good on every axis and strictly better on one; overlapping 95 % intervals are "
                                    "ties. A system without a value on an axis, without a required capability or "
@@ -105,6 +71,51 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
                                  dominance.drop(columns=["regime_key"]),
                                  caption="Every dominated/dominator pair per regime with the axes the dominator is "
                                          "strictly better on and those it ties on.")
+
+
+def _regime_frontier(key: str, regime: frontier.Regime, systems: pd.DataFrame, printed: pd.DataFrame,
+                     axis_columns: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One regime's rows of the frontier table (one per system, beside the paper's pick) and its dominance pairs."""
+    axes = regime.all_axes()
+    marked = frontier.pareto_frontier(systems, axes, requires=regime.requires, floors=regime.floors(),
+                                      missing=regime.missing)
+    dom = frontier.dominance_pairs(systems[marked["eligible"]], axes)
+    paper_model = regime.paper_model
+    paper_row = printed[printed["task"] == regime.title] if len(printed) else printed
+    agree_if = _paper_agrees_if(systems[systems["source"] != THIS_RUN], regime) if paper_model else ""
+    rows = []
+    for row in marked.to_dict("records"):
+        entry = {"regime_key": key, "regime": regime.title,
+                 "axes_spec": ", ".join(f"{a} {'↑' if d == 'max' else '↓'}" for a, d in axes.items()),
+                 "axes": ", ".join(_axis_text(a, d, row[a], row) for a, d in axes.items()),
+                 "system": row["system"], "source": row["source"], "on_frontier": bool(row["on_frontier"]),
+                 "dominated_by": row["dominated_by"],
+                 "paper_frontier_model": paper_model, "paper_agrees_if": agree_if,
+                 "paper_reason": (str(paper_row["note"].iloc[0]) if len(paper_row) else "")}
+        entry.update({a: row.get(a, math.nan) if a in axes else math.nan for a in axis_columns})
+        entry["eligible"] = bool(row["eligible"])
+        if row["source"] != THIS_RUN and paper_model:
+            entry["matches_paper"] = bool(row["on_frontier"]) == (row["model"] == paper_model)
+        else:
+            entry["matches_paper"] = None
+        rows.append(entry)
+    pairs = [{"regime_key": key, "regime": regime.title, "dominated": p.dominated, "dominated_by": p.dominated_by,
+              "better_on": ", ".join(p.better_on), "tied_on": ", ".join(p.tied_on)} for p in dom.itertuples()]
+    return rows, pairs
+
+
+def _frontier_display(data: pd.DataFrame) -> pd.DataFrame:
+    """The frontier table as the reader scans it: membership in words, the paper's verdict beside ours."""
+    return pd.DataFrame({
+        "regime": data["regime"], "system": data["system"], "source": data["source"].map(source_label),
+        "axes (↑ higher / ↓ lower is better)": data["axes"],
+        "on frontier": [("**yes**" if v else "no") if e else "not eligible"
+                        for v, e in zip(data["on_frontier"], data["eligible"])],
+        "dominated by (better on)": data["dominated_by"].replace("", "—"),
+        "paper (§7)": [("agrees" if m else "DIFFERS" + (f" (agrees if {a})" if a else "")) if m is not None
+                       else ("extra system" if s == THIS_RUN else "")
+                       for m, s, a in zip(data["matches_paper"], data["source"], data["paper_agrees_if"])],
+    })
 
 
 def sensitivity_table(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime], ref: pd.DataFrame,

@@ -3,7 +3,6 @@ the client-health table."""
 
 from __future__ import annotations
 
-import math
 import re
 import textwrap
 from pathlib import Path
@@ -13,6 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from benchlib.config.formatting import is_missing, quantity
 from benchlib.measure.client_health import HEALTH_COLUMNS
 from benchlib.analysis.load_levels import flag_column, numeric_column
 from benchlib.analysis.serving import max_slo_rate
@@ -98,10 +98,6 @@ def health_table(concurrency: pd.DataFrame, context: pd.DataFrame, rate: pd.Data
     return frame[["sweep", "level"] + [c for c in HEALTH_COLUMNS if c in frame] + lag].round(3)
 
 
-def fmt(value: Any, spec: str = ".0f") -> str:
-    return format(value, spec) if isinstance(value, (int, float)) and not math.isnan(value) else "–"
-
-
 def concurrency_table(levels: pd.DataFrame) -> pd.DataFrame:
     """The per-level columns a reader scans first."""
     columns = ["concurrency", "n_requests", "n_ok", "n_failed", "throughput_tps", "decode_tps_p50", "ttft_s_p50",
@@ -137,10 +133,10 @@ def slo_line(levels: pd.DataFrame) -> str:
     rate, level = max_slo_rate(levels)
     slos = str(levels["slos"].iloc[0]) if "slos" in levels else ""
     best = numeric_column(levels, "goodput_rps")
-    good = f"; best goodput {best.max():.2f} req/s" if best.notna().any() else ""
-    if rate != rate:
+    good = f"; best goodput {quantity(best.max(), '.2f', 'req/s')}" if best.notna().any() else ""
+    if is_missing(rate):
         return f"no level met the SLOs ({slos}){good}"
-    return f"highest rate meeting the SLOs ({slos}): {rate:.2f} req/s (level {level}){good}"
+    return f"highest rate meeting the SLOs ({slos}): {quantity(rate, '.2f', 'req/s')} (level {level}){good}"
 
 
 CLOSED_LOOP = ("synchronous", "throughput")

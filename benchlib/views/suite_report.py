@@ -12,14 +12,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from benchlib.config.formatting import MISSING, fmt, interval, is_missing
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag
 from benchlib.views.timeline import telemetry_figure
 
 SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_echo", "valid",
                    "decode_tps_mean", "decode_tps_mean_lo", "decode_tps_mean_hi", "ttft_s_p50", "ttfo_s_p50",
-                   "e2e_s_p50", "itl_s_p50", "itl_s_p99", "tpot_s_mean", "prefill_tps_mean", "accuracy",
-                   "accuracy_lo", "accuracy_hi", "energy_j", "avg_power_w", "tokens_per_joule", "tps_per_w",
+                   "e2e_s_p50", "itl_s_p50", "itl_s_p99", "tpot_s_mean", "prefill_tps_mean", "n_scored",
+                   "accuracy", "accuracy_lo", "accuracy_hi", "energy_j", "avg_power_w", "tokens_per_joule", "tps_per_w",
                    "percentile_note", "note"]
 
 
@@ -33,22 +34,18 @@ def console_table(summary: pd.DataFrame) -> str:
     """Plain-text per-task table for the terminal: requests, decode tok/s mean±sd, TTFT p50, e2e p50, accuracy."""
     rows = []
     for _, row in summary.iterrows():
-        def num(key: str, fmt: str) -> str:
-            value = row.get(key)
-            return format(value, fmt) if pd.notna(value) else "–"
-
-        tps = f"{num('decode_tps_mean', '.1f')}±{num('decode_tps_sd', '.1f')}" if pd.notna(
-            row.get("decode_tps_mean")) else "–"
+        tps = MISSING if is_missing(row.get("decode_tps_mean")) else \
+            f"{fmt(row.get('decode_tps_mean'), '.1f')}±{fmt(row.get('decode_tps_sd'), '.1f')}"
         status = "" if flag(row.get("valid", True)) else " INVALID"
         if row.get("n_ok", 0) == 0 and row.get("n_unsupported", 0):
             status = " not supported"
-        accuracy = num("accuracy", ".0%")
-        if pd.notna(row.get("accuracy_lo")) and accuracy != "–":
-            accuracy += f" [{num('accuracy_lo', '.0%')}–{num('accuracy_hi', '.0%')}]"
+        scored = row.get("n_scored")
+        accuracy = interval(row.get("accuracy"), row.get("accuracy_lo"), row.get("accuracy_hi"), ".0%",
+                            n=None if is_missing(scored) else int(scored))
         rows.append([row.get("suite", ""), row["task"], int(row.get("n_ok", 0) + row.get("n_failed", 0)), tps,
-                     num("ttft_s_p50", ".3f"), num("e2e_s_p50", ".2f"), accuracy + status])
+                     fmt(row.get("ttft_s_p50"), ".3f"), fmt(row.get("e2e_s_p50"), ".2f"), accuracy + status])
     frame = pd.DataFrame(rows, columns=["suite", "task", "requests", "decode tok/s", "TTFT p50 s", "e2e p50 s",
-                                        "accuracy [95% CI]"])
+                                        "accuracy [95% CI] (n scored)"])
     if "model" in summary and summary["model"].nunique() > 1:  # several deployments (e.g. the ladder's rungs)
         frame.insert(0, "model", summary["model"].astype(str).to_numpy())
     return frame.to_string(index=False)

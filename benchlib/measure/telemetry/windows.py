@@ -99,6 +99,17 @@ def _held(t: np.ndarray, v: np.ndarray, t0: int, t1: int) -> np.ndarray:
     return np.concatenate([before[-1:], inside])
 
 
+def _window_row(name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
+    """A window's row before any sensor is read: every column empty, its span on both clocks, no sources."""
+    now_ns, now_unix = time.perf_counter_ns(), time.time()
+    row: dict[str, Any] = {c: None for c in WINDOW_COLUMNS}
+    row.update(window=name, kind=kind, t_start_ns=t0, t_end_ns=t1, duration_s=(t1 - t0) / 1e9,
+               t_start_unix=now_unix - (now_ns - t0) / 1e9, t_end_unix=now_unix - (now_ns - t1) / 1e9,
+               counter_reset=False, n_samples=0, stale_samples=0, energy_source="", energy_reason="",
+               power_source="", temp_source="", mem_source="", throttle_seen="", unavailable="")
+    return row
+
+
 @dataclass
 class WindowHandle:
     """What `Telemetry.window()` yields; `row` is filled when the block exits."""
@@ -120,12 +131,7 @@ class WindowArithmetic:
     `_tree`, `_windows`, `sensors` and the probe statuses) and never samples itself."""
 
     def _summarise(self, name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
-        now_ns, now_unix = time.perf_counter_ns(), time.time()
-        row: dict[str, Any] = {c: None for c in WINDOW_COLUMNS}
-        row.update(window=name, kind=kind, t_start_ns=t0, t_end_ns=t1, duration_s=(t1 - t0) / 1e9,
-                   t_start_unix=now_unix - (now_ns - t0) / 1e9, t_end_unix=now_unix - (now_ns - t1) / 1e9,
-                   counter_reset=False, n_samples=0, stale_samples=0, energy_source="", energy_reason="",
-                   power_source="", temp_source="", mem_source="", throttle_seen="", unavailable="")
+        row = _window_row(name, kind, t0, t1)
         if not self.enabled:
             row["energy_reason"] = row["unavailable"] = "telemetry disabled"
             row["gpus"] = ""
@@ -137,27 +143,23 @@ class WindowArithmetic:
         inside = (t >= t0) & (t <= t1)
         row["n_samples"] = int(inside.sum())
         row["gpus"] = ";".join(str(g.index) for g in self._gpus)
-        duration = row["duration_s"]
-
-        # energy: NVML counter per GPU → labelled trapezoid per GPU → RAPL only on hosts without GPUs
+        rapl_j, soc_j = self._energy(row, t, cols, t0, t1, missing)
+        self._peak_power(row, t, cols, t0, t1, inside, rapl_j, soc_j, missing)
+        self._net_energy(row, missing)
+        self._thermal(row, t, cols, t0, t1, missing)
+        self._memory(row, t, cols, t0, t1, missing)
+        self._host_side(row, t, cols, t0, t1, missing)
         if self._gpus:
-            energies, sources, notes, failed = [], [], [], []
-            for g in self._gpus:
-                joules, source, note, reset = self._gpu_energy(g, t, cols, t0, t1)
-                row["counter_reset"] = row["counter_reset"] or reset
-                if joules is None:
-                    failed.append(f"gpu{g.index}: {note}")
-                else:
-                    energies.append(joules)
-                    sources.append(source)
-                    if note:
-                        notes.append(f"gpu{g.index}: {note}")
-            if failed:
-                row["energy_reason"] = "; ".join(failed)
-            else:
-                row["energy_j"] = float(sum(energies))
-                row["energy_source"] = "+".join(dict.fromkeys(sources))
-                row["energy_reason"] = "; ".join(notes)
+            row["stale_samples"] = int(sum(np.nansum(cols[f"stale@{g.slot}"][inside]) for g in self._gpus))
+        row["unavailable"] = "; ".join(missing)
+        return row
+
+    def _energy(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
+                missing: list[str]) -> tuple[float | None, float | None]:
+        """Energy and average power: NVML counter per GPU → labelled trapezoid per GPU; on a host without GPUs
+        the SoC/board sensor, else RAPL. Returns (RAPL joules, SoC joules), read on every host (peak power)."""
+        if self._gpus:
+            self._gpus_energy(row, t, cols, t0, t1)
         rapl_j = None
         if self._rapl.status["available"]:
             delta, reset, why = _counter_delta(t, cols["rapl_uj"], t0, t1)
@@ -180,6 +182,7 @@ class WindowArithmetic:
             else:
                 rapl_why = self._rapl.status["reason"] or "RAPL samples do not cover the window"
                 row["energy_reason"] = f"no GPU ({self._nvml.reason}); no SoC power ({soc_why}); no RAPL ({rapl_why})"
+        duration = row["duration_s"]
         if row["energy_j"] is not None:
             if duration > 0:
                 row["avg_power_w"] = metrics.average_power_w(row["energy_j"], duration)  # never a mean of samples
@@ -187,8 +190,32 @@ class WindowArithmetic:
                 missing.append("avg_power_w: zero-length window")
         else:
             missing.append(f"energy_j: {row['energy_reason']}")
+        return rapl_j, soc_j
 
-        # peak power: summed instant power per tick (RAPL: per-tick average rate, labelled)
+    def _gpus_energy(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int) -> None:
+        """Every GPU's energy summed (_gpu_energy each), or why not: one GPU without energy leaves it empty."""
+        energies, sources, notes, failed = [], [], [], []
+        for g in self._gpus:
+            joules, source, note, reset = self._gpu_energy(g, t, cols, t0, t1)
+            row["counter_reset"] = row["counter_reset"] or reset
+            if joules is None:
+                failed.append(f"gpu{g.index}: {note}")
+            else:
+                energies.append(joules)
+                sources.append(source)
+                if note:
+                    notes.append(f"gpu{g.index}: {note}")
+        if failed:
+            row["energy_reason"] = "; ".join(failed)
+        else:
+            row["energy_j"] = float(sum(energies))
+            row["energy_source"] = "+".join(dict.fromkeys(sources))
+            row["energy_reason"] = "; ".join(notes)
+
+    def _peak_power(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
+                    inside: np.ndarray, rapl_j: float | None, soc_j: float | None, missing: list[str]) -> None:
+        """Peak power: summed instant power per tick over the GPUs, else the SoC sensor's, else RAPL's per-tick
+        average rate (labelled)."""
         if self._gpus and all(g.power for g in self._gpus):
             total = np.sum([cols[f"power@{g.slot}"] for g in self._gpus], axis=0)
             peak = total[inside & ~np.isnan(total)]
@@ -218,11 +245,9 @@ class WindowArithmetic:
         else:
             missing.append("peak_power_w: no power sensor")
 
-        self._net_energy(row, missing)
-        self._thermal(row, t, cols, t0, t1, missing)
-        self._memory(row, t, cols, t0, t1, missing)
-
-        # host side
+    def _host_side(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
+                   missing: list[str]) -> None:
+        """The host side: CPU utilisation, the server process tree's peak RSS and CPU time, MemAvailable's drop."""
         busy, _, why = _counter_delta(t, cols["cpu_busy_s"], t0, t1)
         total_cpu, _, why_total = _counter_delta(t, cols["cpu_total_s"], t0, t1)
         if busy is not None and total_cpu:
@@ -243,10 +268,6 @@ class WindowArithmetic:
             row["mem_available_drop_bytes"] = float(avail[0] - avail.min())
         else:
             missing.append(f"mem_available_drop_bytes: {self._meminfo_status['reason'] or 'no samples'}")
-        if self._gpus:
-            row["stale_samples"] = int(sum(np.nansum(cols[f"stale@{g.slot}"][inside]) for g in self._gpus))
-        row["unavailable"] = "; ".join(missing)
-        return row
 
     def _gpu_energy(self, g: Gpu, t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int
                     ) -> tuple[float | None, str, str, bool]:

@@ -1,0 +1,81 @@
+"""How a number is written for a person: a format spec or three significant figures, a unit after it, an
+interval after a value, and one mark for a missing value. The paper's tables and figures, the verdict lines of
+the frontier and the decisions, and the console table of a run all write their numbers through these."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MISSING = "–"  # a value that was not measured, not printed or not applicable: never "nan", never "None"
+
+
+def is_missing(value: Any) -> bool:
+    """None, pandas' NA or a NaN of any float type; text and other objects are values."""
+    if value is None or value is pd.NA:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    return False
+
+
+def fmt(value: Any, spec: str = ".4g", missing: str = MISSING) -> str:
+    """A number written with spec ('.1f', '.0%', ...); a missing value (or the text "nan") -> missing; a bool
+    -> yes/no; other text as it is."""
+    if is_missing(value):
+        return missing
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return format(value, spec)
+    text = str(value)
+    return text if text and text != "nan" else missing
+
+
+def readable(value: Any, missing: str = MISSING) -> str:
+    """A number as a person reads it in a table: whole numbers without decimals, no decimals from 100 up, one
+    from 10 up, three significant digits below (never e-notation); not a number -> missing."""
+    if isinstance(value, (bool, np.bool_)) or is_missing(value):
+        return missing
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return missing
+    if math.isnan(v):
+        return missing
+    if v.is_integer():
+        return f"{v:.0f}"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
+def short_number(value: Any) -> str:
+    """A value in a verdict line: three significant digits, "n/a" when NaN, other text as it is."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return "n/a" if math.isnan(out) else f"{out:.3g}"
+
+
+def bracket(low: Any, high: Any, spec: str) -> str:
+    """' [low–high]' of an interval, '' when either end is missing; ', ' between the ends when the low one is
+    negative ('-2.46–-0.42' would read as a range of a negative)."""
+    if is_missing(low) or is_missing(high):
+        return ""
+    dash = ", " if low < 0 else "–"
+    return f" [{fmt(low, spec)}{dash}{fmt(high, spec)}]"
+
+
+def interval(value: Any, low: Any, high: Any, spec: str, n: int | None = None, missing: str = MISSING) -> str:
+    """'value [low–high] (n=…)': a value with its interval where it has one and the count it rests on."""
+    if is_missing(value):
+        return missing
+    return fmt(value, spec) + bracket(low, high, spec) + (f" (n={n})" if n is not None else "")
+
+
+def quantity(value: Any, spec: str, unit: str, missing: str = MISSING) -> str:
+    """'16 GB': a number with its unit after a space; missing -> missing, without the unit."""
+    return missing if is_missing(value) else f"{fmt(value, spec)} {unit}"
