@@ -3,10 +3,16 @@
 Measured rows are the non-warm-up ones. Timing and throughput statistics use status=="ok" rows only;
 accuracy is the share passed among ok rows that were scored (passed not empty). error_rate is
 failed ÷ (ok + failed): 'unsupported' rows mark a missing capability, not an error.
+
+A row whose server token counts are implausible (benchlib.measure.timing.check_counts: its `implausible_counts`,
+or, for rows written elsewhere, a completion count that is not a whole number >= 0 or claims more than
+timing.completion_limit) is counted in n_implausible and kept out of every figure computed from token counts
+(TOKEN_METRICS, completion_tokens_sum); a task where more than max_error_rate of the ok rows have one is invalid.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -14,13 +20,16 @@ import pandas as pd
 
 from benchlib.config import metrics
 from benchlib.analysis import stats
+from benchlib.measure.timing import completion_limit
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
-from benchlib.records.schema import flag, json_value, number, optional_flag
+from benchlib.records.schema import flag, json_value, number, numeric_column, optional_flag
 
 GROUP_KEYS = ("host", "model", "suite", "modality", "task")
 STAT_METRICS = metrics.REQUEST_METRICS  # decode_tps, ttft_s, ttfo_s, e2e_s, tpot_s, itl_s, prefill_tps
 STATS = ("count", "mean", "mean_lo", "mean_hi", "sd", "p50", "p50_lo", "p50_hi", "p90", "p99")
-COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup"]
+TOKEN_METRICS = ("decode_tps", "tpot_s", "prefill_tps")  # computed from the server's token counts
+COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup",
+                 "n_implausible"]
 SUMMARY_COLUMNS = (COUNT_COLUMNS + [f"{m}_{s}" for m in STAT_METRICS for s in STATS]
                    + ["completion_tokens_sum", "accuracy", "accuracy_lo", "accuracy_hi", "score_mean", "n_echo",
                       "error_rate", "valid", "failures", "percentile_note", "note"])
@@ -72,16 +81,26 @@ def _pooled(column: pd.Series) -> list[float]:
     return out
 
 
-def failures_by_kind(requests: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
-    """Count of failed measured requests per group and error_kind."""
-    keys = _keys(requests, by)
-    rows = measured(requests)
-    rows = rows[rows["status"] == STATUS_FAILED] if "status" in rows else rows.iloc[0:0]
+
+def _count_implausible(row: Mapping[str, Any]) -> bool:
+    flagged = row.get("implausible_counts")
+    if isinstance(flagged, str) and flagged.strip():
+        return True
+    tokens = number(row.get("completion_tokens"))
+    if math.isnan(tokens):
+        return False  # no count: nothing to keep out
+    if not math.isfinite(tokens) or tokens < 0 or not tokens.is_integer():
+        return True
+    budget, deltas = number(row.get("max_tokens")), number(row.get("client_deltas"))
+    limit = completion_limit(0 if math.isnan(budget) else budget, 0 if math.isnan(deltas) else deltas)
+    return limit is not None and tokens > limit
+
+
+def implausible(rows: pd.DataFrame) -> pd.Series:
+    """True for the rows whose server token counts are implausible (the module docstring)."""
     if rows.empty:
-        return pd.DataFrame(columns=keys + ["error_kind", "n"])
-    kinds = rows.get("error_kind", pd.Series("", index=rows.index)).fillna("").replace("", "unknown")
-    return (rows.assign(error_kind=kinds).groupby(keys + ["error_kind"], dropna=False).size()
-            .rename("n").reset_index())
+        return pd.Series(False, index=rows.index, dtype=bool)
+    return rows.apply(_count_implausible, axis=1).astype(bool)
 
 
 def _keys(frame: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
@@ -97,16 +116,21 @@ def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[
     n_unsupported = int((status == STATUS_UNSUPPORTED).sum())
     passed = ok["passed"].map(_passed) if "passed" in ok else pd.Series(dtype=float)
     truncated = ok["truncated"].map(flag) if "truncated" in ok else pd.Series(dtype=bool)
+    bad = implausible(ok)
+    counted = ok[~bad]  # rows whose token counts figures may be computed from
     row: dict[str, Any] = {
         "n_requests": len(meas), "n_ok": n_ok, "n_failed": n_failed, "n_unsupported": n_unsupported,
         "n_truncated": int(truncated.sum()), "n_scored": int(passed.notna().sum()),
-        "n_passed": int((passed == 1.0).sum()), "n_warmup": int(warm.sum()),
+        "n_passed": int((passed == 1.0).sum()), "n_warmup": int(warm.sum()), "n_implausible": int(bad.sum()),
     }
     for metric in STAT_METRICS:
-        values = _pooled(ok[metric]) if metric == "itl_s" and metric in ok else (ok[metric] if metric in ok else [])
+        rows = counted if metric in TOKEN_METRICS else ok
+        values = _pooled(rows[metric]) if metric == "itl_s" and metric in rows else \
+            (rows[metric] if metric in rows else [])
         figures = describe(values)
         row.update({f"{metric}_{name}": val for name, val in figures.items()})
-    tokens = pd.to_numeric(ok["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in ok else pd.Series(dtype=float)
+    tokens = pd.to_numeric(counted["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in counted \
+        else pd.Series(dtype=float)
     row["completion_tokens_sum"] = float(tokens.sum()) if len(tokens) else np.nan
     row["accuracy"] = row["n_passed"] / row["n_scored"] if row["n_scored"] else np.nan
     row["accuracy_lo"], row["accuracy_hi"] = stats.wilson_interval(row["n_passed"], row["n_scored"])
@@ -133,6 +157,11 @@ def _validity(row: Mapping[str, Any], max_error_rate: float | None) -> tuple[boo
         return False, "every request failed"
     if max_error_rate is not None and row["error_rate"] > max_error_rate:
         return False, f"error rate {row['error_rate']:.0%} above {max_error_rate:.0%}"
+    share = row["n_implausible"] / row["n_ok"]
+    if max_error_rate is not None and share > max_error_rate:
+        return False, f"implausible server token counts in {share:.0%} of ok requests (above {max_error_rate:.0%})"
+    if row["n_implausible"]:
+        return True, f"{row['n_implausible']} request(s) with implausible server token counts left out of token rates"
     return True, ""
 
 
@@ -306,7 +335,8 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
     req = requests.copy()
     ok = (req["status"] == STATUS_OK) & ~req["is_warmup"].map(flag)
     req = req[ok]
-    start_ns, e2e, unix = (_numeric(req, c) for c in ("start_ns", "e2e_s", "started_at_unix"))
+    # a missing stamp reads 0 here: "no nanosecond stamp" selects the wall-clock rule below
+    start_ns, e2e, unix = (numeric_column(req, c).fillna(0.0) for c in ("start_ns", "e2e_s", "started_at_unix"))
     slack = 0.05  # s: stamps are taken a few µs apart on either side of the window edge
     for i, w in out.iterrows():
         if w["kind"] != "task":
@@ -345,12 +375,6 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(float(tps.mean()), power)
         out.at[i, "efficiency_reason"] = "; ".join(reasons)
     return out
-
-
-def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
-    if column not in frame:
-        return pd.Series(0.0, index=frame.index)
-    return pd.to_numeric(frame[column], errors="coerce").fillna(0.0)
 
 
 def _isnum_series(value: Any) -> bool:

@@ -15,11 +15,13 @@ import re
 import urllib.parse
 from functools import lru_cache
 from pathlib import Path
+import typing
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from benchlib.config import graded
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.tasks import TaskError, load_tasks
 
@@ -27,19 +29,42 @@ SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds"
 Modality = Literal["text", "vision", "audio", "video"]
 # Notebooks the main job can execute, in the order it executes them.
 NOTEBOOK_ORDER = ("text", "quality", "vision", "audio", "video", "load")
+MAX_DEPTH = 32  # nesting levels of a params file (extra_body needs a handful)
+MAX_INT_BITS = 63  # every integer fits in 64 bits with its sign
+MAX_HOST_NAME = 120  # host.name is a folder name (NAME_MAX is 255 bytes) ...
+MAX_DEPLOYMENT_NAME = 200  # ... and so is model[+variant], with room for what is put beside it
 
 
 class ParamsError(ValueError):
     """A params file (or notebook parameter) is unusable; the message is one line naming file and key."""
 
 
+def _takes_number(annotation: Any) -> bool:
+    """Whether a field holds numbers (int, float, optional or in a list), and not booleans."""
+    if typing.get_origin(annotation) is list:
+        return _takes_number(typing.get_args(annotation)[0])
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    return bool not in kinds and any(k in (int, float) for k in kinds)
+
+
 class _Section(BaseModel):
     # inf and nan are not numbers a user means (timeout_s: .inf would wait forever)
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_as_number(cls, value: Any, info: Any) -> Any:
+        """`warmups: true` is a slip, not 1: a boolean is never taken as a number (pydantic's lax mode would)."""
+        field = cls.model_fields.get(info.field_name)
+        if field is not None and _takes_number(field.annotation) \
+                and any(isinstance(v, bool) for v in (value if isinstance(value, list) else [value])):
+            raise ValueError("a boolean (true/false) is not a number: write the number")
+        return value
+
 
 class HostParams(_Section):
-    name: str = Field(min_length=1, description="Short host label; first part of the output path")
+    name: str = Field(min_length=1, max_length=MAX_HOST_NAME,
+                      description="Short host label; first part of the output path")
     hardware: str = Field("", description="Free-text hardware description")
     accelerator: str = Field("", description="GPU/SoC name, empty for CPU-only")
     memory_gb: float | None = Field(None, gt=0, description="Device (or unified) memory size")
@@ -80,7 +105,8 @@ class ServerParams(_Section):
     kind: Literal["embedded", "openai", "ollama"] = Field(description="Wire protocol / who starts the server")
     software: str = Field("", description="vllm | sglang | llama.cpp | llama-cpp-python | ollama (provenance)")
     base_url: str = Field("", description="http(s)://host:port[/v1]; empty for embedded (chosen at start)")
-    model: str = Field(min_length=1, description="Model id as the server names it; second part of the output path")
+    model: str = Field(min_length=1, max_length=MAX_DEPLOYMENT_NAME,
+                       description="Model id as the server names it; second part of the output path")
     variant: str = Field("", max_length=120, pattern=r"^[A-Za-z0-9_.,=+-]*$",
                          description="Label of this deployment's settings (a study's grid point, e.g. "
                                      "n_threads=1): part of its name and of its output folder")
@@ -110,6 +136,8 @@ class ServerParams(_Section):
         if not value:
             return value
         parts = urllib.parse.urlsplit(value)
+        if _url_credentials(value):
+            return value  # refused by _needs_url, whose message cannot quote the value back
         if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
             raise ValueError(f"not an http(s) URL: {value!r}")
         try:
@@ -131,9 +159,21 @@ class ServerParams(_Section):
     def _needs_url(self) -> "ServerParams":
         if self.kind != "embedded" and not self.base_url:
             raise ValueError(f"base_url is required for kind '{self.kind}'")
+        where = _url_credentials(self.base_url)
+        if where:
+            raise ValueError(f"base_url carries {where}: it would be written to manifest.json and the notebook; "
+                             "give the key through api_key_env (the NAME of an environment variable) instead")
         if self.embedded.vllm_checkpoint.startswith("random") and self.weights != "random":
             raise ValueError(f"embedded.vllm_checkpoint {self.embedded.vllm_checkpoint} has random weights: "
                              "declare server.weights: random (its answers are never scored)")
+        return self
+
+    @model_validator(mode="after")
+    def _folder_name(self) -> "ServerParams":
+        name = f"{self.model}+{self.variant}" if self.variant else self.model
+        if len(name) > MAX_DEPLOYMENT_NAME:
+            raise ValueError(f"model and variant make a folder name of {len(name)} characters (at most "
+                             f"{MAX_DEPLOYMENT_NAME}): shorten server.variant")
         return self
 
     def api_key(self) -> str:
@@ -159,13 +199,37 @@ class ServerParams(_Section):
         return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
 
 
+def _url_credentials(url: str) -> str:
+    """What in a URL could be a credential, in words for a message; "" when nothing could."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is not None:
+        return "a password (user:password@)"
+    if parts.username:
+        return "user info (user@)"
+    if parts.query or parts.fragment:
+        return "a query or fragment (a key in ?…)"
+    return ""
+
+
 class RunSettings(_Section):
     warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
     repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
+    graded_items: int = Field(
+        4, ge=1, le=100_000, description="Items per graded set (a task with `graded:`), each sent once: the first n "
+        "of its pool. Sets the precision: the 95 % Wilson half-width at 50 % accuracy is ±35 points at n=4, ±17 "
+        "at 30, ±9.6 at 100, ±4.9 at 400. The default fits the first run's time budget (5 sets × 4 = 20 items a "
+        "deployment); params/studies/graded-full.yaml sends every item")
     max_tokens: int = Field(128, ge=1, le=1_048_576, description="Completion token budget (tasks may lower it)")
     temperature: float = Field(0.0, ge=0, le=2)
     seed: int | None = Field(1234)
-    timeout_s: float = Field(120.0, gt=0, le=86_400, description="Read timeout per request")
+    timeout_s: float = Field(120.0, gt=0, le=86_400, description="Read timeout per request: the longest silence "
+                             "between two reads (read_timeout)")
+    deadline_s: float = Field(600.0, gt=0, le=86_400, description="Overall limit per request, from the request on "
+                              "the wire to the answer's last byte, however steadily the server sends "
+                              "(deadline_exceeded)")
+    max_response_bytes: int = Field(64 * 2**20, ge=1024, le=2**40, description="Cap on one response's bytes, as "
+                                    "read and as decoded: a server that ignores max_tokens is cut off here "
+                                    "(response_too_large)")
     connect_timeout_s: float = Field(10.0, gt=0, le=3600)
     thinking: bool = Field(False, description="Reasoning mode; off by default on every backend")
     unique_prompts: bool = Field(True, description="Prefix each prompt with a request id so no cache has seen it")
@@ -342,18 +406,21 @@ class BenchParams(_Section):
                 for name in SECTIONS}
 
 
-def _hash_files(paths: list[Path], root: Path) -> str:
+def _hash_files(paths: list[Path], root: Path, extra: str = "") -> str:
     digest = hashlib.sha256()
     for path in sorted(paths):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    if extra:
+        digest.update(extra.encode())
     return digest.hexdigest()[:12]
 
 
 def task_set_hash(directory: Path | None = None) -> str:
-    """A short hash of the task files' content (every suite's YAML): editing a prompt, an expected answer or
-    a checker name changes it."""
+    """A short hash of the task files' content (every suite's YAML) and of the versions of the libraries graded sets
+    are drawn from: editing a prompt, an expected answer or a checker name changes it, and so does a new release
+    that may generate other items from the same seed."""
     root = Path(directory or tasks_dir())
-    return _hash_files(list(root.glob("*.yaml")), root)
+    return _hash_files(list(root.glob("*.yaml")), root, ";".join(map(graded.library_version, graded.LIBRARIES)))
 
 
 # The layers whose code decides what is sent, how it is timed, what is recorded and how it is scored: a change
@@ -405,6 +472,7 @@ def validate(data: Any, source: str = "") -> BenchParams:
     """Validate a dict of sections; the first problem becomes a one-line ParamsError."""
     if not isinstance(data, dict):
         raise ParamsError(f"{source or 'params'}: expected a mapping of sections {', '.join(SECTIONS)}")
+    _check_shape(data, source)
     try:
         params = BenchParams.model_validate(data)
     except ValidationError as exc:
@@ -414,6 +482,24 @@ def validate(data: Any, source: str = "") -> BenchParams:
     params.source = source
     _check_task_names(params)
     return params
+
+
+def _check_shape(data: Any, source: str) -> None:
+    """Bounds no schema states: nesting depth (a deeper structure exhausts the stack of every reader after this
+    one) and integer size (64 bits; a 5,000-digit integer cannot even be printed). Walked without recursion."""
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        where = ".".join(map(str, path[:4])) + (".…" if len(path) > 4 else "")
+        if len(path) >= MAX_DEPTH:
+            raise ParamsError(f"{source or 'params'}: {where}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+            raise ParamsError(f"{source or 'params'}: {where}: integer too large ({value.bit_length()} bits; at most "
+                              f"{MAX_INT_BITS} and a sign)")
+        if isinstance(value, dict):
+            stack.extend((path + (key,), item) for key, item in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((path + (index,), item) for index, item in enumerate(value))
 
 
 def _check_task_names(params: BenchParams) -> None:
@@ -430,14 +516,49 @@ def _check_task_names(params: BenchParams) -> None:
 
 class _NoAliasLoader(yaml.SafeLoader):
     """yaml.SafeLoader without aliases: a few hundred bytes of nested *refs expand to gigabytes ("billion
-    laughs"); a params file has no use for them, so the first one is refused, in well under a second."""
+    laughs"); a params file has no use for them, so the first one is refused, in well under a second. Nor does it
+    take a key twice (the last would silently win), nesting deeper than MAX_DEPTH (the composer recurses: a
+    RecursionError) or an integer literal too long for 64 bits (Python refuses to convert 4,300 digits)."""
+
+    depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a params file",
                                               event.start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                              self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r} (first at line "
+                                                                    f"{first.start_mark.line + 1}; the last would "
+                                                                    f"silently win)", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        if len(str(node.value)) > 24:  # 2**63 has 19 digits; longer is no 64-bit integer
+            raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(str(node.value))} characters "
+                                                                f"(at most {MAX_INT_BITS} bits and a sign)",
+                                                    node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_NoAliasLoader.add_constructor("tag:yaml.org,2002:int", _NoAliasLoader.construct_yaml_int)
 
 
 def load_params(path: str | os.PathLike) -> BenchParams:

@@ -9,28 +9,38 @@ Two wire protocols behind one interface (`Backend.stream`):
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
 
 A streamed chunk is not a token: token counts come from the server (usage / eval counts / server log) and
-client delta counts are kept beside them. Every failure becomes an error kind + message on the record.
+client delta counts are kept beside them. Every failure becomes an error kind + message on the record; a chunk
+of the wrong shape (usage as text, a tool index as a list) is a bad_chunk like any other unexpected chunk.
+
+Every path bounds each request three ways: the idle read timeout (run.timeout_s), an overall deadline
+(run.deadline_s: deadline_exceeded) and a byte cap (run.max_response_bytes: response_too_large) — the wire
+path in its exchange (benchlib/measure/http_response.py), the httpx paths (SDK, Ollama) with asyncio.timeout and
+a capped response stream (raw bytes, so error bodies the SDK reads itself are capped too) and capped decoded
+pieces.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator
 
 import httpx
 import openai
 
 from benchlib.config import metrics
-from benchlib.measure.failures import RequestFailed, connect_failure, http_failure, media_type, not_a_stream, server_message
+from benchlib.measure.failures import (RequestFailed, connect_failure, deadline_exceeded, http_failure, media_type,
+                                       not_a_stream, server_message, too_large)
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord
+from benchlib.records.secrets import cut
 from benchlib.measure.sse import DONE, Events, LineSplitter, shown
-from benchlib.measure.timing import NS, StreamState, finalize
+from benchlib.measure.timing import NS, StreamState, count_value, finalize
 from benchlib.measure.wire import StreamingHTTP, direct_route
 
 EVENT_STREAM = "text/event-stream"
@@ -79,7 +89,7 @@ def _sdk_message(exc: openai.APIStatusError) -> str:
     try:
         return server_message(exc.response.text)
     except Exception:  # the body may be unread on a streamed response
-        return str(exc.message)[:2000]
+        return cut(str(exc.message), 2000)
 
 
 class StampingTransport(httpx.AsyncBaseTransport):
@@ -88,18 +98,50 @@ class StampingTransport(httpx.AsyncBaseTransport):
 
     HEADER = "x-bench-request"
 
-    def __init__(self, inner: httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport, max_bytes: int | None = None):
         self.inner = inner
+        self.max_bytes = max_bytes
         self.sent_ns: dict[str, int] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         tag = request.headers.get(self.HEADER)
         if tag:
             self.sent_ns[tag] = time.perf_counter_ns()
-        return await self.inner.handle_async_request(request)
+        response = await self.inner.handle_async_request(request)
+        if self.max_bytes:
+            response.stream = _CappedStream(response.stream, self.max_bytes, response.status_code)
+        return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    """A response's raw bytes, given up past `max_bytes` (whoever reads them: our loop, or the SDK an error body)."""
+
+    def __init__(self, inner: Any, max_bytes: int, status: int):
+        self.inner, self.max_bytes, self.status = inner, max_bytes, status
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for piece in self.inner:
+            seen += len(piece)
+            if seen > self.max_bytes:
+                raise too_large(self.max_bytes, self.status)
+            yield piece
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def capped(pieces: AsyncIterator[bytes], max_bytes: int, status: int) -> AsyncIterator[bytes]:
+    """Decoded body pieces, given up past `max_bytes` (a small gzip body can decode to gigabytes)."""
+    seen = 0
+    async for piece in pieces:
+        seen += len(piece)
+        if seen > max_bytes:
+            raise too_large(max_bytes, status)
+        yield piece
 
 
 class Backend:
@@ -113,8 +155,20 @@ class Backend:
         self.timeout = httpx.Timeout(run.timeout_s, connect=run.connect_timeout_s)
         self.limits = httpx.Limits(max_connections=max(concurrency, 1) + 4,
                                    max_keepalive_connections=max(concurrency, 1) + 4)
-        self.transport = StampingTransport(httpx.AsyncHTTPTransport(limits=self.limits))
+        self.transport = StampingTransport(httpx.AsyncHTTPTransport(limits=self.limits), run.max_response_bytes)
         self._next_tag = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def deadline(self, record: RequestRecord) -> AsyncIterator[None]:
+        """run.deadline_s over the block (the httpx paths; the wire path's exchange keeps its own)."""
+        limit = asyncio.timeout(self.run.deadline_s)
+        try:
+            async with limit:
+                yield
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise deadline_exceeded(self.run.deadline_s, record.http_status) from None
 
     def new_tag(self) -> str:
         return str(next(self._next_tag))
@@ -135,6 +189,7 @@ class Backend:
     async def execute(self, request: ChatRequest, record: RequestRecord) -> RequestRecord:
         """Send with bounded 429 retries; on failure the record gets status failed + kind + message."""
         attempts = self.run.retries_429 + 1
+        record.max_tokens = record.max_tokens or request.max_tokens  # what a plausible count is held to
         for attempt in range(attempts):
             record.http_status = None  # set by the attempt as soon as a response head arrives
             try:
@@ -175,7 +230,8 @@ class OpenAIBackend(Backend):
         # httpx stack costs more CPU per chunk and stamps chunks late under load: bench/README.md). The SDK path
         # above stays for URLs an environment proxy applies to.
         self.wire = StreamingHTTP(base, connect_timeout=run.connect_timeout_s, read_timeout=run.timeout_s,
-                                  headers=server.auth_headers()) \
+                                  headers=server.auth_headers(), deadline_s=run.deadline_s,
+                                  max_bytes=run.max_response_bytes) \
             if run.http_client == "wire" and direct_route(base) else None
 
     def body_extras(self, request: ChatRequest) -> dict[str, Any]:
@@ -247,35 +303,38 @@ class OpenAIBackend(Backend):
         record.start_ns = start
         state = StreamState(start)
         events, lines = Events(), LineSplitter()
-        try:
-            async with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
-                self.wire_start(tag, state, record)
-                record.http_status = response.status_code
-                declared = response.headers.get("content-type", "")
-                if media_type(declared) not in ("", EVENT_STREAM):
-                    raise not_a_stream(response.status_code, declared, EVENT_STREAM,
-                                       server_message(await response.read()))
-                async for piece in response.iter_bytes():  # not iter_lines: see benchlib/measure/sse.py
-                    now = time.perf_counter_ns()
-                    for line in lines.feed(piece):
-                        event = events.feed(line)
+        async with self.deadline(record):
+            try:
+                async with self.client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                    self.wire_start(tag, state, record)
+                    record.http_status = response.status_code
+                    declared = response.headers.get("content-type", "")
+                    if media_type(declared) not in ("", EVENT_STREAM):
+                        raise not_a_stream(response.status_code, declared, EVENT_STREAM,
+                                           server_message(await response.read()))
+                    # not iter_lines: see benchlib/measure/sse.py
+                    async for piece in capped(response.iter_bytes(), self.run.max_response_bytes,
+                                              response.status_code):
+                        now = time.perf_counter_ns()
+                        for line in lines.feed(piece):
+                            event = events.feed(line)
+                            if event is DONE:
+                                state.done = True
+                                break
+                            if event is not None:
+                                self._parse_chunk(event, now, state, record)
+                        if state.done:
+                            break
+                    else:
+                        event = events.feed(lines.rest())  # a last line without its line end
                         if event is DONE:
                             state.done = True
-                            break
-                        if event is not None:
-                            self._parse_chunk(event, now, state, record)
-                    if state.done:
-                        break
-                else:
-                    event = events.feed(lines.rest())  # a last line without its line end
-                    if event is DONE:
-                        state.done = True
-                    elif event is not None:
-                        self._parse_chunk(event, time.perf_counter_ns(), state, record)
-        finally:
-            end = time.perf_counter_ns()
-            self.wire_start(tag, state, record)
-            finalize(record, state, end)
+                        elif event is not None:
+                            self._parse_chunk(event, time.perf_counter_ns(), state, record)
+            finally:
+                end = time.perf_counter_ns()
+                self.wire_start(tag, state, record)
+                finalize(record, state, end)
         self._check_complete(state, record, events)
 
     @staticmethod
@@ -286,34 +345,39 @@ class OpenAIBackend(Backend):
         state.chunks += 1
         if chunk.get("error"):  # also beside non-empty choices: the server's words are the failure
             raise RequestFailed("server_error", f"error in stream: {server_message(chunk)}")
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            tool_deltas = delta.get("tool_calls")
-            if tool_deltas:
-                for call in tool_deltas:
-                    slot = state.tool_calls.setdefault(call.get("index", len(state.tool_calls)),
-                                                       {"name": "", "arguments": ""})
-                    function = call.get("function") or {}
-                    if function.get("name"):
-                        slot["name"] += function["name"]
-                    if function.get("arguments"):
-                        slot["arguments"] += function["arguments"]
-            state.output(now, delta.get("content"), reasoning, answer_like=bool(tool_deltas))
-            if choice.get("finish_reason"):
-                state.finish_reason = choice["finish_reason"]
-        usage = chunk.get("usage")
-        if usage:
+        for choice in shaped(chunk.get("choices"), list, "choices") or ():
+            choice = shaped(choice, dict, "a choice") or {}
+            delta = shaped(choice.get("delta"), dict, "delta") or {}
+            reasoning = shaped(delta.get("reasoning_content") or delta.get("reasoning"), str, "delta.reasoning")
+            tool_deltas = shaped(delta.get("tool_calls"), list, "delta.tool_calls")
+            for call in tool_deltas or ():
+                call = shaped(call, dict, "a tool call") or {}
+                index = shaped(call.get("index"), int, "a tool call's index")
+                slot = state.tool_calls.setdefault(len(state.tool_calls) if index is None else index,
+                                                   {"name": "", "arguments": ""})
+                function = shaped(call.get("function"), dict, "a tool call's function") or {}
+                arguments = function.get("arguments")
+                if isinstance(arguments, dict):  # an object where the protocol has its JSON text
+                    arguments = json.dumps(arguments, ensure_ascii=False)
+                slot["name"] += shaped(function.get("name"), str, "a tool call's name") or ""
+                slot["arguments"] += shaped(arguments, str, "a tool call's arguments") or ""
+            state.output(now, shaped(delta.get("content"), str, "delta.content"), reasoning,
+                         answer_like=bool(tool_deltas))
+            finish = shaped(choice.get("finish_reason"), str, "finish_reason")
+            if finish:
+                state.finish_reason = finish
+        usage = shaped(chunk.get("usage"), dict, "usage")
+        if usage:  # counts as sent: benchlib.measure.timing.check_counts keeps implausible ones out
             record.prompt_tokens = usage.get("prompt_tokens")
             record.completion_tokens = usage.get("completion_tokens")
             record.token_source = "usage"
-            details = usage.get("completion_tokens_details") or {}
+            details = shaped(usage.get("completion_tokens_details"), dict, "usage.completion_tokens_details") or {}
             if details.get("reasoning_tokens") is not None:
                 record.reasoning_tokens = details["reasoning_tokens"]
-            prompt_details = usage.get("prompt_tokens_details") or {}
+            prompt_details = shaped(usage.get("prompt_tokens_details"), dict, "usage.prompt_tokens_details") or {}
             if prompt_details.get("cached_tokens") is not None:
                 record.cached_tokens = prompt_details["cached_tokens"]
-        timings = chunk.get("timings")
+        timings = shaped(chunk.get("timings"), dict, "timings")
         if timings:
             apply_llamacpp_timings(record, timings)
 
@@ -338,18 +402,38 @@ class OpenAIBackend(Backend):
         await self.client.close()
 
 
+def shaped(value: Any, kind: type, what: str) -> Any:
+    """`value` when it is absent or of the type the protocol gives it, else a bad_chunk naming the field."""
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise RequestFailed("bad_chunk", f"{what} is a {type(value).__name__}, not a {kind.__name__}: "
+                        f"{shown(json.dumps(value, default=str))!r}")
+
+
+def finite(value: Any) -> float | None:
+    """A server's number (a duration) as a finite float; None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> None:
-    """llama.cpp server's `timings` object: prompt_n/prompt_ms, predicted_n/predicted_ms, cache_n."""
-    prompt_n, prompt_ms = timings.get("prompt_n"), timings.get("prompt_ms")
-    predicted_n, predicted_ms = timings.get("predicted_n"), timings.get("predicted_ms")
-    if prompt_n is not None:
-        record.server_prompt_tokens = int(prompt_n)
+    """llama.cpp server's `timings` object: prompt_n/prompt_ms, predicted_n/predicted_ms, cache_n (counts as
+    sent: check_counts judges them; rates only from whole counts and finite times)."""
+    prompt_n, prompt_ms = count_value(timings.get("prompt_n")), finite(timings.get("prompt_ms"))
+    predicted_n, predicted_ms = count_value(timings.get("predicted_n")), finite(timings.get("predicted_ms"))
+    if timings.get("prompt_n") is not None:
+        record.server_prompt_tokens = timings["prompt_n"]
     if prompt_n and prompt_ms:
         record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ms / 1000.0))
     if predicted_n and predicted_ms:
         record.server_decode_tps = metrics.none_if_nan(metrics.rate(predicted_n, predicted_ms / 1000.0))
     if timings.get("cache_n") is not None and record.cached_tokens is None:
-        record.cached_tokens = int(timings["cache_n"])
+        record.cached_tokens = timings["cache_n"]
 
 
 class OllamaBackend(Backend):
@@ -388,34 +472,36 @@ class OllamaBackend(Backend):
         start = time.perf_counter_ns()
         record.start_ns = start
         state = StreamState(start)
-        try:
-            async with self.http.stream("POST", "/api/chat", json=body,
-                                        headers={StampingTransport.HEADER: tag}) as response:
-                self.wire_start(tag, state, record)
-                record.http_status = response.status_code
-                if response.status_code >= 300:
-                    raise http_failure(response.status_code, server_message(await response.aread()),
-                                       response.headers.get("location"), response.headers.get("retry-after"))
-                lines = LineSplitter()  # LF/CR only: a raw U+0085 inside a JSON string is content
-                async for piece in response.aiter_bytes():
-                    now = time.perf_counter_ns()
-                    for line in lines.feed(piece):
-                        if line.strip():
-                            self._parse_line(line, now, state, record)
+        async with self.deadline(record):
+            try:
+                async with self.http.stream("POST", "/api/chat", json=body,
+                                            headers={StampingTransport.HEADER: tag}) as response:
+                    self.wire_start(tag, state, record)
+                    record.http_status = response.status_code
+                    if response.status_code >= 300:
+                        raise http_failure(response.status_code, server_message(await response.aread()),
+                                           response.headers.get("location"), response.headers.get("retry-after"))
+                    lines = LineSplitter()  # LF/CR only: a raw U+0085 inside a JSON string is content
+                    async for piece in capped(response.aiter_bytes(), self.run.max_response_bytes,
+                                              response.status_code):
+                        now = time.perf_counter_ns()
+                        for line in lines.feed(piece):
+                            if line.strip():
+                                self._parse_line(line, now, state, record)
+                            if state.done:
+                                break
                         if state.done:
                             break
-                    if state.done:
-                        break
-                else:
-                    rest = lines.rest()  # a last line without its line end
-                    if rest.strip():
-                        self._parse_line(rest, time.perf_counter_ns(), state, record)
-        except httpx.HTTPError as exc:
-            raise classify_exception(exc) from exc
-        finally:
-            end = time.perf_counter_ns()
-            self.wire_start(tag, state, record)
-            finalize(record, state, end)
+                    else:
+                        rest = lines.rest()  # a last line without its line end
+                        if rest.strip():
+                            self._parse_line(rest, time.perf_counter_ns(), state, record)
+            except httpx.HTTPError as exc:
+                raise classify_exception(exc) from exc
+            finally:
+                end = time.perf_counter_ns()
+                self.wire_start(tag, state, record)
+                finalize(record, state, end)
         if not state.done:
             raise RequestFailed("stream_cut", f"stream ended after {state.chunks} lines without done=true")
         if not record.response_text and not record.reasoning_text and not record.tool_calls:
@@ -432,17 +518,19 @@ class OllamaBackend(Backend):
             raise RequestFailed("bad_chunk", f"unexpected stream line: {shown(line)!r}")
         state.chunks += 1
         if "error" in chunk:
-            raise RequestFailed("server_error", f"error in stream: {str(chunk['error'])[:2000]}")
-        message = chunk.get("message") or {}
-        calls = message.get("tool_calls") or []
+            raise RequestFailed("server_error", f"error in stream: {server_message(chunk)}")
+        message = shaped(chunk.get("message"), dict, "message") or {}
+        calls = shaped(message.get("tool_calls"), list, "message.tool_calls") or []
         for call in calls:
-            function = call.get("function") or {}
-            state.tool_calls[len(state.tool_calls)] = {"name": function.get("name", ""),
-                                                       "arguments": function.get("arguments", {})}
-        state.output(now, message.get("content"), message.get("thinking"), answer_like=bool(calls))
+            function = shaped((shaped(call, dict, "a tool call") or {}).get("function"), dict,
+                              "a tool call's function") or {}
+            state.tool_calls[len(state.tool_calls)] = {"name": shaped(function.get("name"), str, "a tool call's name")
+                                                       or "", "arguments": function.get("arguments", {})}
+        state.output(now, shaped(message.get("content"), str, "message.content"),
+                     shaped(message.get("thinking"), str, "message.thinking"), answer_like=bool(calls))
         if chunk.get("done"):
             state.done = True
-            state.finish_reason = chunk.get("done_reason", "") or "stop"
+            state.finish_reason = shaped(chunk.get("done_reason"), str, "done_reason") or "stop"
             apply_ollama_durations(record, chunk)
 
 
@@ -464,21 +552,24 @@ def ollama_keep_alive(value: str) -> str | int | float:
 def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None:
     """Final chunk (docs.ollama.com/api/chat, docs/api.md): prompt_eval_count/duration, eval_count/duration,
     load_duration (nanoseconds), and, from Ollama 0.3x on, prompt_eval_cached_count (prompt tokens read from the
-    prompt cache, a part of prompt_eval_count)."""
+    prompt cache, a part of prompt_eval_count). Counts as sent (check_counts judges them); rates and the load
+    time only from whole counts and finite durations."""
     record.prompt_tokens = final.get("prompt_eval_count", record.prompt_tokens)
     if final.get("prompt_eval_cached_count") is not None:
-        record.cached_tokens = int(final["prompt_eval_cached_count"])
+        record.cached_tokens = final["prompt_eval_cached_count"]
     record.completion_tokens = final.get("eval_count", record.completion_tokens)
     if record.completion_tokens is not None:
         record.token_source = "usage"
     record.server_prompt_tokens = final.get("prompt_eval_count")
-    prompt_ns, eval_ns = final.get("prompt_eval_duration"), final.get("eval_duration")
-    if final.get("prompt_eval_count") and prompt_ns:
-        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(final["prompt_eval_count"], prompt_ns / NS))
-    if final.get("eval_count") and eval_ns:
-        record.server_decode_tps = metrics.none_if_nan(metrics.rate(final["eval_count"], eval_ns / NS))
-    if final.get("load_duration") is not None:
-        record.server_load_s = final["load_duration"] / NS
+    prompt_ns, eval_ns = finite(final.get("prompt_eval_duration")), finite(final.get("eval_duration"))
+    prompt_n, eval_n = count_value(final.get("prompt_eval_count")), count_value(final.get("eval_count"))
+    if prompt_n and prompt_ns:
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ns / NS))
+    if eval_n and eval_ns:
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(eval_n, eval_ns / NS))
+    load_ns = finite(final.get("load_duration"))
+    if load_ns is not None and load_ns >= 0:
+        record.server_load_s = load_ns / NS
 
 
 def make_backend(server: ServerParams, run: RunSettings, concurrency: int = 1) -> Backend:

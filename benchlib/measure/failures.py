@@ -3,9 +3,12 @@ Ollama's NDJSON): the failure type, the server's own message from an error body,
 connect error is classified (DNS, refused, timeout, other).
 
 Error kinds a row can carry (README: error_kind): connection_refused, dns_failure, connect_timeout,
-connect_error, read_timeout, http_<status> (3xx included: redirects are not followed), stream_cut,
-bad_response, bad_encoding, not_a_stream, bad_chunk, empty_response, server_error, client_error,
-payload_error, modality_not_supported.
+connect_error, read_timeout, deadline_exceeded, response_too_large, http_<status> (3xx included: redirects are
+not followed), stream_cut, bad_response, bad_encoding, not_a_stream, bad_chunk, empty_response, server_error,
+client_error (an exception the client did not expect: a bug to report), payload_error, modality_not_supported.
+
+A server's words are shortened with benchlib.records.secrets.cut, which marks the cut, so the redaction that
+runs on the finished row still finds a key the cut split.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import errno
 import json
 import socket
 from typing import Any
+
+from benchlib.records.secrets import cut
 
 MESSAGE_LIMIT = 2000
 # What resolvers print when a name does not resolve, for errors that arrive as text without a gaierror.
@@ -36,6 +41,18 @@ class RequestFailed(Exception):
         self.before_response = before_response
 
 
+def deadline_exceeded(deadline_s: float, http_status: int | None = None) -> RequestFailed:
+    """The request ran past run.deadline_s, however steadily the server kept sending."""
+    return RequestFailed("deadline_exceeded", f"no complete answer within run.deadline_s = {deadline_s:g} s "
+                         f"(the server kept the response going: max_tokens ignored, or a slow drip)", http_status)
+
+
+def too_large(max_bytes: int, http_status: int | None = None) -> RequestFailed:
+    """The response passed run.max_response_bytes."""
+    return RequestFailed("response_too_large", f"the response passed run.max_response_bytes = {max_bytes} bytes "
+                         f"(the server did not stop: max_tokens ignored?); the rest was not read", http_status)
+
+
 def retry_after(value: str | None) -> float | None:
     """Retry-After in seconds (the delta-seconds form); None when absent or not a number."""
     try:
@@ -54,13 +71,13 @@ def server_message(body: bytes | str | Any) -> str:
         try:
             data = json.loads(body)
         except (json.JSONDecodeError, ValueError):
-            return body.strip()[:MESSAGE_LIMIT]
+            return cut(body.strip(), MESSAGE_LIMIT)
     if isinstance(data, dict):
         inner = data.get("error", data)
         if isinstance(inner, dict):
-            return str(inner.get("message") or inner.get("detail") or inner)[:MESSAGE_LIMIT]
-        return str(inner)[:MESSAGE_LIMIT]
-    return str(body).strip()[:MESSAGE_LIMIT]
+            return cut(str(inner.get("message") or inner.get("detail") or inner), MESSAGE_LIMIT)
+        return cut(str(inner), MESSAGE_LIMIT)
+    return cut(str(body).strip(), MESSAGE_LIMIT)
 
 
 def _redirect_message(status: int, location: str | None, words: str = "") -> str:

@@ -4,10 +4,13 @@ although identity was asked, SSE lines (benchlib.measure.sse's splitting) handed
 every response that is not the stream asked for turned into RequestFailed with its status and the server's own
 words: http_<status> for 3xx (with the Location; a POST is not replayed elsewhere), 4xx and 5xx; not_a_stream
 for a 2xx whose Content-Type is not an event stream; bad_encoding for a Content-Encoding it cannot decode;
-bad_response for a head that is not HTTP.
+bad_response for a head that is not HTTP. Besides the idle read timeout, an exchange has an overall deadline
+(deadline_exceeded) and a byte cap, on the bytes read and on what they decode to (response_too_large): a
+server that never stops, or drips a byte at a time, is cut off either way. A failure after the response head
+carries its HTTP status.
 
-Fed from benchlib.measure.wire's connections (data_received / stamped reads); imports benchlib.measure.failures and
-benchlib.measure.sse only."""
+Fed from benchlib.measure.wire's connections (data_received / stamped reads); imports benchlib.measure.failures,
+benchlib.measure.sse and benchlib.records.secrets (the marked cut of quoted server text) only."""
 
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ import time
 import zlib
 from typing import Any, Callable
 
-from benchlib.measure.failures import RequestFailed, http_failure, media_type, not_a_stream, server_message
+from benchlib.measure.failures import (RequestFailed, deadline_exceeded, http_failure, media_type, not_a_stream,
+                                       server_message, too_large)
 from benchlib.measure.sse import LineSplitter
+from benchlib.records.secrets import cut
 
 _HEAD, _BODY = 0, 1
 _CHUNKED, _LENGTH, _CLOSE = 0, 1, 2
@@ -37,10 +42,10 @@ class Exchange:
     __slots__ = ("conn", "on_line", "future", "read_timeout", "status", "reason", "headers", "wire_ns",
                  "first_byte_ns", "end_ns", "last_ns", "finished", "body_complete", "keep_alive", "_phase",
                  "_framing", "_remaining", "_cstate", "_fbuf", "_lines", "_head", "_error_body", "_error_kind",
-                 "_timer", "_received", "_decoder", "expect")
+                 "_timer", "_received", "_decoder", "expect", "deadline_s", "max_bytes", "_decoded", "_deadline")
 
     def __init__(self, conn: Any, on_line: LineHandler, read_timeout: float, wire_ns: int,
-                 expect: str = "text/event-stream"):
+                 expect: str = "text/event-stream", deadline_s: float | None = None, max_bytes: int | None = None):
         self.conn = conn
         self.on_line = on_line
         self.future: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -67,9 +72,15 @@ class Exchange:
         self._decoder: Any = None  # zlib decompressor for a gzip/deflate body
         self.expect = expect  # the media type asked for; a 2xx of another declared type is not_a_stream
         self._received = 0
+        self._decoded = 0  # body bytes after any Content-Encoding was undone
+        self.deadline_s = deadline_s
+        self.max_bytes = max_bytes
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None
         if read_timeout and read_timeout > 0:
             self._timer = asyncio.get_running_loop().call_later(read_timeout, self._check_idle)
+        if deadline_s and deadline_s > 0:
+            self._deadline = asyncio.get_running_loop().call_later(deadline_s, self._deadline_passed)
 
     # ---- timeout ------------------------------------------------------------------------------------
     def _check_idle(self) -> None:
@@ -86,10 +97,22 @@ class Exchange:
             return
         self._timer = asyncio.get_running_loop().call_later(self.read_timeout - idle, self._check_idle)
 
+    def _deadline_passed(self) -> None:
+        self._deadline = None
+        if self.body_complete:
+            return
+        if not self.future.done():
+            self._fail(deadline_exceeded(self.deadline_s or 0, self.status or None))
+        else:  # the caller has its answer; the body's end never came: drop the connection
+            self.conn.drop()
+
     def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
 
     # ---- input --------------------------------------------------------------------------------------
     def feed(self, data: bytes, now: int) -> None:
@@ -98,6 +121,8 @@ class Exchange:
             self.first_byte_ns = now
         self._received += len(data)
         try:
+            if self.max_bytes and self._received > self.max_bytes:
+                raise too_large(self.max_bytes, self.status or None)
             while self._phase == _HEAD:
                 data = self._head + data if self._head else data
                 end = _HEAD_END.search(data)
@@ -124,11 +149,11 @@ class Exchange:
         lines = [line.rstrip("\r") for line in head.decode("latin-1").split("\n")]
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-            raise RequestFailed("bad_response", f"not an HTTP response: {lines[0][:200]!r}")
+            raise RequestFailed("bad_response", f"not an HTTP response: {cut(lines[0], 200)!r}")
         try:
             self.status = int(parts[1])
         except ValueError:
-            raise RequestFailed("bad_response", f"bad status line: {lines[0][:200]!r}") from None
+            raise RequestFailed("bad_response", f"bad status line: {cut(lines[0], 200)!r}") from None
         self.reason = parts[2] if len(parts) > 2 else ""
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -165,7 +190,7 @@ class Exchange:
         values = {v.strip() for v in value.split(",")}
         if len(values) != 1 or not next(iter(values)).isdigit():
             raise RequestFailed("bad_response", f"HTTP {self.status} with conflicting or invalid Content-Length: "
-                                f"{value[:100]!r}", self.status)
+                                f"{cut(value, 100)!r}", self.status)
         return int(values.pop())
 
     def _body(self, data: bytes, now: int) -> None:
@@ -214,7 +239,7 @@ class Exchange:
                 try:
                     chunk = int(line.split(b";", 1)[0].strip(), 16)
                 except ValueError:
-                    raise RequestFailed("stream_cut", f"bad chunk size {line[:40]!r}") from None
+                    raise RequestFailed("stream_cut", f"bad chunk size {cut(line.decode('latin-1'), 40)!r}") from None
                 if chunk == 0:
                     self._cstate = _TRAILER
                 else:
@@ -227,6 +252,9 @@ class Exchange:
             except zlib.error as exc:
                 raise RequestFailed("bad_encoding", f"HTTP {self.status} body does not decode as "
                                     f"{self.headers.get('content-encoding')}: {exc}", self.status) from None
+        self._decoded += len(piece)
+        if self.max_bytes and self._decoded > self.max_bytes:  # a small compressed body can decode to gigabytes
+            raise too_large(self.max_bytes, self.status)
         if self._error_body is not None:
             if len(self._error_body) < MAX_HEAD:
                 self._error_body += piece
@@ -303,5 +331,6 @@ class Exchange:
                                                                 f"responding{reason}", before_response=True))
             return
         where = "in the response head" if self._phase == _HEAD else f"mid-stream after {self._received} bytes"
+        status = self.status if self._phase == _BODY else None  # the head had arrived: its status stays on the row
         self.future.set_exception(RequestFailed("stream_cut", f"connection closed {where}"
-                                                            f"{f': {exc}' if exc else ''}"))
+                                                            f"{f': {exc}' if exc else ''}", status))

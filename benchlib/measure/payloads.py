@@ -127,20 +127,6 @@ def encode_file(path: str | Path) -> tuple[str, int]:
     return _file_b64(_stamp(_resolve(path)))
 
 
-def video_info(path: str | Path) -> dict[str, Any]:
-    """frames, fps, width, height, duration_s of a video's first video stream (decoding the frames)."""
-    import av
-
-    resolved = _resolve(path)
-    with av.open(str(resolved)) as container:
-        stream = container.streams.video[0]
-        times = [frame.time for frame in container.decode(stream)]
-        rate = float(stream.average_rate) if stream.average_rate else 0.0
-        width, height = stream.codec_context.width, stream.codec_context.height
-    step = 1.0 / rate if rate else 0.0
-    duration = (times[-1] + step) if times else 0.0
-    return {"frames": len(times), "fps": rate, "width": width, "height": height, "duration_s": duration}
-
 
 def _frame_targets(duration: float, fps: float) -> list[float]:
     """Sample times: the middle of each 1/fps interval, so a frame never sits on a scene boundary."""

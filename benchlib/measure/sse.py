@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from benchlib.measure.failures import RequestFailed
+from benchlib.records.secrets import cut
 
 BOM = b"\xef\xbb\xbf"
 MAX_LINE = 16 * 1024 * 1024
@@ -61,8 +62,8 @@ class LineSplitter:
 
 
 def shown(data: str | bytes) -> str:
-    """The first 200 characters of a stream chunk, for an error message."""
-    return (data.decode("utf-8", "replace") if isinstance(data, bytes) else data)[:200]
+    """The first 200 characters of a stream chunk, for an error message (the cut marked)."""
+    return cut(data.decode("utf-8", "replace") if isinstance(data, bytes) else data, 200)
 
 
 class Events:

@@ -9,17 +9,30 @@
 
 A streamed chunk is not a token: completion tokens come from the server's count; the client's delta count is
 kept beside it and used only where the server gives none (labelled token_source=client_deltas).
+
+A server's count is only taken when it is plausible (check_counts): a whole number >= 0 (not text, a fraction,
+infinity or NaN); completion tokens at most the larger of BUDGET_SLACK x max_tokens and TOKENS_PER_DELTA x the
+deltas the client received (a server that ignored max_tokens and really streamed the tokens stays plausible;
+10,000,000 tokens in 3 deltas does not); reasoning tokens at most the completion tokens, cached tokens at most
+the prompt tokens. An implausible count is left empty, named in `implausible_counts`, and nothing is computed
+from it (no decode rate from client deltas either: the server's stream is suspect).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from typing import Any
 
 from benchlib.config import metrics
 from benchlib.records.rows import RequestRecord
+from benchlib.records.secrets import cut
 
 NS = 1e9
+COUNT_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "server_prompt_tokens")
+TOKENS_PER_DELTA = 64  # more tokens than this per streamed delta is no server's stream (vLLM batches a few at most)
+BUDGET_SLACK = 2  # a server stops at max_tokens; twice it is not a miscount of one or two special tokens
 
 
 class StreamState:
@@ -80,11 +93,70 @@ def finalize(record: RequestRecord, state: StreamState, end_ns: int) -> None:
         record.ttfo_s = (state.first_answer_ns - state.start_ns) / NS
     stamps = state.delta_ns
     record.itl_s = [(b - a) / NS for a, b in zip(stamps, stamps[1:])]
-    if record.completion_tokens is None and record.client_deltas:
+    dropped = check_counts(record)
+    if record.completion_tokens is None and record.client_deltas and "completion_tokens" not in dropped:
         # No server count (e.g. llama-cpp-python ignores include_usage): fall back to deltas, labelled.
         record.completion_tokens = record.client_deltas
         record.token_source = record.token_source or "client_deltas"
     compute_rates(record)
+
+
+def count_value(value: Any) -> int | None:
+    """A server's token count as an int; None when it is not one (text, a bool, a fraction, < 0, inf, NaN)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value) if value >= 0 else None
+    if isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0 and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def completion_limit(max_tokens: Any, deltas: Any) -> int | None:
+    """The most completion tokens a plausible count claims for a request's budget and the deltas received; None
+    when neither is known (nothing to judge by)."""
+    budget = count_value(max_tokens) or 0
+    received = count_value(deltas) or 0
+    if not budget and not received:
+        return None
+    return max(BUDGET_SLACK * budget, TOKENS_PER_DELTA * max(received, 1))
+
+
+def check_counts(record: RequestRecord) -> set[str]:
+    """Empty every implausible server count on the record (module docstring), say which and why in
+    `implausible_counts`, and return their names. An implausible completion count also empties the server's own
+    decode rate, which rests on the same count."""
+    problems: list[str] = []
+    dropped: set[str] = set()
+
+    def drop(name: str, why: str) -> None:
+        problems.append(f"{name} {why}")
+        dropped.add(name)
+        setattr(record, name, None)
+
+    for name in COUNT_FIELDS:
+        raw = getattr(record, name)
+        if raw is None:
+            continue
+        value = count_value(raw)
+        if value is None:
+            drop(name, f"{cut(repr(raw), 40)} is not a count")
+        else:
+            setattr(record, name, value)
+    limit = completion_limit(record.max_tokens, record.client_deltas)
+    if record.completion_tokens is not None and limit is not None and record.completion_tokens > limit:
+        drop("completion_tokens", f"{record.completion_tokens} for {record.client_deltas} deltas and max_tokens "
+                                  f"{record.max_tokens or 'unknown'} (at most {limit})")
+    if record.reasoning_tokens is not None and record.completion_tokens is not None \
+            and record.reasoning_tokens > record.completion_tokens:
+        drop("reasoning_tokens", f"{record.reasoning_tokens} above completion_tokens {record.completion_tokens}")
+    if record.cached_tokens is not None and record.prompt_tokens is not None \
+            and record.cached_tokens > record.prompt_tokens:
+        drop("cached_tokens", f"{record.cached_tokens} above prompt_tokens {record.prompt_tokens}")
+    if "completion_tokens" in dropped:
+        record.server_decode_tps = None
+    record.implausible_counts = "; ".join(problems)
+    return dropped
 
 
 def compute_rates(record: RequestRecord) -> None:
@@ -99,10 +171,15 @@ def compute_rates(record: RequestRecord) -> None:
     record.tpot_s = metrics.none_if_nan(metrics.tpot_s(tokens, decode_s))
     record.decode_tps = metrics.none_if_nan(metrics.decode_tps(tokens, decode_s))
     # prefill rate counts only the tokens the server computed (cached ones were not), and only where TTFT is
-    # prefill: at concurrency > 1 it also holds queueing behind other streams
+    # prefill: at concurrency > 1 it also holds queueing behind other streams; none from a count left out
     computed = (record.prompt_tokens or 0) - (record.cached_tokens or 0)
-    record.prefill_tps = metrics.none_if_nan(metrics.prefill_tps(computed, record.ttft_s)) \
-        if record.concurrency <= 1 else None
+    judged = record.concurrency <= 1 and not {"prompt_tokens", "cached_tokens"} & dropped_counts(record)
+    record.prefill_tps = metrics.none_if_nan(metrics.prefill_tps(computed, record.ttft_s)) if judged else None
+
+
+def dropped_counts(record: RequestRecord) -> set[str]:
+    """The names of the counts check_counts left out (each of its reasons starts with one)."""
+    return {reason.split(" ", 1)[0] for reason in (record.implausible_counts or "").split("; ") if reason}
 
 
 def _decode_args(call: dict[str, Any]) -> dict[str, Any]:

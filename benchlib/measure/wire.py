@@ -1,12 +1,12 @@
 """Lean HTTP/1.1 streaming for the measurement hot path: each network read is stamped on arrival and parsed
 inside the event loop's read callback.
 
-Why not httpx here: on the 2-core CI box the httpx → httpcore → h11 → anyio stack costs ~100 µs of CPU per
-streamed chunk and the openai SDK ~1 ms per request it builds; at 64 streams × 50 chunks/s one event loop
-was ~40 % busy and a chunk waited behind the other streams' parsing before it was stamped (bench/
-measure_accuracy.py against a server logging its own send instants: TTFT +4.6 ms p50 / +24 ms p99, ITL
-+1 %). Here the loop's read callback undoes the chunked framing and hands complete lines to the caller's
-`on_line(line, arrival_ns)` at once: ~30 µs per chunk, no task switch per chunk.
+Why not httpx here: the httpx → httpcore → h11 → anyio stack costs several times this module's CPU per
+streamed chunk, and the openai SDK more per request it builds; with many streams on one event loop a chunk then
+waits behind the other streams' parsing before it is stamped, and TTFT and ITL come out high (the figures, from
+bench/measure_accuracy.py against a server logging its own send instants: bench/README.md, "How the client gets
+there"). Here the loop's read callback undoes the chunked framing and hands complete lines to the caller's
+`on_line(line, arrival_ns)` at once, with no task switch per chunk.
 
 The stamp: on plain-HTTP connections on Linux, the kernel's own receive timestamp of the read (SO_TIMESTAMPNS,
 taken when the packet reached the host's network stack, CLOCK_REALTIME converted to perf_counter_ns at the
@@ -19,8 +19,10 @@ Scope: http:// and https:// (TLS via the ssl module), a keep-alive connection po
 connection at a time), chunked / Content-Length / close-delimited bodies, identity asked (gzip/deflate
 decoded if sent anyway), redirects not followed (http_3xx with the Location), no proxies (callers keep a full HTTP client for URLs a proxy applies to, see `direct_route`).
 Failures raise benchlib.measure.failures.RequestFailed(kind, message, http_status, retry_after), the type every
-HTTP path raises (connect_timeout, connection_refused, dns_failure, connect_error, read_timeout, stream_cut,
-bad_response, bad_encoding, not_a_stream, http_<status>)."""
+HTTP path raises (connect_timeout, connection_refused, dns_failure, connect_error, read_timeout,
+deadline_exceeded, response_too_large, stream_cut, bad_response, bad_encoding, not_a_stream, http_<status>).
+Every exchange has three limits: the idle read timeout, an overall deadline from the instant the request goes
+on the wire, and a byte cap (benchlib.measure.http_response.Exchange)."""
 
 from __future__ import annotations
 
@@ -134,6 +136,7 @@ class _RawConnection(_Pooled):
     kernel's receive timestamp when SO_TIMESTAMPNS is on (see the module docstring)."""
 
     kernel_stamps_seen = 0  # reads stamped by the kernel, over every connection of the process (diagnostics)
+    reads_seen = 0  # reads with data, over every connection of the process (diagnostics)
 
     def __init__(self, pool: "StreamingHTTP", sock: socket.socket, kernel_stamps: bool):
         self.pool = pool
@@ -157,10 +160,12 @@ class _RawConnection(_Pooled):
             self._lost(None)
             return
         stamp = now
+        _RawConnection.reads_seen += 1
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
                 seconds, nanos = struct.unpack_from("qq", payload)
-                kernel = seconds * 1_000_000_000 + nanos - (time.time_ns() - now)  # realtime -> perf_counter
+                # realtime -> perf_counter, both clocks read back to back (a pause between them would shift it)
+                kernel = seconds * 1_000_000_000 + nanos - time.time_ns() + time.perf_counter_ns()
                 if now - 60_000_000_000 < kernel <= now:  # a clock step would put it off: keep the read time
                     stamp = kernel
                     _RawConnection.kernel_stamps_seen += 1
@@ -204,7 +209,8 @@ class StreamingHTTP:
     """POST a body and stream the response's lines to a callback; keep-alive pool for one origin."""
 
     def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, deadline_s: float | None = None,
+                 max_bytes: int | None = None):
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -214,6 +220,8 @@ class StreamingHTTP:
         self.base_path = parts.path.rstrip("/")
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.deadline_s = deadline_s  # per exchange, from the instant the request goes on the wire
+        self.max_bytes = max_bytes  # per response, read and decoded
         default_port = (self.scheme == "https" and self.port == 443) or (self.scheme == "http" and self.port == 80)
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = host if default_port else f"{host}:{self.port}"
@@ -349,12 +357,16 @@ class StreamingHTTP:
             wire_ns = time.perf_counter_ns()  # right before the send: connection setup is not the server's time
             if on_wire is not None:
                 on_wire(wire_ns)
-            exchange = Exchange(conn, on_line, self.read_timeout, wire_ns, expect=accept)
+            exchange = Exchange(conn, on_line, self.read_timeout, wire_ns, expect=accept, deadline_s=self.deadline_s,
+                                max_bytes=self.max_bytes)
             conn.exchange = exchange
             try:
                 await conn.send(payload)
             except OSError as exc:  # e.g. the server closed this idle connection a moment ago
+                failed = exchange.future.done() and not exchange.future.cancelled() and exchange.future.exception()
                 conn.drop()
+                if isinstance(failed, RequestFailed):  # the exchange ended first (its deadline): that is why
+                    raise failed from None
                 if reused and attempt == 0:
                     continue
                 raise RequestFailed("stream_cut", f"sending the request failed: {exc}") from None

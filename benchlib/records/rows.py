@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -25,6 +26,8 @@ from benchlib.records.schema import complete_prefix, dataclass_kinds, log, read_
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_UNSUPPORTED = "unsupported"
+SURROGATE = re.compile("[\ud800-\udfff]")  # code points UTF-8 cannot encode
+REPLACEMENT = "\ufffd"
 
 
 @dataclass
@@ -71,6 +74,7 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
     token_source: str = ""  # usage | server_log | client_deltas
+    implausible_counts: str = ""  # server counts left out of every figure, and why (benchlib.measure.timing)
     client_deltas: int = 0
     client_content_deltas: int = 0
     client_reasoning_deltas: int = 0
@@ -91,6 +95,7 @@ class RequestRecord:
     response_text: str = ""
     reasoning_text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    text_replaced: bool = False  # text UTF-8 cannot encode (a lone surrogate) was written as U+FFFD
     # scoring
     checker: str = ""
     passed: bool | None = None
@@ -108,6 +113,26 @@ class RequestRecord:
     schedule_lag_s: float | None = None  # max(scheduled instant, slot free) → the request went on the wire
     target_prompt_tokens: int | None = None  # server-counted prompt length the workload drew
 
+    def replace_unencodable(self) -> bool:
+        """A server may send text UTF-8 cannot encode (a lone surrogate such as \\ud800, from a JSON escape), which
+        would stop the append and the suite with it: each such code point becomes U+FFFD and `text_replaced` says
+        so. Returns whether anything was replaced."""
+        found = False
+        for name in (f.name for f in fields(self)):
+            value = getattr(self, name)
+            if isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+                continue  # itl_s: numbers only
+            if isinstance(value, (list, dict)):
+                text = json.dumps(value, ensure_ascii=False)
+                if SURROGATE.search(text):
+                    setattr(self, name, json.loads(SURROGATE.sub(REPLACEMENT, text)))
+                    found = True
+            elif isinstance(value, str) and SURROGATE.search(value):
+                setattr(self, name, SURROGATE.sub(REPLACEMENT, value))
+                found = True
+        self.text_replaced = self.text_replaced or found
+        return found
+
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)
         for key in ("itl_s", "tool_calls"):
@@ -117,7 +142,6 @@ class RequestRecord:
 
 COLUMNS = [f.name for f in fields(RequestRecord)]
 REQUEST_KINDS = dataclass_kinds(RequestRecord)  # the one typed schema of requests.csv (benchlib.records.schema)
-JSON_COLUMNS = tuple(name for name, kind in REQUEST_KINDS.items() if kind == "json")
 
 
 def request_key(suite: str, task: str, variant: str, repeat: int, concurrency: int = 1, warmup: bool = False,
@@ -170,7 +194,11 @@ class RequestLog:
         self.append_many([record])
 
     def append_many(self, records: Iterable[RequestRecord]) -> None:
-        """Serialize first, then one O_APPEND write + fsync: a SIGKILL leaves whole rows or none."""
+        """Serialize first, then one O_APPEND write + fsync: a SIGKILL leaves whole rows or none. Text UTF-8
+        cannot encode is replaced first (RequestRecord.replace_unencodable): the row is written, flagged."""
+        records = list(records)
+        for record in records:
+            record.replace_unencodable()
         rows = [r.to_row() for r in records]
         if not rows:
             return
@@ -213,7 +241,7 @@ def _append_rows(path: Path, columns: Sequence[str], rows: list[Mapping[str, Any
         elif os.pread(fd, 1, size - 1) != b"\n":
             buffer.write("\n")
         writer.writerows(rows)
-        data = buffer.getvalue().encode("utf-8")
+        data = SURROGATE.sub(REPLACEMENT, buffer.getvalue()).encode("utf-8")  # no cell can stop a log's append
         while data:  # a regular-file write completes whole; the loop only guards a short write
             data = data[os.write(fd, data):]
         os.fsync(fd)

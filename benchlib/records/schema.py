@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import json
 import logging
 import math
-import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -34,6 +33,11 @@ log = logging.getLogger("benchlib")
 ColumnKind = typing.Literal["str", "int", "float", "bool", "optional_bool", "json"]
 TRUE_TEXT = frozenset({"true", "1", "1.0", "yes"})
 FALSE_TEXT = frozenset({"false", "0", "0.0", "no", ""})
+# The csv module refuses a field over 131,072 characters by default; an answer, an itl_s list or a prompt may be
+# longer and must read back whole. The limit is the process's: every reader of these files shares it.
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+NEWLINE = b"\n"
+MAX_RESYNCS = 32  # each unclosed quote costs a scan to the end of the file; more than this is not a results file
 
 
 def number(value: Any) -> float:
@@ -46,19 +50,18 @@ def number(value: Any) -> float:
         return math.nan
 
 
-def short_number(value: Any) -> str:
-    """A value as text for a verdict line: three significant digits, "n/a" when NaN, other text as it is."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return "n/a" if math.isnan(out) else f"{out:.3g}"
-
-
 def finite(value: Any) -> float | None:
     """A finite float or None (for code that must not carry NaN or inf forward)."""
     out = number(value)
     return out if math.isfinite(out) else None
+
+
+def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
+    """The one coercion rule for a column read as numbers: floats, NaN where the column is missing or a value
+    does not parse (a caller that needs another fill says so with .fillna)."""
+    if column not in frame:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[column], errors="coerce").astype(float)
 
 
 def integer(value: Any) -> Any:
@@ -158,59 +161,125 @@ def coerce(frame: pd.DataFrame, kinds: Mapping[str, ColumnKind]) -> pd.DataFrame
     return out
 
 
-def complete_prefix(data: bytes) -> int:
-    """Length of the longest prefix of a CSV file that ends on a whole record: a newline outside quotes
-    (quotes and newlines are single bytes in UTF-8, so bytes can be scanned directly)."""
-    quotes, end, last = 0, 0, 0
-    for match in re.finditer(b"\n", data):
-        quotes += data.count(b'"', last, match.start())
-        last = match.start()
+def _record_end(data: bytes, pos: int) -> tuple[int | None, int]:
+    """(offset just past the first newline outside quotes from pos, newlines up to it); (None, newlines seen) when
+    the data ends first. Quotes and newlines are single bytes in UTF-8, so bytes can be scanned directly."""
+    quotes, last, count = 0, pos, 0
+    newline = data.find(NEWLINE, pos)
+    while newline != -1:
+        quotes += data.count(b'"', last, newline)
+        last, count = newline, count + 1
         if quotes % 2 == 0:
-            end = match.end()
-    return end
+            return newline + 1, count
+        newline = data.find(NEWLINE, newline + 1)
+    return None, count
+
+
+def _cells(text: str) -> list[str] | str:
+    """One record's cells, or why the parser refused it."""
+    try:
+        return next(csv.reader([text]), [])
+    except csv.Error as exc:
+        return str(exc).splitlines()[0][:80]
+
+
+@dataclasses.dataclass
+class Scan:
+    """A CSV file's bytes split into records: the header, the rows with the line each starts on, one entry per
+    record left out (its line and why), and the end of the last whole record (what a torn tail is cut back to)."""
+
+    header: list[str]
+    rows: list[tuple[int, list[str]]]
+    problems: list[str]
+    whole: int
+
+
+def scan_csv(data: bytes) -> Scan:
+    """Split a CSV file into records, each parsed on its own: a record the parser refuses, or with another number
+    of cells than the header, costs that record and never the ones after it. An unbalanced quote would glue a
+    row to every row after it: where a whole record with the header's cells starts on the next line, the bad row
+    costs its own line only. A tail that never closes its quotes or lacks its newline is torn (cut by a crash, a
+    kill or a full disk): never read as a row."""
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    problems: list[str] = []
+    pos, line, whole, resyncs = 0, 1, 0, 0
+
+    def record(start: int) -> tuple[int | None, int, list[str] | str | None]:
+        end, count = _record_end(data, start)
+        return end, count, None if end is None else _cells(data[start:end].decode("utf-8", errors="replace"))
+
+    def fits(cells: list[str] | str | None) -> bool:
+        return header is not None and isinstance(cells, list) and len(cells) == len(header)
+
+    while pos < len(data):
+        end, count, cells = record(pos)
+        first_newline = data.find(NEWLINE, pos)
+        if header is not None and (end is None or count > 1) and not fits(cells) and first_newline != -1 \
+                and resyncs < MAX_RESYNCS and fits(record(first_newline + 1)[2]):
+            problems.append(f"line {line} (an unclosed quote)")
+            pos, line, whole, resyncs = first_newline + 1, line + 1, first_newline + 1, resyncs + 1
+            continue
+        if end is None:
+            if data[pos:].strip():
+                problems.append(f"line {line} (cut: the row does not end)")
+            break
+        if header is None:
+            header = cells if isinstance(cells, list) and cells else None
+            if header is None:
+                break
+        elif isinstance(cells, str):
+            problems.append(f"line {line} ({cells})")
+        elif fits(cells):
+            rows.append((line, cells))
+        elif cells:  # an empty line is no row
+            problems.append(f"line {line} ({len(cells)} cells, the header has {len(header)})")
+        pos, line, whole = end, line + count, end
+    return Scan(header or [], rows, problems, whole)
+
+
+def complete_prefix(data: bytes) -> int:
+    """Length of the longest prefix of a CSV file that ends on a whole record (scan_csv)."""
+    return scan_csv(data).whole
+
+
+def _shown(problems: list[str], most: int = 5) -> str:
+    return ", ".join(problems[:most]) + (f" and {len(problems) - most} more" if len(problems) > most else "")
 
 
 def read_csv(path: str | Path, kinds: Mapping[str, ColumnKind] | None = None, *, label: str = "",
              required: tuple[str, ...] = ()) -> pd.DataFrame:
     """Read a tidy CSV every column as text, then type the declared columns.
 
-    A missing or empty file gives an empty frame with the declared columns. Rows the CSV parser cannot split
-    into the header's columns (a torn line) are not dropped silently: they are counted and a warning names the
-    file; so are rows whose `required` columns are empty, and a last row without its newline (cut by a crash
-    or a full disk: only whole rows are ever read). The frame's attrs["dropped_rows"] holds the count.
+    A missing or empty file gives an empty frame with the declared columns. Rows that cannot be read whole are
+    not dropped silently: a record the parser refuses or that does not split into the header's columns, a row
+    whose `required` columns are empty and a torn last row (cut by a crash or a full disk) are each counted, and
+    a warning names the file and each one's line. One bad row costs that row, never the rows after it
+    (scan_csv), and a field of any length reads back whole. The frame's attrs["dropped_rows"] holds the count.
     """
     path = Path(path)
     columns = list(kinds or {})
     if not path.is_file() or path.stat().st_size == 0:
         return coerce(pd.DataFrame(columns=columns), kinds or {})
-    data = path.read_bytes()
-    whole = complete_prefix(data)
-    torn = 1 if data[whole:].strip() else 0  # a last row without its newline was cut: never read as whole
-    text = data[:whole].decode("utf-8", errors="replace")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except (StopIteration, csv.Error):
+    scan = scan_csv(path.read_bytes())
+    if not scan.header:
         return coerce(pd.DataFrame(columns=columns), kinds or {})
-    rows, bad = [], torn
-    try:
-        for row in reader:
-            if len(row) == len(header):
-                rows.append(row)
-            elif row:
-                bad += 1
-    except csv.Error:  # e.g. a quote left open by a torn last line
-        bad += 1
+    header, problems = scan.header, list(scan.problems)
+    lines = [line for line, _ in scan.rows]
+    rows = [cells for _, cells in scan.rows]
     frame = pd.DataFrame(rows, columns=header, dtype=object)
     if required:
         keep = np.ones(len(frame), dtype=bool)
         for name in required:
             if name in frame:
-                keep &= frame[name].fillna("").astype(str).str.len().to_numpy() > 0
-        bad += int((~keep).sum())
+                empty = frame[name].fillna("").astype(str).str.len().to_numpy() == 0
+                problems += [f"line {lines[i]} (no {name})" for i in np.flatnonzero(keep & empty)]
+                keep &= ~empty
         frame = frame[keep]
+    bad = len(problems)
     if bad:
-        log.warning("%s: %d row(s) could not be read (torn or malformed) and were left out", label or path, bad)
+        log.warning("%s: %d row(s) could not be read (torn or malformed) and were left out: %s", label or path, bad,
+                    _shown(problems))
     frame = frame.replace({"": None}) if len(frame) else frame
     out = coerce(frame.reset_index(drop=True), kinds or {})
     for name in out.columns:  # undeclared columns: numbers when every cell is one, else text (as pandas would)

@@ -9,6 +9,8 @@ takes ~1.6 s to import, which `frontier-bench validate` should not pay.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,8 +18,9 @@ from pathlib import Path
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.records import store
-from benchlib.records.rows import write_atomic
-from benchlib.suites.run_folder import RunConflict, check_unlocked, prepare_out_dir, results_root, sync_from_store
+from benchlib.records.rows import RequestLog, read_requests, write_atomic
+from benchlib.suites.run_folder import (RunConflict, check_unlocked, prepare_out_dir, results_root, run_lock,
+                                        sync_from_store)
 
 
 def shown_path(path: str | Path) -> str:
@@ -86,6 +89,44 @@ def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -
         partial.unlink(missing_ok=True)
 
 
+class _Collect(logging.Handler):
+    """Keeps benchlib's warnings while attached (instead of the notebook kernel's log, the terminal shows them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def log_warnings(suite_dir: Path) -> list[str]:
+    """What a suite's requests.csv warns about before it runs — a torn last row moved aside (its request sent
+    again), rows that cannot be read — as lines for the terminal: the notebook's kernel would log them only into
+    the executed notebook."""
+    path = suite_dir / "requests.csv"
+    if not path.is_file():
+        return []
+    logger, collect = logging.getLogger("benchlib"), _Collect()
+    logger.addHandler(collect)
+    try:
+        with run_lock(suite_dir):
+            RequestLog(path).recover()
+        read_requests(path)
+    finally:
+        logger.removeHandler(collect)
+    return collect.lines
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """A file's identity and state: a notebook written whole (a rename over the old one) changes it."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
 def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
                   progress: bool = True) -> tuple[dict[str, str], list[Path]]:
     """Execute each suite notebook; a failing notebook is reported and the next one still runs. Returns
@@ -104,7 +145,9 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
             failed[suite] = str(exc)
             continue
         executed = suite_dir / f"{suite}.ipynb"
-        started = time.monotonic()
+        for line in log_warnings(suite_dir):
+            print(f"warning: {line}", file=sys.stderr, flush=True)
+        started, before = time.monotonic(), _stamp(executed)
         print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {shown_path(str(executed))}", flush=True)
         parameters = {**params.sections(), "params_file": params_path, "fresh": False}
         try:
@@ -116,10 +159,16 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
         except Exception as exc:  # noqa: BLE001 — papermill reports the failing cell; keep going
             lines = str(exc).strip().splitlines()
             failed[suite] = lines[-1] if lines else type(exc).__name__
-            print(f"✗ {suite} failed after {time.monotonic() - started:.0f} s: {failed[suite]}\n"
-                  f"  see {shown_path(str(executed))}", flush=True)
+            where = f"see {shown_path(str(executed))}" if _stamp(executed) not in (None, before) else \
+                f"no executed notebook was written; finished requests are in {shown_path(str(suite_dir))}/requests.csv"
+            print(f"✗ {suite} failed after {time.monotonic() - started:.0f} s: {failed[suite]}\n  {where}", flush=True)
         else:
-            print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
+            if _stamp(executed) in (None, before):  # measured, but the notebook could not be written (a full disk)
+                failed[suite] = "its executed notebook could not be written"
+                print(f"✗ {suite} measured in {time.monotonic() - started:.0f} s, but {failed[suite]} (see the warning "
+                      f"above); results are in {shown_path(str(suite_dir))}/", flush=True)
+            else:
+                print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
         finally:
             if remote:  # the executed notebook is written after the suite's own last mirror
                 store.push(suite_dir, remote)

@@ -30,11 +30,13 @@ from benchlib.measure import provenance as manifest
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
 from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
-from benchlib.records.secrets import scrub
+from benchlib.records.secrets import scrub_fields
 from benchlib.measure import payloads as media_builders
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
 from benchlib.measure.timing import compute_rates
+from benchlib.scoring.answers import strip_thinking
 from benchlib.scoring.echo import strip_echo
+from benchlib.scoring.graded import CODE_CHECKERS
 from benchlib.measure.servers.llama_cpp import EmbeddedServer
 from benchlib.measure.servers.vllm import VllmServer
 from benchlib.measure.payloads import UnsupportedMedia
@@ -214,9 +216,11 @@ class Session:
     def after_request(self, item: Planned, concurrency: int) -> None:
         """Server-side figures, cross-checks, unsupported-media classification and scoring."""
         record = item.record
-        if self._secret:  # a server may echo the key into any field it controls; none may reach a file
-            for name in (f.name for f in fields(record)):
-                setattr(record, name, scrub(getattr(record, name), self._secret))
+        record.replace_unencodable()  # the checker judges the text that is written
+        if self._secret:  # a server may echo the key into any field it controls, whole or split: none may reach a file
+            clean = scrub_fields({f.name: getattr(record, f.name) for f in fields(record)}, self._secret)
+            for name, value in clean.items():
+                setattr(record, name, value)
         if self.server is not None and concurrency == 1 and item.request is not None:
             self._attach_embedded_timings(record)
         crosscheck.flag_record(record, cold_load_s=self.params.run.cold_load_s,
@@ -227,7 +231,10 @@ class Session:
             if self.params.server.weights == "random":  # timings and payload acceptance are real, answers are not
                 record.checker, record.check_detail = item.task.checker, "random weights: not scored"
             else:
-                self._score(record, item.task, item.variant)
+                try:
+                    self._score(record, item.task, item.variant)
+                except Exception as exc:  # noqa: BLE001 — an answer a checker cannot take is a row, not the suite's end
+                    check_error(record, item.task.checker, exc)
 
     def _attach_embedded_timings(self, record: RequestRecord) -> None:
         timings = self.server.read_new_timings(expected=1)
@@ -249,20 +256,26 @@ class Session:
         compute_rates(record)
 
     def _score(self, record: RequestRecord, task: Task, variant: Variant) -> None:
-        """The checker judges only what the model added: echoed prompt spans are cut first (benchlib.scoring.echo)."""
-        added = strip_echo(record.response_text, [record.prompt, variant.prompt, task.system])
-        response = scoring.Response(text=added.text, reasoning=record.reasoning_text,
+        """The checker judges only the answer the model added: inline thinking is left out and echoed prompt spans
+        are cut first (benchlib.scoring.echo) — except for code, which runs whole against its tests (a repeated
+        prompt passes none; benchlib.scoring.graded). response_text keeps the raw answer."""
+        answer = strip_thinking(record.response_text)
+        added = strip_echo(answer, [record.prompt, variant.prompt, task.system])
+        whole = task.checker in CODE_CHECKERS
+        text = answer if whole else added.text
+        response = scoring.Response(text=text, reasoning=record.reasoning_text,
                                     tool_calls=record.tool_calls, finish_reason=record.finish_reason)
         verdict = scoring.score(task.checker, response, variant.expected, task.checker_args)
         record.checker, record.passed, record.score = task.checker, verdict.passed, verdict.score
-        record.check_detail = "; ".join(p for p in (added.note(), verdict.detail) if p)
+        record.check_detail = "; ".join(p for p in (added.note(cut=not whole), verdict.detail) if p)
         record.echo = added.found
         record.looping = scoring.detect_looping(record.response_text)
 
     # ---- planning ------------------------------------------------------------------------------------
     def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
-        """Warm-ups, then `repeats` requests per task cycling through its variants; unsupported tasks
-        become one row each with the reason, without a request."""
+        """Warm-ups, then per task `repeats` requests cycling through its variants, or a graded task's first
+        `graded_items` items once each (Task.planned_variants); unsupported tasks become one row each with the
+        reason, without a request."""
         run, server = self.params.run, self.params.server
         warmups: list[Planned] = []
         by_task: dict[str, list[Planned]] = {}
@@ -284,9 +297,7 @@ class Session:
                 by_task[task.name] = [Planned(record, None, task, None)]
                 continue
             items = []
-            count = max(run.repeats, len(task.variants)) if task.all_variants else run.repeats
-            for repeat in range(count):
-                variant = task.variants[repeat % len(task.variants)]
+            for repeat, variant in enumerate(task.planned_variants(run.repeats, run.graded_items)):
                 record = self.base_record(task.name, variant.id, repeat, modality=task.requires)
                 items.append(self._planned(task, variant, record))
             by_task[task.name] = items
@@ -303,6 +314,17 @@ class Session:
             record.error_message = str(exc)
             return Planned(record, None, task, variant)
         return Planned(record, request, task, variant)
+
+
+def check_error(record: RequestRecord, checker: str, exc: BaseException) -> None:
+    """A checker that raised on an answer (a RecursionError on "[" * 1000, a MemoryError in ast.parse, ...): the row
+    is scored as not passed, error_kind `check_error` with the reason; the request itself stays `ok` (its timings
+    are real)."""
+    lines = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+    record.checker, record.passed, record.score = checker, False, 0.0
+    record.error_kind, record.error_message = "check_error", reason
+    record.check_detail = f"check_error: {reason}"
 
 
 @contextlib.contextmanager
@@ -350,7 +372,8 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
             if params.run.server_metrics_poll_s:
                 session.metrics = ServerMetrics(params.server.root_url(),
                                                 params.server.auth_headers(), software=params.server.software,
-                                                out_dir=out_dir, poll_s=params.run.server_metrics_poll_s)
+                                                out_dir=out_dir, poll_s=params.run.server_metrics_poll_s,
+                                                secret=params.server.secret())
         yield session
     finally:
         if session.backend is not None:

@@ -12,13 +12,14 @@ import gzip
 import json
 
 import pytest
-from helpers import make_params
 
 from benchlib.measure import event_loop as aio
 from benchlib.measure import wire
 from benchlib.measure.backends import ChatRequest, make_backend
 from benchlib.measure.failures import RequestFailed
 from benchlib.records.rows import RequestRecord
+
+from tests.helpers import make_params
 
 PATHS = ["wire", "sdk"]
 
@@ -53,9 +54,10 @@ class RawServer:
     """Reads each request (head + Content-Length body) and answers with the scripted bytes, in one write
     or in the given pieces. `hang_up(conn_index, request_index)` says to close without answering."""
 
-    def __init__(self, answer: bytes | list[bytes], hang_up=lambda conn, request: False):
+    def __init__(self, answer: bytes | list[bytes], hang_up=lambda conn, request: False, close: bool = False):
         self.pieces = answer if isinstance(answer, list) else [answer]
         self.hang_up = hang_up
+        self.close = close  # close the connection once the answer is sent (whatever it announced)
         self.connections = 0
         self.requests = 0
 
@@ -77,6 +79,8 @@ class RawServer:
                     await writer.drain()
                     await asyncio.sleep(0.003)
                 served += 1
+                if self.close:
+                    break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         writer.close()
@@ -88,9 +92,10 @@ class RawServer:
         return aio.run(go())
 
 
-def through(answer: bytes | list[bytes], path: str) -> RequestRecord:
-    """One chat request through `path` to a server answering `answer`; the record, failed or not."""
-    params = make_params(RawServer(answer).start(), run={"http_client": path, "timeout_s": 3})
+def through(answer: bytes | list[bytes], path: str, close: bool = False) -> RequestRecord:
+    """One chat request through `path` to a server answering `answer` (then closing, with `close`); the record,
+    failed or not."""
+    params = make_params(RawServer(answer, close=close).start(), run={"http_client": path, "timeout_s": 3})
     backend = make_backend(params.server, params.run)
     record = RequestRecord(model="fake-model", task="t", suite="s", host="h")
     try:
@@ -145,6 +150,28 @@ def test_an_error_beside_non_empty_choices_keeps_the_servers_message(path):
     broken = {**delta("x"), "error": {"message": "CUDA error: out of memory", "type": "server_error"}}
     record = through(response(events(delta("hel"), broken, FINAL, "[DONE]")), path)
     assert_failed(record, "server_error", 200, "CUDA error: out of memory")
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("chunk, words", [
+    ({**FINAL, "usage": "7 tokens"}, "usage is a str"),
+    ({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": [0], "function": {"name": "f"}}]}}]},
+     "a tool call's index is a list"),
+    ({"choices": [{"index": 0, "delta": {"content": ["hel"]}}]}, "delta.content is a list"),
+    ({"choices": {"index": 0}}, "choices is a dict"),
+])
+def test_a_chunk_of_the_wrong_shape_is_a_bad_chunk_on_both_paths(path, chunk, words):
+    record = through(response(events(delta("hel"), chunk, FINAL, "[DONE]")), path)
+    assert_failed(record, "bad_chunk", 200, words)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_connection_that_dies_after_the_head_keeps_its_status_on_both_paths(path):
+    body = events(delta("hel"))
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % (len(body) + 500)
+    record = through(head + body, path, close=True)
+    assert_failed(record, "stream_cut", 200)
+    assert record.response_text == "hel"
 
 
 # ---- legal variations of the stream that must be read in full ---------------------------------------------

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 import time
 
 import papermill
 import pytest
 import yaml
 
-from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params
+from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params, validate
 from benchlib.config.paths import NOTEBOOKS_DIR, PARAMS_DIR
 
 
@@ -144,3 +145,45 @@ def test_non_utf8_and_alias_bombs_are_refused_fast(tmp_path):
     with pytest.raises(ParamsError, match="aliases \\(\\*name\\) are not allowed in a params file"):
         load_params(bomb)
     assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m, extra_body: "
+     + "{a: " * 5000 + "1" + "}" * 5000 + "}\n", r"invalid YAML at line 2, column \d+: nested deeper than 32 levels"),
+    ("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m}\nrun: {seed: "
+     + "9" * 5000 + "}\n", r"invalid YAML at line 3, column 13: an integer of 5000 characters \(at most 63 bits"),
+    ("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m}\nrun: {repeats: 2}\n"
+     "run: {repeats: 5}\n", r"invalid YAML at line 4, column 1: duplicate key 'run' \(first at line 3; the last"),
+    ("host: {name: h, name: i}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m}\n",
+     r"invalid YAML at line 1, column 17: duplicate key 'name'"),
+    ("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m}\nrun: {warmups: true}\n",
+     r"run\.warmups: a boolean \(true/false\) is not a number: write the number \(got True\)"),
+    ("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m}\n"
+     "sweep: {concurrency: [1, true]}\n", r"sweep\.concurrency: a boolean \(true/false\) is not a number"),
+    ("host: {name: " + "h" * 300 + "}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: m}\n",
+     r"host\.name: String should have at most 120 characters"),
+    ("host: {name: h}\nserver: {kind: openai, base_url: 'http://127.0.0.1:8000/v1', model: " + "m" * 150
+     + ", variant: " + "v" * 100 + "}\n", r"server: model and variant make a folder name of 251 characters"),
+])
+def test_hostile_params_are_one_line_errors(tmp_path, text, message):
+    """Nesting 5,000 deep, a 5,000-digit integer, a key given twice, a boolean for a number and names too long for
+    a folder: each a one-line ParamsError naming the file, never a traceback, a silent pick or a later ENAMETOOLONG."""
+    with pytest.raises(ParamsError) as error:
+        load_params(write(tmp_path, text))
+    assert "\n" not in str(error.value) and str(error.value).startswith(str(tmp_path / "run.yaml"))
+    assert re.search(message, str(error.value)), str(error.value)
+
+
+def test_notebook_parameters_are_bounded_like_a_file():
+    """The same bounds hold for sections given as data (papermill parameters, a study's inline blocks)."""
+    deep: dict = {}
+    inner = deep
+    for _ in range(5000):
+        inner["a"] = {}
+        inner = inner["a"]
+    base = {"host": {"name": "h"}, "server": {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}}
+    with pytest.raises(ParamsError, match=r"^nb: server\.extra_body\.a\.a\.…: nested deeper than 32 levels$"):
+        validate({**base, "server": {**base["server"], "extra_body": deep}}, source="nb")
+    with pytest.raises(ParamsError, match=r"^nb: run\.seed: integer too large \(16610 bits; at most 63 and a sign\)$"):
+        validate({**base, "run": {"seed": 10**5000}}, source="nb")
+    assert validate({**base, "run": {"seed": 2**63 - 1, "warmups": 0}}).run.seed == 2**63 - 1

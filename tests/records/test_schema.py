@@ -71,3 +71,29 @@ def test_windows_typed_and_undeclared_columns_inferred(tmp_path):
     assert pd.isna(frame["energy_j"].iloc[0]) and frame["tokens_per_joule"].iloc[0] == 3.5
     assert frame["efficiency_reason"].iloc[0] == "x"
     assert read_csv(tmp_path / "missing.csv", {"a": "int"}).columns.tolist() == ["a"]
+
+
+def test_rows_of_any_length_read_back_and_a_bad_row_costs_only_itself(tmp_path, caplog):
+    """An answer over 128 KB, an itl_s list of 6,000 deltas and a 1 MB prompt read back exactly, and so does every
+    row after them; a malformed row in the middle is left out alone, counted and named by its line."""
+    path = tmp_path / "requests.csv"
+    log = RequestLog(path)
+    answer, prompt, itl = "a, \"b\"\n" * 30_000, "p" * 1_000_000, [0.0123456789 + i * 1e-9 for i in range(6_000)]
+    log.append(RequestRecord(run_id="r", request_key="k0"))
+    log.append(RequestRecord(run_id="r", request_key="k1", response_text=answer, prompt=prompt, itl_s=itl))
+    for i in range(2, 5):
+        log.append(RequestRecord(run_id="r", request_key=f"k{i}"))
+    frame = read_requests(path)
+    assert frame["request_key"].tolist() == ["k0", "k1", "k2", "k3", "k4"] and frame.attrs["dropped_rows"] == 0
+    long_row = frame.iloc[1]
+    assert long_row["response_text"] == answer and long_row["prompt"] == prompt and long_row["itl_s"] == itl
+    assert log.done_keys("r") == {"k0", "k1", "k2", "k3", "k4"}  # a resume sends none of them again
+    data = path.read_bytes()
+    at = data.index(b"r,,,", data.index(b"k2"))  # the start of row k3
+    line = data.count(b"\n", 0, at) + 1
+    path.write_bytes(data[:at] + b'r,h,"broken\n' + data[at:])  # a malformed row before k3 (an open quote)
+    with caplog.at_level(logging.WARNING, logger="benchlib"):
+        frame = read_requests(path)
+    assert frame["request_key"].tolist() == ["k0", "k1", "k2", "k3", "k4"] and frame.attrs["dropped_rows"] == 1
+    assert f"1 row(s) could not be read (torn or malformed) and were left out: line {line} (" in caplog.text
+    assert log.recover() == "" and read_requests(path)["request_key"].tolist()[-1] == "k4"  # no "torn tail" moved

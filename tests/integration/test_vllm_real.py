@@ -17,7 +17,6 @@ import signal
 
 import pandas as pd
 import pytest
-from helpers import make_params
 
 from benchlib.measure import event_loop as aio
 from benchlib.measure.backends import ChatRequest, make_backend
@@ -29,6 +28,8 @@ from benchlib.config.params import EmbeddedParams
 from benchlib.records.rows import RequestRecord
 from benchlib.suites.runner import run_suite
 from benchlib.measure.prometheus import SERVER_METRICS_CSV
+
+from tests.helpers import make_params
 
 pytestmark = pytest.mark.vllm
 

@@ -20,8 +20,8 @@ from benchlib.config.params import TelemetryParams
 from benchlib.measure.telemetry import TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, read_telemetry, read_windows, select_gpus
 from benchlib.measure.telemetry.host import Rapl
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, UnsupportedEverywhere, all_unsupported_gpu  # noqa: E402
+from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, UnsupportedEverywhere, all_unsupported_gpu
+
 
 FAST = TelemetryParams(power_hz=50, slow_hz=10)
 

@@ -11,9 +11,10 @@ import nbformat
 import pytest
 
 from benchlib.records import rows as records
-from benchlib.cli import settle_notebook
+from benchlib.suites.notebooks import settle_notebook
 from benchlib.records.rows import RequestLog, RequestRecord, complete_prefix, read_requests
-from benchlib.suites.runner import RunLocked, lock_path, open_session, run_lock, run_suite
+from benchlib.suites.run_folder import RunLocked, lock_path, run_lock
+from benchlib.suites.runner import open_session, run_suite
 
 
 def _params(params_for):

@@ -9,10 +9,9 @@ import time
 import httpx
 import pandas as pd
 import pytest
-from servers import FakeServer, render_metrics
 
 from benchlib.analysis import crosscheck
-from benchlib.measure.backends import StreamState
+from benchlib.measure.timing import StreamState
 from benchlib.analysis.crosscheck import check_server_metrics
 from benchlib.suites.runner import run_suite
 from benchlib.measure.prometheus import (
@@ -26,6 +25,8 @@ from benchlib.measure.prometheus import (
     software_of,
     window_row,
 )
+
+from tests.fakes.servers import FakeServer, render_metrics
 
 COUNTS = {"requests": 4, "prompt": 40, "generation": 64, "ttft": 0.2, "itl": 0.6, "itl_n": 60, "e2e": 1.0,
           "running": 2}

@@ -27,7 +27,8 @@ and successes). A fault "http_401_echo" answers 401 quoting the Authorization he
 careless server might, so tests can prove the key is scrubbed from every output.
 "echo": true answers with the last user message's text, word by word (as a base model that repeats its prompt
 does); "replies": [{"when": text, "text": ..., "tool_call": {...}}] then appends the first reply whose "when"
-occurs in the request's messages (an echo followed by a correct answer), or answers with it alone.
+occurs in the request's messages (an echo followed by a correct answer), or answers with it alone. "unescape": true
+decodes backslash escapes in reply and reasoning texts ("\\ud800": a lone surrogate in the stream's JSON).
 "leak": true makes a careless server echo the Authorization header it received into the answer, the reasoning
 text, a tool call's name and arguments and the final chunk's error-free usage, so tests can prove the key is
 scrubbed from every field a server controls.
@@ -41,7 +42,21 @@ exposition format and names (benchlib.measure.prometheus documents them), counti
 prompt and generation tokens, TTFT / inter-token / e2e sums (histogram _sum/_count) and requests running;
 "metrics_extra_tokens": n in a request's "fake" object makes the generation counter over-count by n, as a
 server counting tokens the client never received would.
-Run standalone: python tests/servers.py [--port N]  (prints "PORT <n>" when listening).
+Misbehaviour for "nothing lost, nothing leaked": "ignore_budget": true streams every token whatever max_tokens says
+(a server that never stops, with "tokens" large and "itl" 0); fault "drip" sends the stream one byte every
+"drip_s" (0.05) seconds for ever, each gap well inside any idle timeout; "usage" replaces the final chunk's usage
+object as given (any JSON: {"completion_tokens": 10000000}, "12", Infinity) or, on Ollama, is merged into the
+final line ({"eval_count": -5}); "usage_json" is the same as JSON text, for what a request body cannot carry
+('{"completion_tokens": Infinity}'); "tool_index" is the tool-call delta's index as given (e.g. [0]); "leak": "split"
+puts the key's first half at the end of the tool call's name and of the reasoning text and its second half at
+the start of the arguments and of the answer, so no one value holds it whole; "echo_pad": n puts n characters
+before the key quoted by "http_401_echo", so a cut at any length can fall inside it.
+FakeServer(metrics_fault=...) makes /metrics misbehave: "drip" (one byte every 0.05 s, for ever), "endless" (label
+sets streamed without end), "leak" (from the second scrape on — the first one finds the server's names — the key,
+from the Authorization header, where a sample value belongs).
+FakeServer(tokenizer_fault=...) makes /extras/tokenize answer its first call (the probe) and then fail:
+"http_500" (an error page), "count_text" ({"count": "12"}).
+Run standalone: python tests/fakes/servers.py [--port N]  (prints "PORT <n>" when listening).
 """
 
 from __future__ import annotations
@@ -60,7 +75,8 @@ from typing import Any
 DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "prompt_tokens": 12, "fault": None,
             "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0,
             "fault_when": None, "server_itl": None, "prompt_n": None, "reasoning_field": "reasoning_content",
-            "echo": False, "replies": None, "leak": False}
+            "echo": False, "replies": None, "leak": False, "unescape": False, "ignore_budget": False,
+            "drip_s": 0.05, "usage": None, "usage_json": None, "tool_index": 0, "echo_pad": 0}
 FAKE_DIGEST = "5c8f8b1d6e3a2f4b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
 FAKE_DETAILS = {"parent_model": "", "format": "gguf", "family": "gemma3", "families": ["gemma3"],
                 "parameter_size": "268.10M", "quantization_level": "Q4_K_M"}
@@ -68,6 +84,12 @@ FAKE_SIZE = 291_000_000
 def _tokens(text: str) -> list[str]:
     """Words with the whitespace after each (line breaks survive streaming)."""
     return re.findall(r"\S+\s*", text)
+
+
+def _unescaped(text: str, spec: dict) -> str:
+    """With "unescape": true, backslash escapes in a reply or reasoning text are decoded ("\\ud800" becomes a lone
+    surrogate, which only a JSON escape can carry: the request body itself could not be encoded)."""
+    return text.encode("ascii", "backslashreplace").decode("unicode_escape") if spec.get("unescape") else text
 
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
@@ -94,9 +116,14 @@ def fake_prompt_tokens(messages: Any) -> int:
 class FakeServer:
     """asyncio HTTP/1.1 server; run in a thread (tests) or as a process (bench, standalone)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, metrics: str | None = None):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, metrics: str | None = None,
+                 metrics_fault: str | None = None, tokenizer_fault: str | None = None):
         self.host, self.port = host, port
         self.metrics = metrics
+        self.metrics_fault = metrics_fault
+        self.tokenizer_fault = tokenizer_fault
+        self.tokenize_calls = 0
+        self.metrics_calls = 0
         self.counts = {"requests": 0, "prompt": 0, "generation": 0, "ttft": 0.0, "itl": 0.0, "itl_n": 0, "e2e": 0.0,
                        "running": 0}
         self.log: list[dict[str, Any]] = []
@@ -205,6 +232,11 @@ class FakeServer:
         if method == "GET" and path in ("/version", "/api/version"):
             return await self._json(writer, 200, {"version": "fake-1.0"})
         if method == "GET" and path == "/metrics" and self.metrics:
+            self.metrics_calls += 1
+        if method == "GET" and path == "/metrics" and self.metrics and self.metrics_fault \
+                and (self.metrics_fault != "leak" or self.metrics_calls > 1):
+            return await self._bad_metrics(writer, str(body.get("_auth", "")))
+        if method == "GET" and path == "/metrics" and self.metrics:
             text = render_metrics(self.metrics, self.counts).encode()
             self._head(writer, 200, "text/plain; version=0.0.4; charset=utf-8", len(text))
             writer.write(text)
@@ -232,13 +264,41 @@ class FakeServer:
                 "modalities": {"vision": False, "audio": False}, "build_info": "b6000-fake0000", "is_sleeping": False})
         if method == "GET" and path in ("/health", "/v1/health"):
             return await self._json(writer, 200, {"status": "ok"})
+        if method == "POST" and path == "/extras/tokenize" and self.tokenizer_fault and self.tokenize_calls:
+            self.tokenize_calls += 1
+            if self.tokenizer_fault == "http_500":
+                return await self._json(writer, 500, {"error": {"message": "tokenizer crashed\nTraceback: ..."}})
+            return await self._json(writer, 200, {"count": "12"})
         if method == "POST" and path == "/extras/tokenize":  # llama-cpp-python's tokenizer route, fake tokenizer
+            self.tokenize_calls += 1
             return await self._json(writer, 200, {"tokens": fake_tokenize(str(body.get("input", "")))})
         if method == "POST" and path == "/v1/chat/completions":
             return await self._chat(body, writer, received, ollama=False)
         if method == "POST" and path == "/api/chat":
             return await self._chat(body, writer, received, ollama=True)
         return await self._json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+
+    async def _bad_metrics(self, writer: asyncio.StreamWriter, auth: str) -> bool:
+        """/metrics as FakeServer(metrics_fault=...) says (the module docstring)."""
+        if self.metrics_fault == "leak":
+            key = auth.removeprefix("Bearer ")
+            text = render_metrics(self.metrics, self.counts).replace(" 0\n", f" {key}\n", 1).encode()
+            self._head(writer, 200, "text/plain; version=0.0.4", len(text))
+            writer.write(text)
+            await writer.drain()
+            return True
+        self._head(writer, 200, "text/plain; version=0.0.4")
+        line = b'vllm:num_requests_running{engine="0",model_name="fake-model",pad="%s"} 1\n' % (b"x" * 200)
+        while True:  # until the client gives up
+            if self.metrics_fault == "drip":
+                for byte in line:
+                    self._chunk(writer, bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
+            else:
+                self._chunk(writer, line * 50)
+                await writer.drain()
+                await asyncio.sleep(0)
 
     # ---- chat --------------------------------------------------------------------------------------
     async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
@@ -251,7 +311,8 @@ class FakeServer:
         if spec["fault_when"] and spec["fault_when"] not in prompt:
             fault = None
         if fault == "http_401_echo":
-            return await self._json(writer, 401, {"error": {"message": f"invalid API key: {body.get('_auth')}"}})
+            pad = "x" * int(spec["echo_pad"])
+            return await self._json(writer, 401, {"error": {"message": f"invalid API key: {pad}{body.get('_auth')}"}})
         if fault == "http_429_once":
             first_time = prompt not in self.seen_prompts
             self.seen_prompts.add(prompt)
@@ -263,7 +324,14 @@ class FakeServer:
             status = int(fault.split("_")[1])
             return await self._json(writer, status, {"error": {"message": f"fake {status} for testing"}},
                                     {"Retry-After": str(spec["retry_after"])} if status == 429 else None)
-        if spec["leak"]:  # echo the key everywhere a server controls
+        if spec["leak"] == "split":  # the key in halves, each half in another value
+            auth = str(body.get("_auth", "")).removeprefix("Bearer ")
+            head, tail = auth[:len(auth) // 2], auth[len(auth) // 2:]
+            spec["replies"] = [{"when": "", "text": f"{tail} is the rest",
+                                "tool_call": {"name": f"lookup{head}", "arguments": {"q": tail}}}]
+            spec["reasoning_tokens"] = max(spec["reasoning_tokens"], 1)
+            spec["reasoning_text"], spec["reasoning_sep"] = f"thinking{head}", ""
+        elif spec["leak"]:  # echo the key everywhere a server controls
             auth = str(body.get("_auth", ""))
             spec["replies"] = [{"when": "", "text": f"answer {auth} end",
                                 "tool_call": {"name": f"lookup {auth}", "arguments": {"q": auth, "note": auth}}}]
@@ -273,7 +341,8 @@ class FakeServer:
         if words is not None:
             spec["tokens"] = len(words)
         budget = body.get("max_tokens") or (body.get("options") or {}).get("num_predict")
-        if isinstance(budget, int) and budget > 0 and spec["tokens"] + spec["reasoning_tokens"] > budget:
+        if isinstance(budget, int) and budget > 0 and spec["tokens"] + spec["reasoning_tokens"] > budget \
+                and not spec["ignore_budget"]:
             spec["tokens"] = max(0, budget - spec["reasoning_tokens"])  # a real server stops at the budget
             if words is not None:
                 words = words[:spec["tokens"]]
@@ -304,6 +373,15 @@ class FakeServer:
         await writer.drain()
         total = spec["reasoning_tokens"] + spec["tokens"]
         first_at = received + int(spec["ttft"] * 1e9)
+        if fault == "drip":  # a byte at a time for ever: never silent for long, never done
+            index = 0
+            while True:
+                data = self._token_chunk(WORDS[index % len(WORDS)] + " ", False, ollama, spec["reasoning_field"])
+                for byte in b"%x\r\n%s\r\n" % (len(data), data):
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(spec["drip_s"])
+                index += 1
         for index in range(total):
             deadline = first_at + int(index * spec["itl"] * 1e9)
             delay = (deadline - time.perf_counter_ns()) / 1e9
@@ -317,7 +395,7 @@ class FakeServer:
             reasoning = index < spec["reasoning_tokens"]
             word = WORDS[index % len(WORDS)] + " "
             if reasoning and spec.get("reasoning_text"):
-                word = spec["reasoning_text"] + " "
+                word = _unescaped(spec["reasoning_text"], spec) + spec.get("reasoning_sep", " ")
             if words is not None and not reasoning:
                 word = words[index - spec["reasoning_tokens"]]
             if fault == "empty":
@@ -329,7 +407,7 @@ class FakeServer:
             await writer.drain()
             entry["sends_ns"].append(time.perf_counter_ns())
         if spec["tool_call"]:
-            self._chunk(writer, self._tool_chunk(spec["tool_call"], ollama))
+            self._chunk(writer, self._tool_chunk(spec["tool_call"], ollama, spec["tool_index"]))
         if fault == "no_done":
             writer.write(b"0\r\n\r\n")  # well-formed end of body, but no finish_reason and no [DONE]
             await writer.drain()
@@ -368,7 +446,7 @@ class FakeServer:
         plain = "\n".join(text(m) for m in messages)
         for reply in spec["replies"] or []:
             if reply.get("when", "") in plain:
-                words += _tokens(str(reply.get("text", "")))
+                words += _tokens(_unescaped(str(reply.get("text", "")), spec))
                 spec["tool_call"] = reply.get("tool_call") or spec["tool_call"]
                 break
         return words or ["(nothing) "]
@@ -385,12 +463,12 @@ class FakeServer:
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
     @staticmethod
-    def _tool_chunk(call: dict, ollama: bool) -> bytes:
+    def _tool_chunk(call: dict, ollama: bool, index: Any = 0) -> bytes:
         if ollama:
             message = {"role": "assistant", "content": "",
                        "tool_calls": [{"function": {"name": call["name"], "arguments": call.get("arguments", {})}}]}
             return json.dumps({"model": "fake-model", "message": message, "done": False}).encode() + b"\n"
-        delta = {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+        delta = {"tool_calls": [{"index": index, "id": "call_0", "type": "function",
                                  "function": {"name": call["name"],
                                               "arguments": json.dumps(call.get("arguments", {}))}}]}
         chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
@@ -398,6 +476,8 @@ class FakeServer:
 
     @staticmethod
     def _final_chunks(body: dict, spec: dict, ollama: bool) -> bytes:
+        if spec["usage_json"]:
+            spec["usage"] = json.loads(spec["usage_json"])
         completion = spec["reasoning_tokens"] + spec["tokens"]
         budget = body.get("max_tokens") or (body.get("options") or {}).get("num_predict")
         finish = "length" if budget is not None and completion >= budget else "stop"
@@ -415,6 +495,7 @@ class FakeServer:
                      "eval_duration": completion * itl_ns}
             if spec["cached_tokens"] is not None:
                 final["prompt_eval_cached_count"] = spec["cached_tokens"]
+            final.update(spec["usage"] or {})
             return json.dumps(final).encode() + b"\n"
         parts = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
         if spec["fault"] == "no_finish":  # [DONE] arrives, but no chunk ever said why the answer ended
@@ -427,7 +508,7 @@ class FakeServer:
                 usage["completion_tokens_details"] = {"reasoning_tokens": spec["reasoning_tokens"]}
             if spec["cached_tokens"] is not None:
                 usage["prompt_tokens_details"] = {"cached_tokens": spec["cached_tokens"]}
-            usage_chunk["usage"] = usage
+            usage_chunk["usage"] = usage if spec["usage"] is None else spec["usage"]
         if spec["timings"]:  # llama.cpp server's per-request timings object
             prompt_n = spec["prompt_n"] if spec["prompt_n"] is not None else spec["prompt_tokens"]
             prompt_ms, predicted_ms = spec["ttft"] * 1000, completion * server_itl * 1000

@@ -14,12 +14,13 @@ from benchlib.measure.telemetry import WINDOW_COLUMNS, Telemetry, read_windows
 from benchlib.measure.telemetry.files import append_window_row
 from benchlib.measure.telemetry.soc import Hwmon, Powermetrics, ThermalZones, parse_powermetrics_sample, powermetrics_command
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml  # noqa: E402
+from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml
 
-FIXTURES = Path(__file__).parent / "fixtures"
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+FIXTURES = FAKES / "fixtures"
 SAMPLES = [FIXTURES / "powermetrics-sample-1.plist", FIXTURES / "powermetrics-sample-2.plist"]
-FAKE = [sys.executable, str(Path(__file__).parent / "fake_powermetrics.py")]
+FAKE = [sys.executable, str(FAKES / "fake_powermetrics.py")]
 SETTINGS = TelemetryParams(power_hz=20, slow_hz=5)
 
 

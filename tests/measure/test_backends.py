@@ -1,7 +1,7 @@
 """Backends against a local server that speaks each project's documented wire shapes, with known timings, so the
 server-side figures and the cross-check flags can be asserted exactly.
 
-Shapes the fake server (tests/servers.py) reproduces, and where they are documented:
+Shapes the fake server (tests/fakes/servers.py) reproduces, and where they are documented:
 - Ollama /api/chat NDJSON: message.content / message.thinking / message.tool_calls per line; the final line
   (done: true) carries done_reason, total_duration, load_duration, prompt_eval_count, prompt_eval_duration,
   eval_count, eval_duration (all durations in ns) and, since 0.3x, prompt_eval_cached_count.
@@ -24,13 +24,14 @@ from __future__ import annotations
 import httpx
 import pandas as pd
 import pytest
-from helpers import make_params, send
 
 from benchlib.measure import event_loop as aio
 from benchlib.analysis import crosscheck
 from benchlib.measure.backends import make_backend, ollama_keep_alive
 from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings
 from benchlib.config.params import EmbeddedParams
+
+from tests.helpers import make_params, send
 
 
 def wire(fake_server):

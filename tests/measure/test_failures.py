@@ -6,10 +6,11 @@ import socket
 import time
 
 import pytest
-from helpers import make_params
-from servers import closed_port
 
 from benchlib.suites.runner import run_suite
+
+from tests.fakes.servers import closed_port
+from tests.helpers import make_params
 
 TASKS = ["basic_qa"]  # 1 warm-up + 3 measured requests over three distinct variants
 

@@ -1,18 +1,16 @@
-"""The results store (benchlib.records.store): rules on memory://, bundles, and a real S3-compatible server (moto's,
-started as its own process) holding two hosts' runs, one of them killed and resumed from the store on another
-"machine", and one paper assembled from the URL; the same through a real SFTP server (asyncssh's, its own process),
-where a folder is moved aside by a rename."""
+"""The results store (benchlib.records.store) against real servers, each its own process: an S3-compatible one
+(moto's) holding two hosts' runs, one of them killed and resumed from the store on another "machine", and one
+paper assembled from the URL; the same through an SFTP server (asyncssh's), where a folder is moved aside by a
+rename."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import textwrap
 import time
 from pathlib import Path
@@ -25,147 +23,12 @@ import yaml
 
 from benchlib import paper
 from benchlib.records import store
-from benchlib.cli import main as cli_main
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import read_requests
 from benchlib.suites.runner import run_suite
 
 SECRET = "fb-store-secret-Zq81Kd"  # the S3 secret key: it must never reach a file, a row or the terminal
-
-
-# ---- rules, on fsspec's memory file system -----------------------------------------------------------------
-
-def test_a_url_carrying_a_secret_is_refused_in_one_line(monkeypatch):
-    for url in ("s3://user:pw@bucket/runs", "s3://bucket/runs?secret_access_key=abc", "gs://b/x?token=t"):
-        with pytest.raises(store.StoreError) as info:
-            store.configured(url)
-        assert "\n" not in str(info.value) and "pw" not in str(info.value) and "abc" not in str(info.value)
-    monkeypatch.setenv(store.ENV, "memory://study/")
-    assert store.configured("") == "memory://study" and store.configured("s3://b/x") == "s3://b/x"
-    assert store.redact("sftp://me@host:2222/data?x=1") == "sftp://host:2222/data"
-
-
-def test_push_then_pull_follows_the_rule_per_file(tmp_path):
-    url = "memory://rules/h/m/text"
-    here = tmp_path / "here"
-    (here / "sub").mkdir(parents=True)
-    (here / "requests.csv").write_text("a\n1\n2\n")
-    (here / "run.json").write_text('{"run_id": "r1"}')
-    (here / "sub" / "img.png").write_bytes(b"\x89PNG")
-    sent: dict = {}
-    assert sorted(store.push(here, url, sent)) == ["requests.csv", "run.json", "sub/img.png"]
-    assert store.push(here, url, sent) == []  # nothing changed, nothing sent
-    elsewhere = tmp_path / "elsewhere"
-    assert sorted(store.pull(url, elsewhere)) == ["requests.csv", "run.json", "sub/img.png"]
-    assert (elsewhere / "requests.csv").read_text() == "a\n1\n2\n"
-    # the store holds more rows than this copy (the other host went on): the longer log comes back
-    fs = fsspec.filesystem("memory")
-    fs.pipe_file("/rules/h/m/text/requests.csv", b"a\n1\n2\n3\n")
-    assert store.pull(url, elsewhere) == ["requests.csv"]
-    assert (elsewhere / "requests.csv").read_text() == "a\n1\n2\n3\n"
-    # this copy holds rows the store has not seen yet: they stay
-    (elsewhere / "requests.csv").write_text("a\n1\n2\n3\n4\n")
-    assert store.pull(url, elsewhere) == [] and (elsewhere / "requests.csv").read_text().endswith("4\n")
-    # diverging logs: refused, nothing overwritten
-    (elsewhere / "requests.csv").write_text("a\n1\n9\n")
-    with pytest.raises(store.StoreConflict, match="diverge"):
-        store.pull(url, elsewhere)
-    assert (elsewhere / "requests.csv").read_text() == "a\n1\n9\n"
-    # a non-log file that exists here is kept (ours is the one that gets pushed)
-    (elsewhere / "run.json").write_text('{"run_id": "r1", "local": true}')
-    store.pull("memory://rules/h/m/text", elsewhere.parent / "third")
-    assert json.loads((elsewhere / "run.json").read_text())["local"] is True
-
-
-@pytest.mark.parametrize("scheme", ["memory", "file"])
-def test_archive_moves_the_stores_copy_aside_files_and_folders(tmp_path, scheme):
-    url = f"memory://archive-{tmp_path.name}/h/m/text" if scheme == "memory" else f"file://{tmp_path}/store/h/m/text"
-    here = tmp_path / "here"
-    (here / "sub").mkdir(parents=True)
-    (here / "requests.csv").write_text("a\n1\n")
-    (here / "sub" / "img.png").write_bytes(b"\x89PNG")
-    store.push(here, url)
-    assert store.archive(url, "20260101-000000").endswith("/h/m/text.archived-20260101-000000")
-    back = tmp_path / "back"
-    assert sorted(store.pull(f"{url}.archived-20260101-000000", back)) == ["requests.csv", "sub/img.png"]
-    assert (back / "requests.csv").read_text() == "a\n1\n" and (back / "sub" / "img.png").read_bytes() == b"\x89PNG"
-    assert store.pull(url, tmp_path / "empty") == []  # nothing left where the run was
-    assert store.archive(url, "20260101-000001") is None  # nothing to move
-
-
-def test_mirror_pushes_while_running_and_at_exit(tmp_path):
-    url = "memory://mirror/h/m/text"
-    here = tmp_path / "suite"
-    here.mkdir()
-    fs = fsspec.filesystem("memory")
-    with store.Mirror(here, url, every_s=0.05) as mirror:
-        (here / "requests.csv").write_text("a\n1\n")
-        deadline = time.monotonic() + 5
-        while not fs.exists("/mirror/h/m/text/requests.csv") and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert fs.cat_file("/mirror/h/m/text/requests.csv") == b"a\n1\n"  # while the run goes on
-        (here / "summary.csv").write_text("task\nqa\n")
-    assert fs.cat_file("/mirror/h/m/text/summary.csv") == b"task\nqa\n" and mirror.errors == []
-
-
-def _suite(root: Path, host: str, run_id: str, suite: str = "text") -> Path:
-    folder = root / host / "m" / suite
-    folder.mkdir(parents=True)
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
-    (folder / "requests.csv").write_text("request_key\nk1\n")
-    return folder
-
-
-def test_bundle_and_import_merge_once_and_refuse_a_different_run(tmp_path, monkeypatch, capsys):
-    source, target = tmp_path / "a", tmp_path / "b"
-    _suite(source, "host-a", "r1")
-    _suite(source, "host-a", "r1", "quality")
-    (source / "host-a" / "m" / "text.archived-20260101-000000").mkdir()
-    (source / "host-a" / "m" / "text.archived-20260101-000000" / "requests.csv").write_text("old\n")
-    (source / "host-a" / "m" / ".text.lock").write_text("PID 1")
-    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(source))
-    archive = tmp_path / "host-a.tar.gz"
-    assert cli_main(["bundle", "host-a", "-o", str(archive)]) == 0
-    with tarfile.open(archive) as handle:
-        names = handle.getnames()
-    assert sorted(names) == ["host-a/m/quality/requests.csv", "host-a/m/quality/run.json",
-                             "host-a/m/text/requests.csv", "host-a/m/text/run.json"]  # no archive, no lock
-    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(target))
-    assert cli_main(["import", str(archive)]) == 0
-    assert (target / "host-a" / "m" / "text" / "requests.csv").read_text() == "request_key\nk1\n"
-    assert cli_main(["import", str(archive)]) == 0  # the same runs again: counted once
-    assert "already here (same run id, counted once): host-a/m/text" in capsys.readouterr().out
-    # another run in the same folder: refused, nothing written
-    other = tmp_path / "c"
-    _suite(other, "host-a", "r2")
-    (other / "host-a" / "m" / "text" / "requests.csv").write_text("request_key\nzz\n")
-    assert store.bundle(other, "host-a", tmp_path / "other.tar.gz") == 2
-    assert cli_main(["import", str(tmp_path / "other.tar.gz")]) == 2
-    assert "holds run r1, the bundle's holds run r2" in capsys.readouterr().err
-    assert (target / "host-a" / "m" / "text" / "requests.csv").read_text() == "request_key\nk1\n"
-    # a member that leaves the root is refused before anything is written
-    evil = tmp_path / "evil.tar.gz"
-    with tarfile.open(evil, "w:gz") as handle:
-        data = b"x"
-        info = tarfile.TarInfo("../outside.txt")
-        info.size = len(data)
-        handle.addfile(info, io.BytesIO(data))
-    with pytest.raises(store.StoreError, match="refusing member"):
-        store.import_bundle(evil, target)
-    assert not (tmp_path / "outside.txt").exists()
-
-
-def test_paper_reads_several_roots_and_counts_a_run_found_twice_once(tmp_path):
-    first, second = tmp_path / "one", tmp_path / "two"
-    for root in (first, second):
-        folder = _suite(root, "host-a", "r1")
-        (folder / "summary.csv").write_text("task,n_ok\nbasic_qa,1\n")
-    _suite(second, "host-b", "r9")
-    runs = paper.load_runs([first, second])
-    assert runs.duplicates == [f"host-a/m/text (run r1) in {second} and {first}"]
-    assert runs.roots == [str(first), str(second)]
-    assert "counted once (found twice): host-a/m/text" in paper.runs_text(runs)
 
 
 # ---- a real S3-compatible server ------------------------------------------------------------------------------

@@ -13,12 +13,14 @@ import statistics
 
 import httpx
 import pytest
-from helpers import make_params
-from servers import closed_port
 
 from benchlib.measure import event_loop as aio
-from benchlib.measure.backends import ChatRequest, StreamState, compute_rates, finalize, make_backend
+from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.timing import StreamState, compute_rates, finalize
 from benchlib.records.rows import RequestRecord
+
+from tests.fakes.servers import closed_port
+from tests.helpers import make_params
 
 
 def send(params, messages=None, max_tokens=64, **request):

@@ -1,10 +1,9 @@
 """benchlib.measure.wire, the lean HTTP/1.1 stream reader: stamps against a server's own send instants, body framings,
 lines split across reads, and the stale keep-alive retry.
 
-Tolerance: with kernel receive timestamps (Linux, plain http) a chunk's stamp is the instant it reached the
-host's network stack, a few µs before the fake server's own post-write stamp; 1 ms at p99 leaves room for a
-descheduled server thread between its write and its stamp. Without kernel stamps the read callback's stamp
-gets 5 ms (one busy burst of 32 streams on a 2-core box).
+The stamps are checked against what causality allows, not against a time bound: with kernel receive timestamps
+(Linux, plain http) a chunk's stamp is the instant it reached the host's network stack, between the server's
+post-write stamps of the chunk before it and of itself, however late the client read it.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from helpers import make_params
 
 from benchlib.measure import event_loop as aio
 from benchlib.measure import wire
@@ -25,11 +23,13 @@ from benchlib.measure.backends import ChatRequest, make_backend
 from benchlib.measure.failures import RequestFailed
 from benchlib.records.rows import RequestRecord
 
+from tests.helpers import make_params
+
 
 @pytest.fixture(scope="module")
 def fake_process():
     """The fake server in its own process, as bench/measure_accuracy.py runs it (no GIL shared with the client)."""
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("servers.py"))], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parents[1] / "fakes" / "servers.py")], stdout=subprocess.PIPE,
                             text=True)
     line = proc.stdout.readline()
     assert line.startswith("PORT "), line
@@ -38,9 +38,17 @@ def fake_process():
     proc.wait(timeout=10)
 
 
-def test_stamps_match_the_servers_send_instants_at_32_streams(fake_process):
+def test_stamps_are_arrival_instants_bounded_by_the_servers_sends_at_32_streams(fake_process):
+    """64 requests over 32 concurrent streams, every delta's stamp held to what causality allows, so the check
+    holds however busy the machine is: a delta cannot arrive before the server finished writing the one before
+    it (its send instant, logged right after the write), and — with kernel receive timestamps (Linux, plain
+    http), which must then stamp every read — it is not stamped after its own send. A read-callback stamp would
+    be, whenever the loop got round to the read late. Deltas one read took together share the read's stamp, the
+    arrival of its last segment (the client_stalled case), so each is held to the send of the last delta stamped
+    with it; a last delta read with the stream's end has no logged send to be held to. How close the stamps come
+    to the sends is bench/measure_accuracy.py's measurement, not a unit test's."""
     params = make_params(fake_process, {"ttft": 0.05, "itl": 0.01, "tokens": 20}, run={"timeout_s": 10})
-    before = wire._RawConnection.kernel_stamps_seen
+    stamped_before, reads_before = wire._RawConnection.kernel_stamps_seen, wire._RawConnection.reads_seen
 
     async def drive():
         backend = make_backend(params.server, params.run, 32)
@@ -57,18 +65,35 @@ def test_stamps_match_the_servers_send_instants_at_32_streams(fake_process):
         return records
 
     records = aio.run(drive())
+    kernel = sys.platform.startswith("linux")
+    stamped = wire._RawConnection.kernel_stamps_seen - stamped_before
+    reads = wire._RawConnection.reads_seen - reads_before
+    if kernel:
+        assert stamped == reads > 0, f"{stamped} of {reads} reads carried the kernel's receive timestamp"
+    slack = 1e6  # ns: converting the kernel's realtime stamp to the monotonic clock
     log = {e["prompt"].split("[", 2)[-1].split("]")[0]: e for e in httpx.get(f"{fake_process}/log").json()}
-    lags = []
     for record in records:
         assert record.status == "ok", record.error_message
-        sends = np.asarray(log[record.variant]["sends_ns"], dtype=float)
-        stamps = record.start_ns + record.ttft_s * 1e9 + np.concatenate([[0.0], np.cumsum(record.itl_s) * 1e9])
+        entry = log[record.variant]
+        sends = np.asarray(entry["sends_ns"], dtype=float)
+        gaps = np.asarray(record.itl_s) * 1e9
+        stamps = record.start_ns + record.ttft_s * 1e9 + np.concatenate([[0.0], np.cumsum(gaps)])
         assert len(stamps) == len(sends) == 20
-        lags.extend((stamps - sends) / 1e6)
-    lags = np.abs(np.asarray(lags))
-    kernel = wire._RawConnection.kernel_stamps_seen > before
-    assert kernel or not sys.platform.startswith("linux"), "Linux should give kernel receive timestamps"
-    assert np.percentile(lags, 99) < (1.0 if kernel else 5.0), np.percentile(lags, [50, 99, 100])
+        assert (gaps >= 0).all() and stamps[0] >= entry["received_ns"] - slack
+        assert (stamps[1:] >= sends[:-1] - slack).all(), "a delta stamped before the one before it was sent"
+        if not kernel:
+            continue
+        shared = np.concatenate([gaps == 0, [False]])  # delta i was read together with delta i + 1
+        with_end = record.start_ns + record.e2e_s * 1e9 - stamps[-1] < 1e3  # the last delta came with the end
+        last = len(stamps) - 1
+        for i in range(len(stamps)):
+            j = i
+            while shared[j]:
+                j += 1
+            if j == last and with_end:
+                continue
+            assert stamps[i] <= sends[j] + slack, f"delta {i} stamped {(stamps[i] - sends[j]) / 1e6:.3f} ms " \
+                                                  f"after it was sent: not the kernel's arrival stamp"
 
 
 class ScriptedServer:

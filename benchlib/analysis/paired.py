@@ -1,0 +1,180 @@
+"""Paired verdicts: two deployments that answered the same items, compared item by item.
+
+Two accuracies measured on the same items are not independent samples: whether their Wilson intervals overlap
+says little (both deployments find the same items easy or hard). What tells them apart is the items they disagree
+on. For deployments A and B over the n items both answered (an item is task + variant + repeat: a graded set's
+items are fixed by its seed, so every deployment gets the same ones):
+
+    both, a_only, b_only, neither    the 2 × 2 table of pass/fail pairs
+    difference                       accuracy(A) − accuracy(B) = (a_only − b_only) / n
+    difference_lo / _hi              95 % interval of that difference: Newcombe's hybrid score interval for paired
+                                     proportions (method 10, Newcombe 1998; recommended by Fagerland, Lydersen &
+                                     Laake 2013): the two Wilson intervals combined with the pairs' correlation
+    p_value                          exact McNemar test: the discordant pairs under a fair coin
+                                     (scipy.stats.binomtest(a_only, a_only + b_only, 0.5), two-sided; 1 without any)
+    verdict                          "A beats B" only when the difference's interval excludes 0 and the exact
+                                     McNemar test rejects equal accuracy at 5 %; otherwise "tie". Both are asked:
+                                     on a handful of items the score interval can exclude 0 where the exact test
+                                     cannot tell (4 of 4 against 1 of 4: interval above 0, p = 0.25)
+
+The frontier's quality axis uses these verdicts wherever both deployments have per-item results on the axis's tasks
+(benchlib.analysis.frontier); item_results() builds the long per-item frame from request rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from benchlib.analysis import stats
+from benchlib.records.schema import flag, optional_flag
+
+ALPHA = 0.05  # the exact McNemar test's level, matching the 95 % interval
+ITEM_COLUMNS = ["system", "task", "item", "passed"]
+PAIR_COLUMNS = ["a", "b", "n", "both", "a_only", "b_only", "neither", "accuracy_a", "accuracy_b", "difference",
+                "difference_lo", "difference_hi", "p_value", "verdict"]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A against B on their shared items."""
+
+    a: str
+    b: str
+    n: int
+    both: int
+    a_only: int
+    b_only: int
+    neither: int
+    accuracy_a: float
+    accuracy_b: float
+    difference: float
+    difference_lo: float
+    difference_hi: float
+    p_value: float
+    verdict: str
+
+    @property
+    def winner(self) -> int:
+        """+1 when A beats B, −1 when B beats A, 0 for a tie: the interval includes 0, the exact test does not
+        reject equality (p ≥ ALPHA), or there are no shared items."""
+        if not self.n or not (self.difference_lo > 0 or self.difference_hi < 0) or not self.p_value < ALPHA:
+            return 0
+        return 1 if self.difference_lo > 0 else -1
+
+    def line(self) -> str:
+        if not self.n:
+            return f"{self.a} vs {self.b}: no shared items"
+        head = self.verdict if self.winner else f"{self.a} vs {self.b}: tie"
+        return (f"{head}: {self.accuracy_a:.0%} vs {self.accuracy_b:.0%} on the same {self.n} items, difference "
+                f"{_signed(self.difference)} [{_signed(self.difference_lo)}, {_signed(self.difference_hi)}] "
+                f"({self.a_only} vs {self.b_only} items only one got right; exact McNemar p = {self.p_value:.3g})")
+
+
+def _signed(share: float) -> str:
+    """'+20%', '-3%', and '0%' for what rounds to zero either way (never '-0%')."""
+    text = f"{share:+.0%}"
+    return "0%" if text in ("+0%", "-0%") else text
+
+
+def newcombe_interval(both: int, a_only: int, b_only: int, neither: int) -> tuple[float, float]:
+    """95 % interval of p_A − p_B from a paired 2 × 2 table (Newcombe 1998, method 10)."""
+    n = both + a_only + b_only + neither
+    if n == 0:
+        return math.nan, math.nan
+    p1, p2 = (both + a_only) / n, (both + b_only) / n
+    l1, u1 = stats.wilson_interval(both + a_only, n)
+    l2, u2 = stats.wilson_interval(both + b_only, n)
+    margins = (both + a_only) * (b_only + neither) * (both + b_only) * (a_only + neither)
+    phi = (both * neither - a_only * b_only) / math.sqrt(margins) if margins > 0 else 0.0
+    d1, e2 = p1 - l1, u2 - p2
+    d2, e1 = p2 - l2, u1 - p1
+    low = (p1 - p2) - math.sqrt(max(d1 ** 2 - 2 * phi * d1 * e2 + e2 ** 2, 0.0))
+    high = (p1 - p2) + math.sqrt(max(d2 ** 2 - 2 * phi * d2 * e1 + e1 ** 2, 0.0))
+    return max(low, -1.0), min(high, 1.0)
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value on the discordant pairs (1.0 when there are none)."""
+    discordant = a_only + b_only
+    return float(scipy_stats.binomtest(a_only, discordant, 0.5).pvalue) if discordant else 1.0
+
+
+def compare(a: Mapping[object, bool], b: Mapping[object, bool], a_name: str = "A", b_name: str = "B") -> Paired:
+    """A and B (item -> passed) over the items both answered."""
+    shared = [key for key in a if key in b]
+    pairs = [(bool(a[key]), bool(b[key])) for key in shared]
+    both = sum(x and y for x, y in pairs)
+    a_only = sum(x and not y for x, y in pairs)
+    b_only = sum(y and not x for x, y in pairs)
+    neither = len(pairs) - both - a_only - b_only
+    n = len(pairs)
+    low, high = newcombe_interval(both, a_only, b_only, neither)
+    result = Paired(a_name, b_name, n, both, a_only, b_only, neither,
+                    (both + a_only) / n if n else math.nan, (both + b_only) / n if n else math.nan,
+                    (a_only - b_only) / n if n else math.nan, low, high, mcnemar_exact(a_only, b_only), "")
+    verdict = {1: f"{a_name} beats {b_name}", -1: f"{b_name} beats {a_name}", 0: "tie"}[result.winner]
+    return Paired(**{**asdict(result), "verdict": verdict})
+
+
+def item_results(requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per scored, measured answer: system (a `system` column where the rows carry one, else 'model @ host'
+    as the summaries name it), task, item ('<variant>#<repeat>') and passed (bool). Warm-ups, failed and unscored
+    rows are left out; a key recorded twice keeps its last row."""
+    needed = {"task", "variant", "repeat", "passed"} | ({"system"} if "system" in requests else {"model", "host"})
+    if requests is None or requests.empty or not needed <= set(requests.columns):
+        return pd.DataFrame(columns=ITEM_COLUMNS)
+    rows = requests
+    if "is_warmup" in rows:
+        rows = rows[~rows["is_warmup"].map(flag)]
+    if "status" in rows:
+        rows = rows[rows["status"] == "ok"]
+    passed = rows["passed"].map(optional_flag)
+    rows = rows[passed.notna()].assign(passed=passed[passed.notna()].astype(bool))
+    system = rows["system"] if "system" in rows else rows["model"].astype(str) + " @ " + rows["host"].astype(str)
+    out = pd.DataFrame({"system": system.astype(str),
+                        "task": rows["task"].astype(str),
+                        "item": rows["variant"].astype(str) + "#" + rows["repeat"].astype(str),
+                        "passed": rows["passed"].astype(bool)}, columns=ITEM_COLUMNS)
+    return out.drop_duplicates(["system", "task", "item"], keep="last").reset_index(drop=True)
+
+
+def outcomes(items: pd.DataFrame, system: str, tasks: Sequence[str] | None = None) -> dict[tuple[str, str], bool]:
+    """(task, item) -> passed for one system, over `tasks` when given."""
+    rows = items[items["system"] == system] if len(items) else items
+    if tasks is not None and len(rows):
+        rows = rows[rows["task"].isin(tasks)]
+    return {(t, i): bool(p) for t, i, p in zip(rows["task"], rows["item"], rows["passed"])} if len(rows) else {}
+
+
+def pairwise(items: pd.DataFrame, tasks: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every pair of systems in `items` with shared items (over `tasks` when given), one row each (PAIR_COLUMNS)."""
+    systems = list(dict.fromkeys(items["system"])) if len(items) else []
+    rows = []
+    for a, b in combinations(systems, 2):
+        result = compare(outcomes(items, a, tasks), outcomes(items, b, tasks), a, b)
+        if result.n:
+            rows.append(asdict(result))
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def winner_matrix(outcome_maps: Sequence[object]) -> np.ndarray:
+    """[i, j] = +1 when system i beats j on their shared items, −1 when j beats i, 0 for a tie, NaN where either has
+    no per-item results (a dict (task, item) -> passed; anything else counts as none) or they share no item."""
+    size = len(outcome_maps)
+    matrix = np.full((size, size), np.nan)
+    for i in range(size):
+        for j in range(i + 1, size):
+            a, b = outcome_maps[i], outcome_maps[j]
+            if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
+                continue
+            result = compare(a, b)
+            if result.n:
+                matrix[i, j], matrix[j, i] = result.winner, -result.winner
+    return matrix

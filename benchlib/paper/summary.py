@@ -1,0 +1,290 @@
+"""The report's opening, written from the data: which deployment to use for what, and how sure.
+
+Per regime: who is on the frontier and on which axes (values with their intervals), which of our deployments wins
+it among ours — or that none is eligible and why —, the quality between ours as a paired verdict where both
+answered the same items (benchlib.analysis.paired), the single axis change that would flip the verdict
+(frontier.sensitivity) and who was not eligible, in one line each. Per deployment of ours: its thresholds PASS/FAIL
+(analysis.decisions) and where it sits under its bandwidth ceiling. Every sentence names the tables and figures it
+rests on: Markdown links into report.md (anchor), file paths on the terminal. Built from the assembled tables; the
+catalog registers it (catalog.SUMMARY) and assembly writes it first in report.md, as summary.md and summary.txt."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from benchlib.analysis import frontier, paired
+from benchlib.config.formatting import fmt, is_missing
+from benchlib.paper.format import Table
+from benchlib.paper.runs import source_label
+from benchlib.paper.settings import THIS_RUN
+
+MAX_FLIPS = 3  # single changes named per regime; the sensitivity table lists them all
+
+
+def anchor(kind: str, name: str) -> str:
+    """The id report.md and report.html give a table or figure ('table-frontier', 'figure-roofline')."""
+    return f"{kind}-{name}"
+
+
+def file_of(kind: str, name: str, image_ext: str = "png") -> str:
+    return f"tables/{name}.md" if kind == "table" else f"figures/{name}.{image_ext}"
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One statement and what it rests on: ("table", name) / ("figure", name) pairs."""
+
+    text: str  # Markdown (bold names); the terminal drops the asterisks
+    rests_on: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Block:
+    heading: str
+    sentences: list[Sentence] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    title: str
+    blocks: list[Block]
+    labels: Mapping[tuple[str, str], str]  # (kind, name) -> what a link says ("frontier table"): those built
+
+    def links(self, sentence: Sentence) -> list[tuple[str, str]]:
+        """What a sentence rests on among the tables and figures built (an absent figure is not linked)."""
+        return [ref for ref in sentence.rests_on if ref in self.labels]
+
+    def markdown(self, report: str = "") -> str:
+        """The summary as Markdown; `report` is the page the anchors live in ('' inside report.md itself,
+        'report.md' for the stand-alone summary.md)."""
+        lines = [f"## {self.title}", ""]
+        for block in self.blocks:
+            lines += [f"### {block.heading}", ""]
+            for sentence in block.sentences:
+                links = ", ".join(f"[{self.labels[ref]}]({report}#{anchor(*ref)})" for ref in self.links(sentence))
+                lines.append(f"- {sentence.text}" + (f" ({links})" if links else ""))
+            lines.append("")
+        return "\n".join(lines).rstrip() + "\n"
+
+    def text(self, image_ext: str = "png") -> str:
+        """The summary for the terminal: the same sentences, each with the files it rests on."""
+        lines = [self.title.upper(), ""]
+        for block in self.blocks:
+            lines.append(block.heading)
+            for sentence in block.sentences:
+                files = ", ".join(file_of(*ref, image_ext=image_ext) for ref in self.links(sentence))
+                lines.append(f"  • {sentence.text.replace('**', '')}" + (f"  → {files}" if files else ""))
+            lines.append("")
+        return "\n".join(lines).rstrip() + "\n"
+
+
+FRONTIER = (("table", "frontier"), ("figure", "pareto_frontier"))
+DOMINANCE = (("table", "frontier_dominance"),)
+SENSITIVITY = (("table", "frontier_sensitivity"),)
+DECISIONS = (("table", "decisions"),)
+ROOFLINE = (("table", "roofline"), ("figure", "roofline"))
+RUNS = (("table", "runs"),)
+
+
+def verdict_summary(tables: Mapping[str, Table], regimes: Mapping[str, frontier.Regime],
+                    labels: Mapping[tuple[str, str], str]) -> Summary:
+    """The summary of an assembly's tables (`regimes`: the settings' regime objects; `labels`: what a link to
+    each table and figure says)."""
+    data = tables["frontier"].data
+    systems = tables["_systems"].data if "_systems" in tables else pd.DataFrame()
+    ours = list(dict.fromkeys(data.loc[data["source"] == THIS_RUN, "system"])) if len(data) else []
+    blocks = [Block("What was judged", [_judged(ours, data)])]
+    for key, rows in (data.groupby("regime_key", sort=False) if len(data) else []):
+        if key in regimes:
+            blocks.append(_regime_block(regimes[key], rows, systems, tables.get("frontier_sensitivity")))
+    if ours:
+        blocks.append(_deployment_block(ours, tables))
+    return Summary("Summary: which deployment for what, and how sure", blocks, labels)
+
+
+def _judged(ours: Sequence[str], data: pd.DataFrame) -> Sentence:
+    published = data.loc[data["source"] != THIS_RUN, "source"].map(source_label).unique().tolist() \
+        if len(data) else []
+    beside = f" beside the published systems of {', '.join(published)}" if published else ""
+    if not ours:
+        return Sentence("No deployment of ours yet (`make run` measures one): every verdict below is the published "
+                        f"systems' alone{beside}.", RUNS)
+    return Sentence(f"{_count(len(ours))} of ours, each named model · server · settings · host: "
+                    + ", ".join(f"**{name}**" for name in ours) + f"; judged{beside}.", RUNS)
+
+
+def _count(n: int) -> str:
+    return f"{n} deployment{'' if n == 1 else 's'}"
+
+
+def _why(dominated_by: str) -> str:
+    return str(dominated_by).removeprefix("not eligible: ")
+
+
+def _regime_block(regime: frontier.Regime, rows: pd.DataFrame, systems: pd.DataFrame,
+                  sensitivity: Table | None) -> Block:
+    block = Block(f"{regime.title} ({rows['axes_spec'].iloc[0]})")
+    members = rows[rows["on_frontier"].astype(bool)]
+    if len(members):
+        block.sentences.append(Sentence(
+            "On the frontier: " + "; ".join(f"**{r.system}** [{source_label(r.source)}]: {r.axes}"
+                                            for r in members.itertuples()) + ".", FRONTIER))
+    else:
+        block.sentences.append(Sentence("No system is on the frontier: none is eligible.", FRONTIER))
+    block.sentences += _local(regime, rows, systems)
+    if sensitivity is not None and len(sensitivity.data):
+        block.sentences.append(_flips(sensitivity.data[sensitivity.data["regime_key"] == regime.key]))
+    excluded = rows[~rows["eligible"].astype(bool) & (rows["source"] != THIS_RUN)]  # ours: said above
+    if len(excluded):
+        block.sentences.append(Sentence(
+            "Not eligible among the published: " + "; ".join(
+                f"**{r.system}** [{source_label(r.source)}] — {_why(r.dominated_by)}" for r in excluded.itertuples())
+            + ".", FRONTIER))
+    return block
+
+
+def _local(regime: frontier.Regime, rows: pd.DataFrame, systems: pd.DataFrame) -> list[Sentence]:
+    """Which of our deployments wins this regime among ours (and how it stands overall), or why none can."""
+    ours = rows[rows["source"] == THIS_RUN]
+    if ours.empty:
+        return []
+    eligible = ours[ours["eligible"].astype(bool)]
+    if eligible.empty:
+        lead = "Our one deployment is not eligible" if len(ours) == 1 else f"None of our {_count(len(ours))} is eligible"
+        return [Sentence(f"{lead}, so none of ours wins this regime: "
+                         + "; ".join(f"**{r.system}** — {_reason(regime, r, systems)}"
+                                     for r in ours.itertuples()) + ".", FRONTIER)]
+    mine = systems[systems["system"].isin(eligible["system"])] if len(systems) else systems
+    axes = regime.all_axes()
+    winners = frontier.regime_members(mine, regime, axes) if len(mine) else eligible["system"].tolist()
+    by_name = ours.set_index("system")
+    parts = []
+    for name in winners:
+        row = by_name.loc[name]
+        overall = "on the overall frontier too" if bool(row["on_frontier"]) else \
+            f"overall dominated by {row['dominated_by']}"
+        parts.append((f"**{name}**", f"{row['axes']}; {overall}"))
+    lead = (f"Of ours, {parts[0][0]} wins: {parts[0][1]}" if len(parts) == 1 else
+            "Of ours, " + " and ".join(n for n, _ in parts) + " share the frontier (neither beats the other on "
+            "every axis): " + "; ".join(f"{n}: {text}" for n, text in parts))
+    sentences = [Sentence(lead + ".", FRONTIER + DOMINANCE)]
+    beaten = frontier.dominance_pairs(mine, axes) if len(mine) > len(winners) else pd.DataFrame()
+    if len(beaten):  # the dominance among ours, with the tie on quality where the paired verdict found one
+        sentences.append(Sentence("Of ours, beaten: " + "; ".join(
+            f"**{p.dominated}** by {p.dominated_by} (better on {', '.join(p.better_on)}"
+            + (f"; tied on {', '.join(p.tied_on)}" if p.tied_on else "") + ")"
+            for p in beaten.itertuples()) + ".", DOMINANCE))
+    left_out = ours[~ours["eligible"].astype(bool)]
+    if len(left_out):
+        sentences.append(Sentence("Of ours, not eligible: " + "; ".join(
+            f"**{r.system}** — {_reason(regime, r, systems)}"
+            for r in left_out.itertuples()) + ".", FRONTIER))
+    quality = _paired_quality(regime, winners, eligible["system"].tolist(), mine)
+    if quality:
+        sentences.append(Sentence("Quality, paired on the same items: " + "; ".join(quality) + ".", DOMINANCE))
+    return sentences
+
+
+def _quality(regime: frontier.Regime, name: str, systems: pd.DataFrame) -> tuple[str, str]:
+    """('accuracy_edge 67% [30%–90%]', 'measured'): a deployment's quality axis with its 95 % interval, and its
+    basis; ('', '') where it has none."""
+    axis = regime.quality_axis
+    row = systems[systems["system"] == name] if axis and axis in systems else systems.iloc[0:0]
+    if row.empty or is_missing(row[axis].iloc[0]):
+        return "", ""
+    row = row.iloc[0]
+    low, high = row.get(f"{axis}_lo"), row.get(f"{axis}_hi")
+    spread = "" if is_missing(low) or is_missing(high) else f" [{fmt(low, '.0%')}–{fmt(high, '.0%')}]"
+    basis = row.get(f"{axis}_basis")
+    return f"{axis} {fmt(row[axis], '.0%')}{spread}", basis if isinstance(basis, str) else ""
+
+
+def _reason(regime: frontier.Regime, row: Any, systems: pd.DataFrame) -> str:
+    """Why one of ours is not eligible, its quality with the interval: 'no tps_per_w; accuracy_edge 0% [0%–20%] <
+    floor 50% (measured)', or '… (accuracy_edge 67% [30%–90%], measured)' when the floor is not what excludes it."""
+    why, (quality, basis) = _why(row.dominated_by), _quality(regime, row.system, systems)
+    if not quality:
+        return why
+    below = re.compile(rf"{re.escape(regime.quality_axis)} \S+ < floor (\d+%)")
+    if below.search(why):
+        return below.sub(lambda m: f"{quality} < floor {m.group(1)}" + (f" ({basis})" if basis else ""), why)
+    return f"{why} ({quality}{f', {basis}' if basis else ''})"
+
+
+def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: Sequence[str],
+                    systems: pd.DataFrame) -> list[str]:
+    """Each local winner against each other eligible deployment of ours on the regime's quality tasks, where
+    both answered the same items (paired.compare: the verdict, the difference and its 95 % interval)."""
+    column = f"{regime.quality_axis}_items"
+    if not regime.quality_axis or column not in systems:
+        return []
+    items = dict(zip(systems["system"], systems[column]))
+    out = []
+    for winner in winners:
+        for other in eligible:
+            a, b = items.get(winner), items.get(other)
+            if other == winner or (other in winners and winners.index(other) < winners.index(winner)):
+                continue
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                continue
+            result = paired.compare(a, b, winner, other)
+            if not result.n:
+                continue
+            verdict = result.verdict if result.winner else "tie (the difference's interval includes 0)"
+            out.append(f"{winner} {fmt(result.accuracy_a, '.0%')} vs {other} {fmt(result.accuracy_b, '.0%')} on "
+                       f"{result.n} items, difference {result.difference:+.0%} [{result.difference_lo:+.0%}, "
+                       f"{result.difference_hi:+.0%}]: {verdict}")
+    return out
+
+
+def _flips(changes: pd.DataFrame) -> Sentence:
+    """The single axis changes that change this regime's verdict (the first MAX_FLIPS), or that none does."""
+    flips = changes[changes["flips"].astype(bool)] if len(changes) else changes
+    if not len(flips):
+        return Sentence("Robust: no single axis dropped, added or measured otherwise changes this frontier.",
+                        SENSITIVITY)
+    named = []
+    for row in flips.head(MAX_FLIPS).itertuples():
+        moved = ", ".join(filter(None, [f"+ {row.joined}" if row.joined else "", f"− {row.left}" if row.left else ""]))
+        named.append(f"{row.change} ({moved})")
+    more = f"; {len(flips) - MAX_FLIPS} more single changes flip it" if len(flips) > MAX_FLIPS else ""
+    return Sentence("Would flip if " + "; or if ".join(named) + more + ".", SENSITIVITY)
+
+
+def _deployment_block(ours: Sequence[str], tables: Mapping[str, Table]) -> Block:
+    """Per deployment of ours: its thresholds PASS/FAIL, and measured decode under its bandwidth ceiling."""
+    block = Block("Each of our deployments")
+    decisions = tables["decisions"].data if "decisions" in tables else pd.DataFrame()
+    roofline = tables["roofline"].data if "roofline" in tables else pd.DataFrame()
+    for name in ours:
+        hit = decisions[decisions["candidate"] == name] if len(decisions) else decisions
+        if len(hit):
+            row = hit.iloc[0]
+            used = str(row["thresholds_used"])
+            under = used.replace("this run's params: ", "its params' thresholds (") + ")" \
+                if used.startswith("this run's params") else f"the {used} thresholds (its params set none)"
+            block.sentences.append(Sentence(f"**{name}**: {row['verdict']} under {under} — {row['criteria']}.",
+                                            DECISIONS))
+        point = roofline[(roofline["source"] == THIS_RUN) & (roofline["label"] == name)] if len(roofline) \
+            else roofline
+        if len(point):
+            block.sentences.append(_roofline_sentence(name, point.iloc[0]))
+    return block
+
+
+def _roofline_sentence(name: str, row: pd.Series) -> Sentence:
+    per_token = f"{fmt(row['bytes_per_token_gb'], '.3g')} GB/token ({row['bytes_per_param_source']})" \
+        if not str(row["bytes_per_param_source"]).startswith("GGUF") else \
+        f"{fmt(row['bytes_per_token_gb'], '.3g')} GB/token from the {row['bytes_per_param_source']}"
+    if is_missing(row["ceiling_tps"]):
+        return Sentence(f"**{name}** decodes {fmt(row['decode_tps'], '.1f')} tok/s (its speed tasks' average); "
+                        "no bandwidth ceiling: "
+                        f"{row['note']}.", ROOFLINE)
+    return Sentence(f"**{name}** decodes {fmt(row['decode_tps'], '.1f')} tok/s (its speed tasks' average), "
+                    f"{fmt(row['efficiency'], '.0%')} of "
+                    f"its bandwidth ceiling of {fmt(row['ceiling_tps'], '.1f')} tok/s "
+                    f"({fmt(row['memory_bandwidth_gbs'], '.3g')} GB/s ÷ {per_token}).", ROOFLINE)

@@ -1,0 +1,86 @@
+"""Scorers of graded sets and of code: the set's own scorer, or the code run against its tests.
+
+    reasoning_gym   the final answer read by the task's rule (benchlib.scoring.answers, checker_args `read`), scored
+                    by the generator's own `score_answer` (reasoning_gym.get_score_answer_fn); score = its reward
+                    (partial credit where the generator gives it), passed = full credit
+    human_eval      HumanEval pass@1: the answer's code (benchlib.scoring.answers.extract_code) after the problem's
+                    prompt — a whole function redefines the stub, a bare body completes it — then the problem's own
+                    `check(entry_point)`, run in the sandbox (benchlib.scoring.sandbox)
+    python_code     the answer must parse and define expected["function"]; with expected["tests"] (assert lines)
+                    those run against it in the sandbox and decide
+
+Code checkers read the answer whole (CODE_CHECKERS): executing it is echo-proof by construction (a repeated
+prompt defines no working function), while cutting the prompt's spans out would break a correct answer that
+restates the function's signature and docstring. The runner still flags the echo.
+Sandbox limits come from checker_args: timeout_s (wall clock), cpu_s, memory_mb.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from typing import Any, Callable
+
+from benchlib.scoring import sandbox
+from benchlib.scoring.answers import extract_code, read_answer
+from benchlib.scoring.verdict import Response, Verdict
+
+CODE_CHECKERS = frozenset({"python_code", "human_eval"})
+
+
+@lru_cache(maxsize=64)
+def _gym_scorer(dataset: str) -> Callable[[str | None, dict], float]:
+    import reasoning_gym  # imported on first use: it takes a second and most runs score nothing with it
+
+    return reasoning_gym.get_score_answer_fn(dataset)
+
+
+def reasoning_gym(response: Response, expected: dict, read: str = "last_number", **_: Any) -> Verdict:
+    """expected: the generator's entry (question, answer, metadata) and its `dataset` name."""
+    answer = read_answer(response.text, read)
+    if answer is None:
+        return Verdict(False, 0.0, f"read {read}: no answer found")
+    score = float(_gym_scorer(expected["dataset"])(answer, expected))
+    shown = answer if len(answer) <= 60 else answer[:57] + "..."
+    return Verdict(score >= 1.0 - 1e-9, score, f"read {read}: {shown!r}; {expected['dataset']} score {score:.2f}")
+
+
+def _limits(args: dict[str, Any]) -> dict[str, Any]:
+    return {"timeout_s": float(args.get("timeout_s", sandbox.TIMEOUT_S)),
+            "cpu_s": int(args.get("cpu_s", sandbox.CPU_S)),
+            "memory_mb": int(args.get("memory_mb", sandbox.MEMORY_MB))}
+
+
+def human_eval_program(problem: dict, code: str) -> str:
+    """The program one HumanEval answer is judged by: the prompt (imports, helpers, the stub), the answer — a whole
+    `def <entry_point>` after the prompt replaces the stub, anything else continues the stub's body — then the
+    problem's test and `check(<entry_point>)`."""
+    entry = problem["entry_point"]
+    joined = f"{problem['prompt']}\n\n{code}" if f"def {entry}(" in code else problem["prompt"] + code
+    return f"{joined}\n\n{problem['test']}\n\ncheck({entry})\n"
+
+
+def human_eval(response: Response, expected: dict, **args: Any) -> Verdict:
+    """expected: the HumanEval problem (task_id, prompt, test, entry_point)."""
+    code, how = extract_code(response.text)
+    result = sandbox.run_python(human_eval_program(expected, code), **_limits(args))
+    return Verdict(result.passed, float(result.passed), f"{expected['task_id']} ({how}): {result.detail}")
+
+
+def python_code(response: Response, expected: dict, **args: Any) -> Verdict:
+    """expected: {function: name, tests: [assert lines]?}. Without tests the answer only has to parse and
+    define the function; with them, every test must pass when run after the code."""
+    code, how = extract_code(response.text)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        return Verdict(False, 0.0, f"syntax error: {exc.msg} (line {exc.lineno})")
+    names = sorted({n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))})
+    if expected["function"] not in names:
+        return Verdict(False, 0.0, f"defines {names}, not {expected['function']}")
+    tests = list(expected.get("tests") or [])
+    if not tests:
+        return Verdict(True, 1.0, f"defines {names}")
+    result = sandbox.run_python(code + "\n\n" + "\n".join(tests) + "\n", **_limits(args))
+    return Verdict(result.passed, float(result.passed),
+                   f"defines {names}; {len(tests)} tests ({how}): {result.detail}")

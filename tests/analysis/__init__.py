@@ -1,0 +1,1 @@
+"""Tests of benchlib.analysis: summaries, cross-checks, frontiers, decisions and rooflines."""

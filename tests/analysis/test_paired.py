@@ -1,0 +1,108 @@
+"""Paired verdicts: the item-by-item difference with Newcombe's interval and the exact McNemar test, and the
+frontier's quality axis using them where two deployments answered the same items."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib.analysis import frontier, paired
+
+
+def outcomes(passes: list[int], task: str = "arithmetic") -> dict[tuple[str, str], bool]:
+    return {(task, f"s1-{i:04d}#{i}"): bool(p) for i, p in enumerate(passes)}
+
+
+def test_the_interval_and_the_exact_test_on_a_worked_example():
+    # Fagerland, Lydersen & Laake (2013), airway hyper-responsiveness before/after: 1 both, 1 before only,
+    # 7 after only, 12 neither (n = 21). Exact McNemar: 2 × P(X ≤ 1 | 8, ½) = 0.0703.
+    low, high = paired.newcombe_interval(1, 1, 7, 12)
+    assert (low, high) == pytest.approx((-0.5017, -0.0361), abs=5e-4)
+    assert paired.mcnemar_exact(1, 7) == pytest.approx(18 / 256)
+    assert paired.mcnemar_exact(0, 0) == 1.0
+    assert all(np.isnan(paired.newcombe_interval(0, 0, 0, 0)))  # nothing to compare
+
+
+def test_known_answers_all_right_all_wrong_and_some():
+    same = paired.compare(outcomes([1] * 10), outcomes([1] * 10), "A", "B")
+    assert (same.n, same.difference, same.p_value, same.verdict) == (10, 0.0, 1.0, "tie")
+    assert same.difference_lo < 0 < same.difference_hi
+    clear = paired.compare(outcomes([1] * 20), outcomes([0] * 20), "A", "B")
+    assert clear.verdict == "A beats B" and clear.difference == 1.0 and clear.difference_lo > 0.5
+    assert clear.p_value == pytest.approx(2 * 0.5 ** 20)
+    reverse = paired.compare(outcomes([0] * 20), outcomes([1] * 20), "A", "B")
+    assert reverse.verdict == "B beats A" and reverse.difference_hi < 0
+    # both find the same items hard: 12 of 20 vs 8 of 20 — the 4 discordant items all go A's way, not enough
+    some = paired.compare(outcomes([1] * 12 + [0] * 8), outcomes([1] * 8 + [0] * 12), "A", "B")
+    assert (some.both, some.a_only, some.b_only, some.neither) == (8, 4, 0, 8)
+    assert some.difference == pytest.approx(0.2) and some.verdict == "tie" and some.p_value == pytest.approx(0.125)
+    assert some.line().startswith("A vs B: tie: 60% vs 40% on the same 20 items, difference +20% [")
+    # only shared items count
+    extra = paired.compare(outcomes([1] * 5), {**outcomes([0] * 5), ("other", "x#0"): True})
+    assert extra.n == 5 and extra.b_only == 0
+
+
+def test_item_results_from_request_rows():
+    rows = pd.DataFrame({
+        "host": ["h"] * 5, "model": ["m"] * 5, "task": ["arithmetic"] * 5,
+        "variant": ["s1-0000", "s1-0001", "s1-0002", "s1-0000", "s1-0003"], "repeat": [0, 1, 2, 0, 3],
+        "is_warmup": [False, False, False, True, False], "status": ["ok", "ok", "failed", "ok", "ok"],
+        "passed": [True, "false", None, True, ""]})
+    items = paired.item_results(rows)
+    assert items.to_dict("records") == [
+        {"system": "m @ h", "task": "arithmetic", "item": "s1-0000#0", "passed": True},
+        {"system": "m @ h", "task": "arithmetic", "item": "s1-0001#1", "passed": False}]
+    assert paired.item_results(pd.DataFrame()).empty
+
+
+def systems(items_a, items_b, acc_a=0.6, acc_b=0.4, lo_hi=((0.39, 0.78), (0.22, 0.61))) -> pd.DataFrame:
+    return pd.DataFrame({
+        "system": ["A", "B"], "speed": [10.0, 10.0], "accuracy_edge": [acc_a, acc_b],
+        "accuracy_edge_lo": [lo_hi[0][0], lo_hi[1][0]], "accuracy_edge_hi": [lo_hi[0][1], lo_hi[1][1]],
+        "accuracy_edge_items": [items_a, items_b]})
+
+
+AXES = {"speed": "max", "accuracy_edge": "max"}
+
+
+def test_the_quality_axis_says_beats_only_when_the_paired_interval_excludes_zero():
+    # Pooled intervals overlap (a tie by overlap), but on the same 20 items A got 12 right that B missed and
+    # B none that A missed: the paired verdict says A is better.
+    a, b = outcomes([1] * 20), outcomes([1] * 8 + [0] * 12)
+    marked = frontier.pareto_frontier(systems(a, b), AXES).set_index("system")
+    assert marked["on_frontier"].to_dict() == {"A": True, "B": False}
+    pairs = frontier.dominance_pairs(systems(a, b), AXES)
+    assert pairs.iloc[0]["better_on"] == ["accuracy_edge"] and pairs.iloc[0]["tied_on"] == ["speed"]
+    # pooled 60 % vs 40 % with both finding the same items hard: the paired interval includes 0, a tie
+    a, b = outcomes([1] * 12 + [0] * 8), outcomes([1] * 8 + [0] * 12)
+    tie = frontier.pareto_frontier(systems(a, b, lo_hi=((0.5, 0.7), (0.3, 0.45))), AXES).set_index("system")
+    assert tie["on_frontier"].all()  # without the pairing, these intervals (not overlapping) would decide
+    # without per-item results for one of them, the intervals decide as before
+    fallback = frontier.pareto_frontier(systems(a, None, lo_hi=((0.5, 0.7), (0.3, 0.45))), AXES)
+    assert fallback.set_index("system")["on_frontier"].to_dict() == {"A": True, "B": False}
+
+
+def test_the_paired_verdict_overrides_pooled_values_that_point_the_other_way():
+    # B's pooled accuracy (over more items than the shared ones) is higher, but on the items both answered A wins
+    a, b = outcomes([1] * 20), outcomes([0] * 20)
+    pairs = frontier.dominance_pairs(systems(a, b, acc_a=0.5, acc_b=0.55, lo_hi=((0.4, 0.6), (0.45, 0.65))), AXES)
+    assert pairs[["dominated", "dominated_by"]].values.tolist() == [["B", "A"]]
+    tie = frontier.dominance_pairs(systems(outcomes([1] * 3), outcomes([1] * 3)), AXES)
+    assert tie.empty
+
+
+def test_quality_columns_carry_each_systems_items_over_the_regimes_tasks():
+    accuracy = pd.DataFrame({"system": ["A", "B"], "task": ["basic_qa", "basic_qa"], "passed": [3, 1],
+                             "scored": [3, 3], "basis": "measured", "note": ""})
+    items = pd.DataFrame({"system": ["A"] * 3 + ["B"] * 3 + ["A"], "task": ["basic_qa"] * 6 + ["arithmetic"],
+                          "item": ["capital_france#0", "capital_japan#1", "largest_planet#2"] * 2 + ["s1-0000#0"],
+                          "passed": [True, True, True, True, False, False, True]})
+    out = frontier.quality_columns(pd.DataFrame({"system": ["A", "B", "C"]}), accuracy, items=items)
+    assert out.loc[0, "accuracy_edge_items"] == {("basic_qa", "capital_france#0"): True,
+                                                 ("basic_qa", "capital_japan#1"): True,
+                                                 ("basic_qa", "largest_planet#2"): True}  # arithmetic: no edge task
+    assert out.loc[2, "accuracy_edge_items"] is None
+    winners = paired.winner_matrix(out["accuracy_edge_items"].tolist())
+    assert winners[0, 1] == 0 and np.isnan(winners[0, 2])  # 3 items cannot tell A from B
+    assert "accuracy_edge_items" not in frontier.quality_columns(pd.DataFrame({"system": ["A"]}), accuracy)

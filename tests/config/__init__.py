@@ -1,0 +1,1 @@
+"""Tests of benchlib.config: params, task files and their media."""

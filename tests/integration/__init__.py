@@ -1,0 +1,1 @@
+"""Against real servers: the embedded llama.cpp, a real vLLM, real S3 and SFTP servers (slow)."""

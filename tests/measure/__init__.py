@@ -1,0 +1,1 @@
+"""Tests of benchlib.measure: protocol clients, the wire, payloads, provenance, servers and telemetry."""

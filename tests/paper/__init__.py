@@ -1,0 +1,1 @@
+"""Tests of benchlib.paper: the paper assembled from reference data and runs."""

@@ -1,0 +1,1 @@
+"""Tests of the project around the package: code layout, packaging, bench scripts."""

@@ -1,0 +1,1 @@
+"""Tests of benchlib.scoring: checkers and the echo rule."""

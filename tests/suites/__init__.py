@@ -1,0 +1,1 @@
+"""Tests of benchlib.suites: the runner (resume, identity), the ladder and the load sweeps."""

@@ -1,0 +1,106 @@
+"""Graded sets end to end through the fake server: each item one request, scored by its set's scorer; known answers
+all right, all wrong or right only for some give the exact graded accuracy with its n and interval, and two
+deployments that answered the same items get a paired verdict."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchlib.analysis import paired, stats
+from benchlib.config.tasks import load_tasks
+from benchlib.suites.runner import run_suite
+
+SETS = ["arithmetic", "word_sorting", "humaneval"]
+ITEMS = 4
+
+
+def right(task, variant) -> str:
+    expected = variant.expected
+    if task.checker == "human_eval":
+        return f"```python\n{expected['prompt']}{expected['canonical_solution']}```"
+    return str(expected["answer"])
+
+
+def wrong(task, variant) -> str:
+    if task.checker == "human_eval":
+        return f"```python\n{variant.expected['prompt']}    return None\n```"
+    return "I do not know."
+
+
+def replies(correct: dict[str, set[int]]) -> list[dict]:
+    """A reply per planned item: right for the item indexes in correct[task], wrong otherwise."""
+    tasks = load_tasks()
+    out = []
+    for name in SETS:
+        task = tasks[name]
+        for index, variant in enumerate(task.variants[:ITEMS]):
+            text = right(task, variant) if index in correct.get(name, set()) else wrong(task, variant)
+            out.append({"when": variant.prompt, "text": text})
+    return out
+
+
+def run(params_for, correct: dict[str, set[int]], host: str = "test-host", fresh: bool = True):
+    params = params_for({"replies": replies(correct), "itl": 0.0005, "ttft": 0.001}, host={"name": host},
+                        run={"graded_items": ITEMS, "repeats": 3, "max_tokens": 1024}, tasks=SETS)
+    return run_suite(params, "quality", fresh=fresh, progress=False)
+
+
+def accuracy(result, task: str) -> pd.Series:
+    return result.summary.set_index("task").loc[task]
+
+
+def test_all_right_all_wrong_and_some_right_give_the_exact_graded_accuracy(params_for, outputs):
+    every = {name: set(range(ITEMS)) for name in SETS}
+    good = run(params_for, every)
+    rows = good.requests
+    assert len(rows) == ITEMS * len(SETS)  # each item once: repeats does not apply to a graded set
+    assert rows.groupby("task")["variant"].nunique().to_dict() == {name: ITEMS for name in SETS}
+    for name in SETS:
+        line = accuracy(good, name)
+        assert (line["n_scored"], line["n_passed"], line["accuracy"]) == (ITEMS, ITEMS, 1.0)
+        assert (line["accuracy_lo"], line["accuracy_hi"]) == pytest.approx(stats.wilson_interval(ITEMS, ITEMS))
+    assert rows.loc[rows["task"] == "arithmetic", "check_detail"].str.contains("read last_number").all()
+
+    bad = run(params_for, {})
+    for name in SETS:
+        line = accuracy(bad, name)
+        assert (line["n_scored"], line["accuracy"]) == (ITEMS, 0.0) and line["accuracy_lo"] == 0.0
+    humaneval = bad.requests[bad.requests["task"] == "humaneval"]
+    assert humaneval["check_detail"].str.contains(r"HumanEval/\d+ \(fenced block\): \w+Error").all()  # its own tests
+    assert humaneval["check_detail"].str.contains("code is run whole").all()  # restating the stub is no echo cut
+
+    some = run(params_for, {"arithmetic": {0, 2}, "word_sorting": {1}, "humaneval": {0, 1, 3}})
+    for name, passed in (("arithmetic", 2), ("word_sorting", 1), ("humaneval", 3)):
+        line = accuracy(some, name)
+        assert line["n_passed"] == passed and line["accuracy"] == passed / ITEMS
+        assert (line["accuracy_lo"], line["accuracy_hi"]) == pytest.approx(stats.wilson_interval(passed, ITEMS))
+    graded = some.requests.set_index(["task", "repeat"])
+    assert bool(graded.loc[("arithmetic", 2), "passed"]) and not bool(graded.loc[("arithmetic", 1), "passed"])
+
+
+def test_thinking_is_left_out_and_the_raw_answer_kept(params_for, outputs):
+    task = load_tasks()["arithmetic"]
+    first, second = (int(v.expected["answer"]) for v in task.variants[:2])
+    items = [{"when": task.variants[0].prompt, "text": f"<think>perhaps {first + 5}?</think>{first}"},
+             {"when": task.variants[1].prompt, "text": f"{second}<think>or rather {second + 1}"}]  # cut off
+    params = params_for({"replies": items, "itl": 0.0005, "ttft": 0.001},
+                        run={"graded_items": 2, "max_tokens": 256}, tasks=["arithmetic"])
+    rows = run_suite(params, "quality", fresh=True, progress=False).requests.set_index("repeat")
+    assert rows["passed"].astype(bool).all(), rows["check_detail"].tolist()
+    assert rows.loc[0, "response_text"].startswith("<think>perhaps")  # the row keeps what the model said
+    assert f"read last_number: '{first}'" in rows.loc[0, "check_detail"]
+    assert f"read last_number: '{second}'" in rows.loc[1, "check_detail"]
+
+
+def test_two_deployments_on_the_same_items_get_a_paired_verdict(params_for, outputs):
+    strong = run(params_for, {name: set(range(ITEMS)) for name in SETS}, host="strong")
+    weak = run(params_for, {"arithmetic": {0}, "humaneval": {0}}, host="weak")
+    items = paired.item_results(pd.concat([strong.requests, weak.requests], ignore_index=True))
+    assert len(items) == 2 * ITEMS * len(SETS) and set(items["system"]) == {"fake-model @ strong", "fake-model @ weak"}
+    table = paired.pairwise(items).iloc[0]
+    assert (table["n"], table["both"], table["a_only"], table["b_only"], table["neither"]) == (12, 2, 10, 0, 0)
+    assert table["verdict"] == "fake-model @ strong beats fake-model @ weak" and table["difference_lo"] > 0
+    assert table["p_value"] == pytest.approx(2 * 0.5 ** 10)
+    one_set = paired.pairwise(items, tasks=["arithmetic"]).iloc[0]  # 3 of 4 discordant: not enough to tell
+    assert one_set["n"] == ITEMS and one_set["verdict"] == "tie" and one_set["p_value"] == pytest.approx(0.25)

@@ -1,0 +1,1 @@
+"""Tests of benchlib.views: the notebooks' evidence and the request explorer."""
