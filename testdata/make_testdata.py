@@ -6,7 +6,7 @@
     python testdata/make_testdata.py --check    # compare what would be written with the committed files
 
 The files are committed, so users never run this; it documents exactly how each file was made and the
-answer each one encodes. The answers are repeated in testdata/tasks/*.yaml (tests/test_testdata.py
+answer each one encodes. The answers are repeated in testdata/tasks/*.yaml (tests/config/test_task_media.py
 checks both agree).
 
 - Images are drawn with plain Pillow primitives (no fonts, no anti-aliasing): the pixels are identical
@@ -323,7 +323,7 @@ def generate(only: set[str], check: bool = False) -> list[str]:
         target = VIDEO_DIR / f"{VIDEO_NAME}.mp4"
         if check:
             lines.append(f"skip {target.relative_to(HERE)} (encoder output is build-dependent; "
-                         "tests/test_testdata.py checks its frames)")
+                         "tests/config/test_task_media.py checks its frames)")
         else:
             write_video(target)
             lines.append(f"wrote {target.relative_to(HERE)} ({target.stat().st_size:,} bytes)")

@@ -95,13 +95,16 @@ def _modality_mean(group: pd.DataFrame, modality: str, column: str) -> float:
 def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, float] | None = None,
                          asr_tasks: Sequence[str] = ("transcription",),
                          short_qa_tasks: Sequence[str] = ("basic_qa",),
-                         exclude_suites: Sequence[str] = ("quality",)) -> pd.DataFrame:
+                         exclude_suites: Sequence[str] = ("quality",),
+                         items: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per host × model with the columns frontier.REGIMES use (as reference.paper_systems()).
 
     avg_decode_tps is the mean of per-task means over tasks with ok rows (the quality suite left out,
     as the paper averages its speed tasks); modality_count counts modalities with at least one ok
     request; tps_per_w = avg_decode_tps ÷ mean task-window power; context_window_k comes from the
-    mapping keyed by model (params server.context_window ÷ 1000).
+    mapping keyed by model (params server.context_window ÷ 1000). With per-item results (`items`:
+    paired.item_results of the request rows) each quality axis also carries them, so the frontier compares two
+    deployments item by item (frontier.quality_columns).
     """
     keys = [k for k in ("host", "model") if k in summary]
     rows = []
@@ -135,7 +138,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "asr_e2e_s": _task_value(worked, asr_tasks, "e2e_s_mean"),
             "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
         })
-    return frontier.quality_columns(pd.DataFrame(rows), task_accuracy(summary))
+    return frontier.quality_columns(pd.DataFrame(rows), task_accuracy(summary), items=items)
 
 
 def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:

@@ -12,8 +12,8 @@ from typing import Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import stats
-from benchlib.records.schema import number, short_number
+from benchlib.analysis import paired, stats
+from benchlib.records.schema import number
 
 Direction = Literal["max", "min"]
 
@@ -127,14 +127,26 @@ def _interval_ties(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict
     return ties
 
 
+def _paired_winners(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, np.ndarray]:
+    """axis -> paired.winner_matrix over the systems' per-item results on it (an `<axis>_items` column, as
+    quality_columns writes): +1 / −1 where one system beats the other on the same items, 0 for a tie, NaN where
+    either has no per-item results there."""
+    return {axis: paired.winner_matrix(systems[f"{axis}_items"].tolist()) for axis in axes
+            if f"{axis}_items" in systems}
+
+
 def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system") -> pd.DataFrame:
     """Every (dominated, dominator) pair, with the axes the dominator is strictly better on and tied on.
 
     Two systems whose 95 % intervals on an axis overlap are tied on it ("tied_on" says "axis (intervals
-    overlap)"): a difference the measurement cannot tell apart decides nothing."""
+    overlap)"): a difference the measurement cannot tell apart decides nothing. Where both answered the same items
+    of a quality axis (`<axis>_items`), the paired verdict decides instead (benchlib.analysis.paired): one is better
+    only when the interval of the item-by-item difference excludes 0, else they tie ("axis (paired: difference
+    interval includes 0)")."""
     matrix = _oriented(systems, axes)
     names = list(axes)
     ties = _interval_ties(systems, axes)
+    winners = _paired_winners(systems, axes)
     ids = systems[id_col].astype(str).tolist()
     rows = []
     for i in range(len(ids)):
@@ -142,13 +154,19 @@ def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
             if i == j:
                 continue
             a, b = matrix[j].copy(), matrix[i].copy()  # does j dominate i?
-            overlapped = [n for n in names if n in ties and ties[n][i, j] and a[names.index(n)] != b[names.index(n)]]
+            by_items = [n for n, won in winners.items() if not np.isnan(won[j, i])]
+            for n in by_items:  # the paired verdict, not the two pooled values, orders them
+                a[names.index(n)] = b[names.index(n)] + winners[n][j, i]
+            paired_tie = [n for n in by_items if winners[n][j, i] == 0]
+            overlapped = [n for n in names if n in ties and n not in by_items and ties[n][i, j]
+                          and a[names.index(n)] != b[names.index(n)]]
             for n in overlapped:
                 a[names.index(n)] = b[names.index(n)]
             if np.all(a >= b) and np.any(a > b):
                 rows.append({"dominated": ids[i], "dominated_by": ids[j],
                              "better_on": [n for n, x, y in zip(names, a, b) if x > y],
-                             "tied_on": [f"{n} (intervals overlap)" if n in overlapped else n
+                             "tied_on": [f"{n} (intervals overlap)" if n in overlapped else
+                                         f"{n} (paired: difference interval includes 0)" if n in paired_tie else n
                                          for n, x, y in zip(names, a, b) if x == y]})
     return pd.DataFrame(rows, columns=["dominated", "dominated_by", "better_on", "tied_on"])
 
@@ -204,42 +222,25 @@ def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
     return out
 
 
-def regime_frontiers(systems: pd.DataFrame, regimes: Mapping[str, Regime] | None = None,
-                     id_col: str = "system") -> pd.DataFrame:
-    """Long table: one row per regime × system, with the axis values, frontier membership and dominators."""
-    rows = []
-    for regime in (regimes or {key: REGIMES[key] for key in PAPER_REGIMES}).values():
-        marked = pareto_frontier(systems, regime.all_axes(), id_col, regime.requires, regime.floors(),
-                                 regime.missing)
-        for _, row in marked.iterrows():
-            rows.append({
-                "regime": regime.title,
-                "system": row[id_col],
-                "axes": ", ".join(f"{axis} {'↑' if d == 'max' else '↓'} {short_number(row[axis])}"
-                                  for axis, d in regime.all_axes().items()),
-                "on_frontier": bool(row["on_frontier"]),
-                "dominated_by": row["dominated_by"],
-            })
-    return pd.DataFrame(rows, columns=["regime", "system", "axes", "on_frontier", "dominated_by"])
-
-
-def frontier_members(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system",
-                     missing: str = "ineligible") -> list[str]:
-    """The non-dominated eligible systems, in input order."""
-    marked = pareto_frontier(systems, axes, id_col, missing=missing)
-    return marked.loc[marked["on_frontier"], id_col].astype(str).tolist()
 
 
 QUALITY_LONG_COLUMNS = ["system", "task", "passed", "scored", "basis", "note"]
 
 
 def quality_columns(systems: pd.DataFrame, accuracy: pd.DataFrame,
-                    regimes: Mapping[str, Regime] | None = None) -> pd.DataFrame:
+                    regimes: Mapping[str, Regime] | None = None, items: pd.DataFrame | None = None) -> pd.DataFrame:
     """Add each regime's quality axis to `systems`: accuracy_<regime> = passed ÷ scored pooled over the
     regime's quality tasks, with _lo/_hi (Wilson 95 %, measured rows only), _basis ("measured" by our
     checkers, or "reported": the paper's pass/fail summary coded 1/0, one per task) and _tasks (how many of
-    the regime's tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note."""
+    the regime's tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note.
+    With per-item results (`items`: paired.item_results' long frame), _items holds each system's
+    {(task, item): passed} over the regime's tasks (None without any), which dominance_pairs compares pairwise."""
     out = systems.copy()
+    if items is not None and len(items):
+        for regime in (regimes or {**REGIMES, "all": ALL_REGIME}).values():
+            if regime.quality_axis:
+                out[f"{regime.quality_axis}_items"] = [
+                    paired.outcomes(items, name, regime.quality_tasks) or None for name in out["system"].astype(str)]
     for regime in (regimes or {**REGIMES, "all": ALL_REGIME}).values():
         axis = regime.quality_axis
         if not axis:

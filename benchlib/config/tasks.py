@@ -2,6 +2,8 @@
 
 A suite is the notebook that runs it (text, quality, vision, audio, video). `requires` names the input
 modality a deployment must accept; a deployment lacking it gets 'unsupported' rows, not a crash.
+A graded task declares where its items come from instead of writing variants (`graded:`, benchlib.config.graded):
+its variants are generated here, once per process, and a run sends the first run.graded_items of them, each once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from benchlib.config.graded import GradedSource, graded_variants
 from benchlib.config.paths import resolve_data_path, tasks_dir
 
 Suite = Literal["text", "quality", "vision", "audio", "video"]
@@ -47,7 +50,19 @@ class Task(BaseModel):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | None = None
     all_variants: bool = Field(False, description="Send every variant once even when repeats is smaller")
+    graded: GradedSource | None = Field(None, description="Items drawn from a library (generated variants)")
     variants: list[Variant] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _generate(cls, data: Any) -> Any:
+        """A graded task's variants come from its source; it writes none of its own."""
+        if not isinstance(data, dict) or data.get("graded") is None:
+            return data
+        if data.get("variants"):
+            raise ValueError("a graded task's variants come from its source: write no variants")
+        source = GradedSource.model_validate(data["graded"])
+        return {**data, "graded": source, "variants": graded_variants(source)}
 
     @model_validator(mode="after")
     def _unique_variants(self) -> "Task":
@@ -55,6 +70,14 @@ class Task(BaseModel):
         if len(ids) != len(set(ids)):
             raise ValueError("variant ids must be unique")
         return self
+
+    def planned_variants(self, repeats: int, graded_items: int) -> list[Variant]:
+        """What a run sends, one request each: a graded task's first `graded_items` items; otherwise `repeats`
+        requests cycling through the variants (every variant at least once with all_variants)."""
+        if self.graded is not None:
+            return self.variants[:graded_items]
+        count = max(repeats, len(self.variants)) if self.all_variants else repeats
+        return [self.variants[i % len(self.variants)] for i in range(count)]
 
     def media_paths(self, variant: Variant) -> dict[str, Path]:
         return {kind: resolve_data_path(getattr(variant, kind))
@@ -76,7 +99,8 @@ def _load_file(path: Path) -> list[Task]:
         except ValidationError as exc:
             err = exc.errors()[0]
             key = ".".join(str(p) for p in err["loc"])
-            raise TaskError(f"{path}: task '{name}': {key}: {err['msg']}") from None
+            message = err["msg"].removeprefix("Value error, ")
+            raise TaskError(f"{path}: task '{name}': {f'{key}: ' if key else ''}{message}") from None
         for variant in task.variants:
             for kind, media in task.media_paths(variant).items():
                 if not media.is_file():

@@ -1,14 +1,17 @@
 """Checkers: data-driven answer scoring. A task names its checker; CHECKERS maps names to functions.
 
-Every checker takes (response: Response, expected, **checker_args) and returns a Verdict.
-`passed` is the pass/fail call, `score` a fraction in [0, 1] (partial credit), `detail` one short line.
+Every checker takes (response: Response, expected, **checker_args) and returns a Verdict
+(benchlib.scoring.verdict): `passed` is the pass/fail call, `score` a fraction in [0, 1] (partial credit),
+`detail` one short line.
 
 A truncated answer (the runner sets its truncated flag from finish_reason == "length") is scored as it
 stands: truncation is reported separately from wrong. Looping is likewise a separate flag:
 `detect_looping(text)` is exposed for the runner and is also what the ambiguous-audio checker uses.
 
 Checkers by name (task files use these names; an unknown name fails loudly in score()):
-    contains_any, number, python_code, keywords   basic text checks (text suite)
+    contains_any, number, keywords   basic text checks (text suite)
+    python_code, human_eval   code run against its tests in a sandbox (benchlib.scoring.graded)
+    reasoning_gym         a graded set's answer, read by the task's rule, scored by its generator (graded)
     regex                 one or more regular expressions must match
     keyword_groups        every group (a list of synonyms) is a hit if any synonym appears; score = share
     color_grid            colour + (row, col) of each coloured grid cell ("row 3, column 7", "(3, 7)", …)
@@ -27,23 +30,10 @@ import json
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-
-@dataclass
-class Response:
-    text: str = ""
-    reasoning: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{"name":..., "arguments": {...} or str}]
-    finish_reason: str = ""
-
-
-@dataclass
-class Verdict:
-    passed: bool | None  # None = not scorable (e.g. no answer text at all)
-    score: float | None = None
-    detail: str = ""
+from benchlib.scoring.graded import human_eval, python_code, reasoning_gym
+from benchlib.scoring.verdict import Response, Verdict
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -62,18 +52,6 @@ def number(response: Response, expected: float, **_: Any) -> Verdict:
     last = float(numbers[-1])
     ok = abs(last - float(expected)) < 1e-9
     return Verdict(ok, float(ok), f"final number {numbers[-1]}, expected {expected}")
-
-
-def python_code(response: Response, expected: dict, **_: Any) -> Verdict:
-    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", response.text, flags=re.S)
-    code = max(blocks, key=len) if blocks else response.text
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as exc:
-        return Verdict(False, 0.0, f"syntax error: {exc.msg} (line {exc.lineno})")
-    names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    ok = expected["function"] in names
-    return Verdict(ok, float(ok), f"defines {sorted(names)}")
 
 
 def keywords(response: Response, expected: list[str], min_hits: int = 1, **_: Any) -> Verdict:
@@ -608,6 +586,8 @@ CHECKERS: dict[str, Callable[..., Verdict]] = {
     "entity_recall": entity_recall,
     "tool_call": tool_call,
     "script_share": script_share,
+    "reasoning_gym": reasoning_gym,
+    "human_eval": human_eval,
 }
 
 

@@ -33,9 +33,13 @@ class Echo:
     def found(self) -> bool:
         return self.removed_words > 0
 
-    def note(self) -> str:
-        return (f"echo: {self.removed_words} of {self.total_words} answer words copied from the prompt were "
-                f"ignored" if self.found else "")
+    def note(self, cut: bool = True) -> str:
+        """What check_detail says about the echo: the words were ignored, or (cut=False: code, run whole) only
+        that they repeat the prompt."""
+        if not self.found:
+            return ""
+        what = "were ignored" if cut else "repeat the prompt (code is run whole)"
+        return f"echo: {self.removed_words} of {self.total_words} answer words copied from the prompt {what}"
 
 
 def _is_word_char(char: str) -> bool:

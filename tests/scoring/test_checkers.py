@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import perfect_answer
 
 from benchlib.scoring import checkers as scoring
 from benchlib.scoring.checkers import CHECKERS, Response, detect_looping, loop_reason, parse_json_lenient, score
 from benchlib.config.tasks import load_tasks
+
+from tests.helpers import perfect_answer
 
 
 def r(text: str = "", **kw) -> Response:
@@ -326,7 +327,9 @@ def test_every_task_checker_exists_and_perfect_answers_pass():
         assert task.checker in CHECKERS, f"{task.name}: unknown checker {task.checker}"
         if task.suite == "text":
             continue  # the text suite's file belongs elsewhere; its checkers are covered above
-        for variant in task.variants:
+        # a graded set's pool is large (HumanEval's 164 each run in a sandbox): the items a default run sends, and
+        # a few more; tests/scoring/test_graded.py checks every HumanEval program assembles
+        for variant in task.variants[:8] if task.graded else task.variants:
             good = score(task.checker, perfect_answer(task.checker, variant.expected), variant.expected,
                          task.checker_args)
             assert good.passed, f"{task.name}/{variant.id}: {good.detail}"

@@ -4,11 +4,12 @@ answer passes; the rule itself (long verbatim spans, whole short prompts, case a
 from __future__ import annotations
 
 import pytest
-from helpers import perfect_answer
 
 from benchlib.scoring.echo import strip_echo
 from benchlib.suites.runner import run_suite
 from benchlib.config.tasks import load_tasks
+
+from tests.helpers import perfect_answer
 
 SUITES = ("text", "quality", "vision", "audio", "video")
 
