@@ -129,7 +129,16 @@ run: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
 study: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
 	$(PY) -m benchlib.cli study $(STUDY) $(ARGS)
 
-test: $(VENV)/.installed-test
+# The browser tests/paper/test_report_html.py renders report.html in: Debian's chromium, which Playwright (dev extra)
+# drives through its executable_path — no `playwright install` download. Installed once, when missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(VENV)/.chromium: | $(PY)
+	@command -v chromium >/dev/null 2>&1 || { echo "Installing chromium (apt) for the HTML report test…"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  --no-install-recommends chromium >/dev/null; }
+	@touch $@
+
+test: $(VENV)/.installed-test $(VENV)/.chromium
 	$(PY) -m pytest -q -ra $(ARGS)
 
 paper: $(VENV)/.installed-run

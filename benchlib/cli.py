@@ -8,24 +8,25 @@ Exit codes: 0 = results written; 1 = a notebook failed or no request succeeded; 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
 from benchlib.analysis import compare as comparison
+from benchlib.analysis import paired
 from benchlib.analysis.deployments import deployment_overview
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.records import store
-from benchlib.records.rows import write_atomic
+from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.suites import ladder, study
@@ -40,15 +41,34 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def _deployment_name(suite_dir: Path) -> str:
+    """The deployment's name as every view gives it (model · server · settings · host), from the suite's manifest;
+    the folders' names where it has none."""
+    try:
+        params = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8")).get("params") or {}
+    except (OSError, ValueError):
+        params = {}
+    return study.recorded_deployment_name(params, suite_dir.parent.parent.name, suite_dir.parent.name)
+
+
 def read_summaries(suite_dirs: list[Path]) -> pd.DataFrame:
-    """The suites' summary.csv files, each row named by its deployment (the model folder: model[+variant])."""
+    """The suites' summary.csv files, each row named by its deployment (model · server · settings · host)."""
     frames = []
     for suite_dir in suite_dirs:
         path = suite_dir / "summary.csv"
         if path.is_file():
             frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name,
-                                                                  model=suite_dir.parent.name))
+                                                                  model=_deployment_name(suite_dir)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def paired_lines(suite_dirs: list[Path]) -> list[str]:
+    """One line per pair of deployments that answered the same items (benchlib.analysis.paired)."""
+    frames = [read_requests(d / "requests.csv").assign(system=_deployment_name(d))
+              for d in suite_dirs if (d / "requests.csv").is_file()]
+    items = paired.item_results(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
+    table = paired.pairwise(items) if len(items) else pd.DataFrame()
+    return ["  " + paired.Paired(**row).line() for row in table.to_dict("records")]
 
 
 def print_summary(suite_dirs: list[Path]) -> bool:
@@ -61,6 +81,10 @@ def print_summary(suite_dirs: list[Path]) -> bool:
     if summary["model"].nunique() > 1:
         print("\nper deployment (speed from the text suite; accuracy over every scored answer, 95 % Wilson):\n"
               + deployment_overview(summary).to_string(index=False))
+        verdicts = paired_lines(suite_dirs)
+        if verdicts:
+            print("\npaired, item by item on the answers both deployments gave (Newcombe 95 % interval of the "
+                  "difference, exact McNemar test):\n" + "\n".join(verdicts))
     return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
 
 
@@ -160,9 +184,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; finished requests are kept, rerun the same command to resume", file=sys.stderr)
         return 130
-    dirs = outcome.suite_dirs + [d.params.suite_dir(s, results_root(d.params)[0]) for d in plan.deployments
-                                 if d.label in outcome.skipped for s in d.notebooks]
-    any_ok = print_summary([d for d in dirs if d.is_dir()])
+    any_ok = print_summary(outcome.suite_dirs)
     print(f"\nstudy record: {_display(str(plan.folder / study.STUDY_JSON))} · "
           f"{len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed")
     failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
@@ -220,7 +242,12 @@ def cmd_paper(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001
         print(f"✗ paper failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}", file=sys.stderr)
         return 1
+    summary = PAPER_OUT_DIR / "summary.txt"  # the verdict first (benchlib.paper.summary), as the report opens
+    if summary.is_file():
+        print("\n" + summary.read_text(encoding="utf-8").rstrip() + "\n")
     print(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
+    print(f"  report: {_display(str(PAPER_OUT_DIR / 'report.md'))} · "
+          f"{_display(str(PAPER_OUT_DIR / 'report.html'))} (one self-contained page: open it in a browser)")
     return 0
 
 
@@ -254,16 +281,25 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """Exit 0 when every suite folder of the bundle is here; 1 when one was skipped (it lacks its run.json); 2 when
+    nothing could be imported (not a bundle, a member refused, another run here): one line, nothing written."""
     try:
-        added, present = store.import_bundle(Path(args.bundle), outputs_root())
-    except (store.StoreError, OSError, tarfile.TarError) as exc:
-        return _fail(f"{args.bundle}: {exc}")
-    for label in added:
+        done = store.import_bundle(Path(args.bundle), outputs_root())
+    except (store.StoreError, OSError) as exc:
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        message = lines[0] if lines[0].startswith(str(args.bundle)) else f"{args.bundle}: {lines[0]}"
+        return _fail(message)
+    for label in done.added:
         print(f"imported {label}")
-    for label in present:
+    for label in done.completed:
+        print(f"completed {label} (same run id: the files this copy lacked were added)")
+    for label in done.present:
         print(f"already here (same run id, counted once): {label}")
-    print(f"{len(added)} suite folder(s) imported into {_display(str(outputs_root()))}/")
-    return 0
+    for line in done.skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    print(f"{len(done.added)} suite folder(s) imported, {len(done.completed)} completed, {len(done.skipped)} "
+          f"skipped into {_display(str(outputs_root()))}/")
+    return 1 if done.skipped else 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -319,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     bund.add_argument("host", help="host folder name under outputs/")
     bund.add_argument("-o", "--output", help="archive path (default: <host>-results.tar.gz)")
     bund.set_defaults(func=cmd_bundle)
-    imp = sub.add_parser("import", help="merge a bundle written by `frontier-bench bundle` into outputs/")
+    imp = sub.add_parser("import", help="merge a bundle written by `frontier-bench bundle` into outputs/ (every "
+                                        "member checked and extracted aside before anything moves into place)")
     imp.add_argument("bundle")
     imp.set_defaults(func=cmd_import)
     validate = sub.add_parser("validate", help="check a params file and exit")

@@ -1,5 +1,7 @@
 """Assembling the paper: build every table and figure the catalog declares, write them (CSV + Markdown, PNG +
-SVG) and the report page to paper/out/; the entry points paper/assemble.ipynb and `frontier-bench paper` call."""
+SVG), the summary (summary.md, summary.txt) and the report — report.md, opening with the summary, and the same as
+one self-contained report.html — to paper/out/; the entry points paper/assemble.ipynb and `frontier-bench paper`
+call."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from benchlib.paper.catalog import FIGURES, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, TABLES, Inputs, Section
+from benchlib.paper.catalog import (FIGURES, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, SUMMARY, TABLES, Inputs,
+                                    Section)
 from benchlib.paper.format import Table
+from benchlib.paper.report_html import report_html
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs
 from benchlib.paper.settings import NO_RUNS, Settings, seed_prefix, shown_path
+from benchlib.paper.summary import Summary, anchor
 from benchlib.paper.systems import deployments_of, with_deployment
 from benchlib.paper.verdicts import frontier_text
 from benchlib.published import reference
@@ -60,9 +65,16 @@ def _clean_dir(directory: Path, suffixes: Sequence[str]) -> None:
             path.unlink()
 
 
+def verdict_summary(tables: Mapping[str, Table], figures: Mapping[str, Any], settings: Settings) -> Summary:
+    """The summary the report opens with (catalog.SUMMARY), from an assembly's tables and figures."""
+    return SUMMARY.build(tables, figures, settings)
+
+
 def write_outputs(out_dir: str | Path, tables: Mapping[str, Table], figures: Mapping[str, plt.Figure],
-                  runs: Runs, settings: Settings, frontier_summary: str = "") -> dict[str, list[Path]]:
-    """tables/<name>.csv + .md, figures/<name>.<fmt>, report.md. Stale files in tables/ and figures/ go first."""
+                  runs: Runs, settings: Settings, frontier_summary: str = "",
+                  summary: Summary | None = None) -> dict[str, list[Path]]:
+    """tables/<name>.csv + .md, figures/<name>.<fmt>, summary.md + .txt, report.md and report.html (the summary
+    first in both). Stale files in tables/ and figures/ go first."""
     out = Path(out_dir)
     table_dir, figure_dir = out / "tables", out / "figures"
     _clean_dir(table_dir, ["csv", "md"])
@@ -88,18 +100,31 @@ def write_outputs(out_dir: str | Path, tables: Mapping[str, Table], figures: Map
         path = table_dir / "frontier.txt"
         path.write_text(frontier_summary, encoding="utf-8")
         written["tables"].append(path)
-    report = out / "report.md"
-    report.write_text(report_markdown(tables, figures, runs, settings, frontier_summary), encoding="utf-8")
-    written["report"].append(report)
+    summary = summary or verdict_summary(tables, figures, settings)
+    markdown = report_markdown(tables, figures, runs, settings, frontier_summary, summary)
+    for name, text in (("report.md", markdown), ("report.html", report_html(markdown, out, REPORT_TITLE, summary.title)),
+                       (f"{SUMMARY.name}.md", summary.markdown(report="report.md")),
+                       (f"{SUMMARY.name}.txt", summary.text(_image_ext(settings)))):
+        (out / name).write_text(text, encoding="utf-8")
+        written["report"].append(out / name)
     return written
 
 
+REPORT_TITLE = "Frontier Bench — deployment frontier report"
+
+
+def _image_ext(settings: Settings) -> str:
+    return "png" if "png" in settings.figure_formats else settings.figure_formats[0]
+
+
 def report_markdown(tables: Mapping[str, Table], figures: Mapping[str, Any], runs: Runs, settings: Settings,
-                    frontier_summary: str = "") -> str:
-    image_ext = "png" if "png" in settings.figure_formats else settings.figure_formats[0]
+                    frontier_summary: str = "", summary: Summary | None = None) -> str:
+    """report.md: the summary first (which deployment for what, each sentence linked to the table or figure it
+    rests on: every table and figure carries an anchor), then every section of the catalog."""
+    image_ext = _image_ext(settings)
     sources = ", ".join(f"`paper/reference/{reference.REFERENCE_FILES[seed_prefix(s)]}`"
                         for s in settings.reference_sets)
-    lines = ["# Frontier Bench — deployment frontier report", "",
+    lines = [f"# {REPORT_TITLE}", "",
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `paper/assemble.ipynb` from "
              f"{sources} and the runs under `{shown_path(runs.root)}`.", "",
              ("**This run: " + NO_RUNS + ".** Every table and figure below is regenerated from the published "
@@ -108,6 +133,8 @@ def report_markdown(tables: Mapping[str, Table], figures: Mapping[str, Any], run
              "Sources: *seed 000* = the paper (`000_341285de21da4f3a.txt`), *seed 001* = her-os report, "
              "*seed 002* = bandwidth blog, *seed 004* = quantization blog. CSV versions of every table sit beside "
              f"the Markdown in `tables/`; `tables/{LONG_TABLE}.csv` holds every number in tidy form.", ""]
+    summary = summary or verdict_summary(tables, figures, settings)
+    lines += [summary.markdown(), ""]
     captions = {f.name: f.caption for f in PAPER_FIGURES}
     for section in SECTIONS:
         present_tables, present_figures = section.present(tables, figures)
@@ -117,12 +144,12 @@ def report_markdown(tables: Mapping[str, Table], figures: Mapping[str, Any], run
             continue
         lines += [f"## {section.heading}", ""]
         for name in present_figures:
-            lines += [f"![{name}](figures/{name}.{image_ext})", "",
+            lines += [f'<a id="{anchor("figure", name)}"></a>', "", f"![{name}](figures/{name}.{image_ext})", "",
                       f"*Figure: {captions[name]}* "
                       f"([{'/'.join(settings.figure_formats).upper()}](figures/{name}.{image_ext}))", ""]
         for name in present_tables:
             table = tables[name]
-            lines += [f"### {table.title}", "", table.markdown(), ""]
+            lines += [f'<a id="{anchor("table", name)}"></a>', "", f"### {table.title}", "", table.markdown(), ""]
             if table.caption:
                 lines += [f"_{table.caption}_", ""]
             lines += [f"[CSV](tables/{name}.csv)", ""]
@@ -140,6 +167,7 @@ class Paper:
     figures: dict[str, plt.Figure]
     frontier_summary: str
     written: dict[str, list[Path]]
+    summary: Summary | None = None  # the verdict the report opens with
 
 
 def assemble(outputs_dir: str | Path = "", out_dir: str | Path = "", reference_sets: Sequence[str] | None = None,
@@ -153,12 +181,13 @@ def assemble(outputs_dir: str | Path = "", out_dir: str | Path = "", reference_s
     runs = load_runs(settings.roots)
     tables = build_tables(ref, runs, settings)
     figures = build_figures(tables, runs, settings)
-    summary = frontier_summary_text(tables)
-    written = write_outputs(settings.out_dir, tables, figures, runs, settings, summary)
+    frontier = frontier_summary_text(tables)
+    summary = verdict_summary(tables, figures, settings)
+    written = write_outputs(settings.out_dir, tables, figures, runs, settings, frontier, summary)
     if close_figures:
         for fig in figures.values():
             plt.close(fig)
-    return Paper(settings, ref, runs, tables, figures, summary, written)
+    return Paper(settings, ref, runs, tables, figures, frontier, written, summary)
 
 
 def frontier_summary_text(tables: Mapping[str, Table]) -> str:
@@ -189,7 +218,8 @@ def section_view(section: Section, tables: Mapping[str, Table], figures: Mapping
 def expected_files(out_dir: str | Path, figure_formats: Sequence[str] = ("png", "svg")) -> list[Path]:
     """The files every assembly writes, runs or not (load sweeps only appear with load data)."""
     out = Path(out_dir)
-    files = [out / "report.md", out / "tables" / f"{LONG_TABLE}.csv", out / "tables" / "frontier.txt"]
+    files = [out / "report.md", out / "report.html", out / f"{SUMMARY.name}.md", out / f"{SUMMARY.name}.txt",
+             out / "tables" / f"{LONG_TABLE}.csv", out / "tables" / "frontier.txt"]
     for name in TABLES:
         files += [out / "tables" / f"{name}.csv", out / "tables" / f"{name}.md"]
     for name in FIGURES:

@@ -1,5 +1,6 @@
 """The paper's tables, figures and report sections, each declared once: a table's name and the function that
-builds it, a figure's name, builder and caption, and a section's heading with the tables and figures it shows.
+builds it, a figure's name, builder and caption, and a section's heading with the tables and figures it shows;
+and the summary the report opens with (SUMMARY: the verdict first, each sentence linked to what it rests on).
 Assembly builds, writes and reports from these lists; paper/assemble.ipynb shows them section by section.
 
 A table's title and caption are written by its builder, on the Table it returns (several depend on the data);
@@ -29,6 +30,7 @@ from benchlib.paper.published_tables import (
 from benchlib.paper.roofline_figure import fig_roofline
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import Settings
+from benchlib.paper.summary import Summary, verdict_summary
 from benchlib.paper.systems import all_systems, published_and_runs_long, roofline_points, task_catalog, task_metrics_long
 from benchlib.paper.tables import (
     capability_table,
@@ -197,6 +199,26 @@ SECTIONS: tuple[Section, ...] = (
     Section("17. 001's decisions under their own thresholds", ("heros_thresholds",)),
     Section("18. Where the seeds disagree", ("contradictions",)),
 )
+
+@dataclass(frozen=True)
+class PaperSummary:
+    """The report's opening: built from the assembled tables (those built, and the figures drawn, are what its
+    sentences may link to), written before every section and on its own (summary.md, summary.txt)."""
+
+    name: str
+    build: Callable[[Mapping[str, Table], Mapping[str, object], Settings], Summary]
+
+
+def link_labels(tables: Mapping[str, object], figures: Mapping[str, object]) -> dict[tuple[str, str], str]:
+    """(kind, name) -> what a link to it says, for the tables and figures an assembly built."""
+    labels = {("table", t.name): f"{t.name.replace('_', ' ')} table" for t in PAPER_TABLES if t.name in tables}
+    labels.update({("figure", f.name): f"{f.name.replace('_', ' ')} figure" for f in PAPER_FIGURES
+                   if f.name in figures})
+    return labels
+
+
+SUMMARY = PaperSummary("summary", lambda tables, figures, settings: verdict_summary(
+    tables, settings.regime_objects(), link_labels(tables, figures)))
 
 # What every assembly writes, runs or not (with the default reference sets)
 TABLES = [t.name for t in PAPER_TABLES if not t.optional and t.markdown]

@@ -147,9 +147,8 @@ def _point_notes(ax: plt.Axes, marked: pd.DataFrame, px: pd.Series, py: pd.Serie
     its label would say beyond its name (the other axes, why it is off the frontier) grouped below the panel."""
     texts, xs, ys, cols, notes = [], [], [], [], {}
     for row, xv, yv in zip(marked.itertuples(), px, py):
-        server = str(getattr(row, "server", "") or "").split(" ")[0] if row.source == THIS_RUN else ""
-        texts.append(short(row.system) + (f" · {server}" if server and server != "nan" else "")
-                     + (" [this run]" if row.source == THIS_RUN else ""))
+        # ours by their one name (model · server · settings · host), the seed's by model
+        texts.append(f"{row.system} [this run]" if row.source == THIS_RUN else short(row.system))
         xs.append(float(xv))
         ys.append(float(yv))
         cols.append(colors.get(row.system, "0.2"))

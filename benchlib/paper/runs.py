@@ -17,14 +17,15 @@ import pandas as pd
 from benchlib.analysis import summary as analysis
 from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
-from benchlib.analysis import roofline
+from benchlib.analysis import roofline, weights
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.params import NOTEBOOK_ORDER
-from benchlib.config.paths import outputs_root
+from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
+from benchlib.suites.study import recorded_deployment_name
 
 
 def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -44,8 +45,11 @@ def source_label(source: str) -> str:
 
 
 def column_label(system: str, source: str, server: str = "") -> str:
-    """A deployment as a wide table's column: 'model @ host · server [source]' (the server where known)."""
-    return f"{system}{f' · {server}' if server else ''} [{source_label(source)}]"
+    """A deployment as a wide table's column: its name, then the server where known and not already named
+    ('model @ host · server [source]'; ours: 'model · server · settings · host [this run]')."""
+    software = server.split(" ")[0] if server else ""
+    named = bool(software) and f" · {software} · " in f" · {system} · "
+    return f"{system}{f' · {server}' if server and not named else ''} [{source_label(source)}]"
 
 
 @dataclass
@@ -72,10 +76,26 @@ class Runs:
     def systems(self) -> list[str]:
         return self.meta["system"].tolist() if len(self.meta) else []
 
+    @property
+    def names(self) -> dict[str, str]:
+        """'model @ host', as the analysis layer keys a deployment (its join key), → the deployment's name."""
+        return {f"{m.model} @ {m.host}": m.system for m in self.meta.itertuples()} if len(self.meta) else {}
 
-META_COLUMNS = ["host", "model", "system", "source", "hardware", "accelerator", "cpu", "memory_gb",
+    def name(self, host: str, model: str) -> str:
+        """The name of our deployment `model` (model[ [variant]]) on `host`: model · server · settings · host."""
+        return self.names.get(f"{model} @ {host}", f"{model} @ {host}")
+
+    def named(self, frame: pd.DataFrame) -> pd.Series:
+        """The deployment name of every row of a frame with host and model columns."""
+        names = self.names
+        return pd.Series([names.get(f"{m} @ {h}", f"{m} @ {h}") for m, h in zip(frame["model"], frame["host"])],
+                         index=frame.index, dtype=object)
+
+
+META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "accelerator", "cpu", "memory_gb",
                 "memory_bandwidth_gbs", "bandwidth_source", "power_envelope_w", "unified_memory", "server_kind",
                 "server_software", "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
+                "bytes_per_param_source", "weights_read_gb", "weights_file",
                 "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds"]
 
@@ -243,12 +263,16 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         return int(pd.to_numeric(mine.get(column, pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
 
     return {
-        "host": host, "model": model, "system": f"{model} @ {host}", "source": THIS_RUN,
+        "host": host, "model": model, "system": recorded_deployment_name(params, host, model),
+        "settings": str(server_p.get("variant") or ""), "source": THIS_RUN,
         "hardware": str(host_p.get("hardware") or ""), "accelerator": str(host_p.get("accelerator") or ""),
         "cpu": str(manifest.get("cpu") or ""), "memory_gb": number(host_p.get("memory_gb")),
         "power_envelope_w": number(host_p.get("power_envelope_w")), "unified_memory": bool(host_p.get("unified_memory")),
         "server_kind": str(server_p.get("kind") or ""), "server_software": software, "server_version": str(version),
         **roofline.run_inputs(host_p, server_p),
+        "bytes_per_param_source": ("declared (server.bytes_per_param)" if server_p.get("bytes_per_param") is not None
+                                   else "quantization table (server.quantization)"),
+        **_weights_read(server_info["model"] if isinstance(server_info.get("model"), dict) else {}),
         **_bandwidth(host_p, manifest.get("bandwidth") or {}),
         "total_params_b": number(server_p.get("total_params_b")),
         "context_window": number(server_p.get("context_window")),
@@ -267,6 +291,25 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "git_commit": str(manifest.get("git_commit") or ""),
         "path": ", ".join(sorted(entry["paths"])),
     }
+
+
+WEIGHTS_CACHE = "weights.json"  # under cache_dir(): GGUF tensor tables read once per file (path, size, mtime)
+
+
+def _weights_read(model: Mapping[str, Any]) -> dict[str, Any]:
+    """GB one decoded token reads, from the tensor table of the GGUF file the run served (its manifest records the
+    path and size; benchlib.analysis.weights): what the roofline uses instead of active params × bytes per param.
+    NaN where the model was not a GGUF or the file is not on this machine (or no longer the one measured)."""
+    path = Path(str(model.get("path") or ""))
+    size = number(model.get("size_bytes"))
+    if not str(model.get("path") or "").endswith(".gguf") or not path.is_file() or \
+            (not math.isnan(size) and path.stat().st_size != size):
+        return {"weights_read_gb": math.nan, "weights_file": ""}
+    try:
+        read = weights.read_cached(path, cache_dir() / WEIGHTS_CACHE)
+    except (ValueError, OSError):
+        return {"weights_read_gb": math.nan, "weights_file": ""}
+    return {"weights_read_gb": read.read_per_token_gb, "weights_file": path.name}
 
 
 def _bandwidth(host_p: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:

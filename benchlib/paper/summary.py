@@ -113,7 +113,7 @@ def _judged(ours: Sequence[str], data: pd.DataFrame) -> Sentence:
     if not ours:
         return Sentence("No deployment of ours yet (`make run` measures one): every verdict below is the published "
                         f"systems' alone{beside}.", RUNS)
-    return Sentence(f"{_count(len(ours))} of ours, each named model · server · settings · host: "
+    return Sentence(f"{_count(len(ours))} of ours (named model · server · settings · host): "
                     + ", ".join(f"**{name}**" for name in ours) + f"; judged{beside}.", RUNS)
 
 

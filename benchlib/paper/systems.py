@@ -10,7 +10,7 @@ import pandas as pd
 
 from benchlib.analysis import deployments
 from benchlib.measure import bandwidth
-from benchlib.analysis import frontier
+from benchlib.analysis import frontier, paired
 from benchlib.config import metrics
 from benchlib.published import reference
 from benchlib.analysis import roofline
@@ -65,10 +65,14 @@ SYSTEM_COLUMNS = ["system", "model", "host", "server", "source", "hardware", "qu
 QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
                    if r.quality_axis
                    for suffix in ("", "_lo", "_hi", "_basis", "_tasks")]
-SYSTEM_COLUMNS += QUALITY_COLUMNS
+# ... and, for our runs, each deployment's per-item results on it ({(task, item): passed}), which the frontier
+# compares item by item (a paired verdict) wherever two deployments answered the same items
+QUALITY_ITEM_COLUMNS = [f"{r.quality_axis}_items" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
+                        if r.quality_axis]
+SYSTEM_COLUMNS += QUALITY_COLUMNS + QUALITY_ITEM_COLUMNS
 TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "server", "source", "hardware", "quantization", "bandwidth_source",
                        "memory_kind", "energy_note", "serving_basis", "excluded",
-                       *[c for c in QUALITY_COLUMNS if c.endswith("_basis")])
+                       *[c for c in QUALITY_COLUMNS if c.endswith("_basis")], *QUALITY_ITEM_COLUMNS)
 
 
 def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
@@ -113,7 +117,9 @@ def run_systems(runs: Runs) -> pd.DataFrame:
     if runs.empty or runs.summary.empty:
         return pd.DataFrame(columns=SYSTEM_COLUMNS)
     context = {r.model: r.context_window / 1000 for r in runs.meta.itertuples() if not math.isnan(r.context_window)}
-    systems = deployments.systems_from_summary(runs.summary, context_window_k=context)
+    systems = deployments.systems_from_summary(runs.summary, context_window_k=context,
+                                               items=paired.item_results(runs.requests))
+    systems["system"] = runs.named(systems)  # the analysis layer's 'model @ host' → the deployment's name
     meta = runs.meta.set_index("system")
     out = []
     for row in systems.to_dict("records"):
@@ -171,12 +177,13 @@ def all_systems(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:
 
 
 def run_systems_memory(runs: Runs, system: str) -> str:
-    mine = runs.summary[(runs.summary["host"] + "|" + runs.summary["model"]) ==
-                        "|".join(reversed(system.split(" @ ", 1)))] if len(runs.summary) else runs.summary
+    meta = runs.meta.set_index("system")
+    host, model = (meta.loc[system, "host"], meta.loc[system, "model"]) if system in meta.index else ("", "")
+    mine = runs.summary[(runs.summary["host"] == host) & (runs.summary["model"] == model)] if len(runs.summary) \
+        else runs.summary
     mem = pd.to_numeric(mine.get("mem_peak_gb", pd.Series(dtype=float)), errors="coerce").dropna()
     if not len(mem):
         return "not measured"
-    meta = runs.meta.set_index("system")
     kind = _memory_kind(meta.loc[system, "mem_source"]) if system in meta.index else ""
     return f"{mem.max():.2f} GB ({kind})"
 
@@ -222,7 +229,7 @@ def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | Non
         else:
             status = ""
         base = {"task_id": r["task"], "task": task_label(r["task"], catalog), "modality": r.get("modality", ""),
-                "system": f"{r['model']} @ {r['host']}", "model": r["model"], "host": r["host"], "source": THIS_RUN,
+                "system": runs.name(r["host"], r["model"]), "model": r["model"], "host": r["host"], "source": THIS_RUN,
                 "n": n_ok, "status": status, "value_text": ""}
         scored = int(number(r.get("n_scored")) or 0)
         for metric, column, sd in (("decode_tps", "decode_tps_mean", "decode_tps_sd"),
@@ -362,21 +369,30 @@ def _quantization_blog_points(ref: pd.DataFrame) -> pd.DataFrame:
 
 
 def _our_points(ours: pd.DataFrame, runs: Runs) -> pd.DataFrame:
-    """Our runs, each with a note of what its ceiling rests on or lacks. A quantization ladder's rungs: bytes per
-    token from the GGUF, the host's measured read bandwidth (unless one is declared)."""
+    """Our runs, each with a note of what its ceiling rests on or lacks. Bytes per token: from the tensor table of
+    the GGUF the run served (a quantization ladder's rung, or any run whose manifest names a GGUF on this machine),
+    else active params × bytes per param as declared (or looked up from the quantization), labelled as such.
+    A ladder's rungs: the host's measured read bandwidth (unless one is declared)."""
     ours = ours.merge(runs.ladders[["host", "model", "read_gbs", "read_per_token_gb"]], on=["host", "model"],
                       how="left")
+    ours = ours.merge(runs.meta[["system", "weights_read_gb", "weights_file", "bytes_per_param_source"]],
+                      on="system", how="left")
     recorded = pd.to_numeric(ours["memory_bandwidth_gbs"], errors="coerce")
     declared = recorded.where(ours["bandwidth_source"].eq("declared"))
     rung = pd.to_numeric(ours["read_gbs"], errors="coerce").notna()
+    read = pd.to_numeric(ours["read_per_token_gb"], errors="coerce").fillna(
+        pd.to_numeric(ours["weights_read_gb"], errors="coerce"))
     frame = pd.DataFrame({
-        "label": [f"{m} · {h}" for m, h in zip(ours["model"], ours["host"])], "source": THIS_RUN,
+        "label": ours["system"], "source": THIS_RUN,
         "host": ours["host"], "model": ours["model"], "quantization": ours["quantization"],
         "memory_bandwidth_gbs": declared.fillna(pd.to_numeric(ours["read_gbs"], errors="coerce")).fillna(recorded),
         "active_params_b": ours["active_params_b"], "bytes_per_param": ours["bytes_per_param"],
-        "decode_tps": ours["avg_decode_tps"], "note": "", "weights_read_gb": ours["read_per_token_gb"],
-        "ladder": rung})
+        "decode_tps": ours["avg_decode_tps"], "note": "", "weights_read_gb": read, "ladder": rung})
     table = roofline.roofline_table(frame)
+    files = ours["weights_file"].fillna("").astype(str)
+    table["bytes_per_param_source"] = [
+        f"GGUF tensor table{f' ({f})' if f else ''}" if not is_missing(r) else str(s or "unknown")
+        for r, f, s in zip(read, files, ours["bytes_per_param_source"])]
     sources = ours["bandwidth_source"].fillna("").astype(str)
     table["note"] = [_our_note(row, bw_measured, source)
                      for row, bw_measured, source in zip(table.itertuples(), declared.isna() & rung, sources)]
@@ -390,12 +406,15 @@ def _our_note(row: Any, bw_measured: bool, source: str) -> str:
         missing.append("bandwidth unknown (none declared, measured or from NVML)")
     source_note = f"bandwidth {bandwidth.LABELS.get(source, source)}" \
         if source and not bw_measured and not is_missing(row.memory_bandwidth_gbs) else ""
-    if is_missing(row.active_params_b):
+    from_file = str(row.bytes_per_param_source).startswith("GGUF")
+    if is_missing(row.active_params_b) and not from_file:
         missing.append("server.active_params_b not set")
-    if is_missing(row.bytes_per_param):
+    if is_missing(row.bytes_per_param) and not from_file:
         missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
-    return ("; ".join(filter(None, missing + [source_note])) if missing else
-            "; ".join(filter(None, ["average decode tok/s over our speed tasks", source_note])))
+    basis = ("GB/token from the GGUF tensor table (every tensor once; a tied embedding table read whole)"
+             if from_file else f"GB/token = active params × bytes/param, {row.bytes_per_param_source}")
+    return ("; ".join(filter(None, missing + [source_note, basis])) if missing else
+            "; ".join(filter(None, ["average decode tok/s over our speed tasks", basis, source_note])))
 
 
 def published_and_runs_long(ref: pd.DataFrame, runs: Runs) -> pd.DataFrame:

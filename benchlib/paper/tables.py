@@ -348,7 +348,8 @@ def roofline_table(points: pd.DataFrame) -> Table:
         "bandwidth (GB/s)": [fmt(v, ".0f") if not is_missing(v) else ("bandwidth unknown" if s == THIS_RUN else "–")
                              for v, s in zip(points["memory_bandwidth_gbs"], points["source"])],
         "active params (B)": [fmt(v, ".3g") for v in points["active_params_b"]],
-        "bytes/param": [f"{fmt(v, '.3g')} ({s})" if not is_missing(v) else "unknown"
+        "bytes/param": ["— (GB/token from the " + str(s) + ")" if str(s).startswith("GGUF") else
+                        f"{fmt(v, '.3g')} ({s})" if not is_missing(v) else "unknown"
                         for v, s in zip(points["bytes_per_param"], points["bytes_per_param_source"])],
         "GB read/token": [fmt(v, ".3g") for v in points["bytes_per_token_gb"]],
         "measured tok/s": [fmt(v, ".1f") for v in points["decode_tps"]],
@@ -357,8 +358,11 @@ def roofline_table(points: pd.DataFrame) -> Table:
         "note": points["note"],
     })
     return Table("roofline", "Bandwidth roofline: decode ceiling = bandwidth ÷ bytes read per token", points, display,
-                 caption="Bytes per token = active parameters × bytes per parameter (KV reads ignored, so the ceiling "
-                         "is an upper bound). implied_bandwidth_gbs in the CSV = measured tok/s × GB per token: the "
+                 caption="Bytes per token = active parameters × bytes per parameter (declared, or looked up from the "
+                         "quantization: the bytes/param column says which), except for a run that served a GGUF "
+                         "file found on this machine: there the GB its tensor table says one token reads (every "
+                         "tensor once, a tied embedding table in full; benchlib.analysis.weights), as the ladder "
+                         "uses. KV reads ignored, so the ceiling is an upper bound. implied_bandwidth_gbs in the CSV = measured tok/s × GB per token: the "
                          "bandwidth a run used at least.")
 
 
@@ -391,7 +395,7 @@ def load_table(runs: Runs, kind: str) -> Table | None:
     if kind not in runs.load:
         return None
     frame, name = runs.load[kind], f"load_{kind}"
-    data = frame.assign(system=frame["model"].astype(str) + " @ " + frame["host"].astype(str))
+    data = frame.assign(system=runs.named(frame))
     data = data[["system"] + [c for c in data.columns if c != "system"]]
     display = data[[c for c in LOAD_DISPLAY[kind] if c in data.columns]].copy()
     for column in display.columns:

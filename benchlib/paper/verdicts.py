@@ -247,6 +247,7 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
         frames.append(cands)
     if not runs.empty and len(runs.summary):
         ours = deployments.decision_inputs(runs.summary)
+        ours["candidate"] = [runs.names.get(c, c) for c in ours["candidate"]]  # named as everywhere in the paper
         ours["source"], ours["reported_decision"], ours["section"] = THIS_RUN, "", ""
         frames.append(ours)
     columns = ["candidate", "source", "section", "decode_tps", "ttft_ms", "model_memory_gb", "tools_passed",

@@ -38,6 +38,7 @@ from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, val
 from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.records.rows import write_atomic
+from benchlib.suites.run_folder import results_root
 
 STUDY_JSON = "study.json"
 LOG_TAIL_LINES = 20
@@ -127,12 +128,24 @@ class Study:
         return outputs_root() / "studies" / slug(self.name)
 
 
+def deployment_name(model: str, server: str = "", settings: str = "", host: str = "") -> str:
+    """How every view — the study's plan, the terminal, the explorer, the paper — names a deployment:
+    model · server · settings · host (settings = server.variant, a study's grid point; parts not known left out)."""
+    return " · ".join(str(part) for part in (model, server, settings, host) if part)
+
+
 def deployment_label(params: BenchParams) -> str:
-    """How every view names a deployment: model · server · settings · host."""
-    parts = [params.server.model, params.server.software or params.server.kind]
-    if params.server.variant:
-        parts.append(params.server.variant)
-    return " · ".join(parts + [params.host.name])
+    """deployment_name of validated params."""
+    return deployment_name(params.server.model, params.server.software or params.server.kind, params.server.variant,
+                           params.host.name)
+
+
+def recorded_deployment_name(params: dict[str, Any], host: str = "", model: str = "") -> str:
+    """deployment_name from the params a manifest records (plain sections); `host` and `model` (the folder
+    names) stand in for what it lacks."""
+    server, host_p = params.get("server") or {}, params.get("host") or {}
+    return deployment_name(str(server.get("model") or model), str(server.get("software") or server.get("kind") or ""),
+                           str(server.get("variant") or ""), str(host_p.get("name") or host))
 
 
 # ---- reading a study file -------------------------------------------------------------------------------------
@@ -331,7 +344,7 @@ class StudyResult:
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-    suite_dirs: list[Path] = field(default_factory=list)
+    suite_dirs: list[Path] = field(default_factory=list)  # of every deployment, the skipped ones' included
 
 
 def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
@@ -347,6 +360,9 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
         if not fresh and state.done(dep):
             progress(f"{head} — done earlier (run {dep.params.identity()}), skipped")
             result.skipped.append(dep.label)
+            root = results_root(dep.params)[0]
+            result.suite_dirs += [dep.params.suite_dir(s, root) for s in dep.notebooks
+                                  if dep.params.suite_dir(s, root).is_dir()]
             continue
         if previous:
             seen = settle(previous, baseline, study.settle)

@@ -1,4 +1,5 @@
 """Request explorer: pick host → model → suite → task → request and see what was sent and what came back.
+Each deployment is named as every view names it (suites.study.deployment_name: model · server · settings · host).
 
 Pure functions (list_runs, list_requests, load_request, request_metrics, request_verdict) hold the logic;
 build() turns one request into display objects (prompt, media, answer, metrics, verdict, the telemetry
@@ -28,9 +29,10 @@ from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import STATUS_OK, read_requests
 from benchlib.records.schema import flag, number
+from benchlib.suites.study import recorded_deployment_name
 from benchlib.views.timeline import telemetry_figure
 
-RUN_COLUMNS = ["host", "model", "suite", "path", "n_requests", "modalities"]
+RUN_COLUMNS = ["host", "model", "deployment", "suite", "path", "n_requests", "modalities"]
 FLAG_COLUMNS = ("truncated", "echo", "cache_suspect", "cold", "rate_mismatch", "looping", "is_warmup")
 NO_REQUESTS = "no requests recorded"
 
@@ -50,7 +52,8 @@ def _manifest(path: Path) -> dict[str, Any]:
 
 def list_runs(outputs_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per outputs/<host>/<model>/<suite>/ folder holding requests.csv (archived folders skipped):
-    host and model as the params name them (folder names when no manifest), suite, path, request count."""
+    host and model as the params name them (folder names when no manifest; a study's grid point is 'model
+    [variant]', as the paper calls it), the deployment's name, suite, path, request count."""
     root = _root(outputs_dir)
     rows = []
     if root.is_dir():
@@ -62,7 +65,10 @@ def list_runs(outputs_dir: str | Path | None = None) -> pd.DataFrame:
             host = (params.get("host") or {}).get("name") or path.parent.parent.name
             server = params.get("server") or {}
             count = len(read_requests(requests))
-            rows.append({"host": str(host), "model": str(server.get("model") or path.parent.name),
+            model = str(server.get("model") or path.parent.name)
+            model += f" [{server['variant']}]" if server.get("variant") else ""
+            rows.append({"host": str(host), "model": model,
+                         "deployment": recorded_deployment_name(params, str(host), path.parent.name),
                          "suite": path.name, "path": str(path), "n_requests": count,
                          "modalities": ", ".join(server.get("modalities") or [])})
     frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
@@ -130,7 +136,8 @@ def load_request(outputs_dir: str | Path | None, host: str, model: str, suite: s
     if path is None:
         raise LookupError(f"no run folder for {host}/{model}/{suite} under {_root(outputs_dir)}")
     frame = read_suite(path)
-    return pick_request(frame, task, request) | {"path": str(path)}
+    named = runs.loc[runs["path"] == str(path), "deployment"]
+    return pick_request(frame, task, request) | {"path": str(path), "deployment": str(named.iloc[0])}
 
 
 def pick_request(frame: pd.DataFrame, task: str | None = None, request: str | int | None = None) -> dict[str, Any]:
@@ -277,7 +284,8 @@ def build(row: Mapping[str, Any], show_timeline: bool = True) -> list[Any]:
     # a task whose input the deployment does not take gets a row with the reason and no request
     sent = not (row.get("status") == "unsupported" and row.get("error_kind") == "modality_not_supported"
                 and not row.get("http_status"))
-    objects.append(Markdown(f"### {row.get('host')} · {row.get('model')} · {row.get('suite')} · {row.get('task')} · "
+    named = row.get("deployment") or f"{row.get('model')} · {row.get('host')}"
+    objects.append(Markdown(f"### {named} · {row.get('suite')} · {row.get('task')} · "
                             f"{row.get('label') or request_label(row)}\n"
                             f"status **{row.get('status')}** · {verdict['summary']} · request key "
                             f"`{row.get('request_key')}`"))
@@ -342,14 +350,19 @@ class Explorer:
                                     widgets.HBox([self.task, self.request]), self.output])
 
     @staticmethod
-    def _fill(dropdown: Any, options: Iterable[str], value: str | None = None) -> None:
-        options = list(options)
+    def _fill(dropdown: Any, options: Iterable[Any], value: str | None = None) -> None:
+        options = list(options)  # values, or (shown, value) pairs
+        values = [o[1] if isinstance(o, tuple) else o for o in options]
         dropdown.options = options
-        dropdown.value = value if value in options else (options[0] if options else None)
+        dropdown.value = value if value in values else (values[0] if values else None)
+
+    def _deployment(self, model: Any) -> str:
+        hit = self.runs[(self.runs["host"] == self.host.value) & (self.runs["model"] == model)]
+        return str(hit["deployment"].iloc[0]) if len(hit) else str(model)
 
     def _on_host(self) -> None:
-        self._busy = True
-        self._fill(self.model, choices(self.runs, self.host.value)["models"])
+        self._busy = True  # each model shown by its deployment's name, as the paper and the terminal name it
+        self._fill(self.model, [(self._deployment(m), m) for m in choices(self.runs, self.host.value)["models"]])
         self._busy = False
         self._on_model()
 
@@ -387,22 +400,27 @@ class Explorer:
                                 (self.request, request)):
             if not value:
                 continue
-            if value not in dropdown.options:
-                raise ValueError(f"{dropdown.description} {value!r} not found (have: {', '.join(dropdown.options)})")
-            dropdown.value = value
+            pairs = [o if isinstance(o, tuple) else (o, o) for o in dropdown.options]
+            found = [v for shown, v in pairs if value in (shown, v)]  # a model by its value or its name
+            if not found:
+                raise ValueError(f"{dropdown.description} {value!r} not found (have: "
+                                 f"{', '.join(shown for shown, _ in pairs)})")
+            dropdown.value = found[0]
 
     def selection(self) -> dict[str, Any] | None:
         """The selected request row (None when there is nothing to show)."""
         if self._frame.empty or self.task.value is None or self.request.value is None:
             return None
         path = suite_path(self.runs, self.host.value, self.model.value, self.suite.value)
-        return pick_request(self._frame, self.task.value, self.request.value) | {"path": str(path)}
+        return pick_request(self._frame, self.task.value, self.request.value) | {
+            "path": str(path), "deployment": self._deployment(self.model.value)}
 
     def describe(self) -> str:
         if self.runs.empty:
             return f"{NO_REQUESTS}: no run folders under {self.root}"
-        return (f"{len(self.runs)} suite folder(s) under {self.root}; showing {self.host.value} · "
-                f"{self.model.value} · {self.suite.value} · {self.task.value} · {self.request.value}")
+        return (f"{len(self.runs)} suite folder(s) under {self.root}; showing "
+                f"{self._deployment(self.model.value)} · {self.suite.value} · {self.task.value} · "
+                f"{self.request.value}")
 
     def _redraw(self) -> None:
         if self._busy:

@@ -13,8 +13,8 @@ from benchlib.config.tasks import load_tasks
 from benchlib.records.rows import RequestLog, RequestRecord
 
 SYN_HOST, SYN_MODEL = "synthetic-host", "tiny-model"
-SYN_SYSTEM = f"{SYN_MODEL} @ {SYN_HOST}"
 SYN_SERVER = "fake-server"
+SYN_SYSTEM = f"{SYN_MODEL} · {SYN_SERVER} · {SYN_HOST}"  # how every view names a deployment: model · server · host
 
 # Per-task decode tok/s of the synthetic run (three measured requests each) -> exact means to check.
 TEXT_TPS = {"basic_qa": [30.0, 40.0, 50.0], "reasoning": [20.0, 22.0, 24.0]}
@@ -43,13 +43,17 @@ def _variant(task: str) -> str:
 
 
 def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: bool = True,
-                        recorded_bandwidth: dict | None = None) -> Path:
+                        recorded_bandwidth: dict | None = None, variant: str = "", speed: float = 1.0,
+                        text_passed: bool | None = None, model_file: Path | None = None) -> Path:
     """outputs/<host>/<model>/<suite>/ with requests.csv (RequestRecord rows), summary.csv, windows.csv,
-    telemetry.csv, manifest.json and run.json, as a run writes them; plus an archived folder to be skipped."""
+    telemetry.csv, manifest.json and run.json, as a run writes them; plus an archived folder to be skipped.
+    variant: another deployment of the model (a study's grid point, its own folder <model>+<variant>), decoding at
+    `speed` × the base rates, every text answer passed (or failed) when text_passed is given; model_file: the
+    model file the manifest records the server as serving (as the embedded server's manifest does)."""
     params = {
         "host": {"name": SYN_HOST, "hardware": "synthetic test box", "accelerator": "",
                  "memory_bandwidth_gbs": bandwidth, "power_envelope_w": None},
-        "server": {"kind": "openai", "software": SYN_SERVER, "model": SYN_MODEL,
+        "server": {"kind": "openai", "software": SYN_SERVER, "model": SYN_MODEL, "variant": variant,
                    "modalities": ["text", "vision", "audio", "video"] if with_media else ["text"],
                    "context_window": 4096, "quantization": "q4_k_m", "active_params_b": 0.5, "total_params_b": 0.5,
                    "bytes_per_param": 0.5},
@@ -61,7 +65,8 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
     for task, speeds in TEXT_TPS.items():
         for repeat, tps in enumerate(speeds):
             t += 1_500_000_000
-            suites["text"].append(_record("text", "text", task, _variant(task), repeat, tps, t, passed=repeat != 1))
+            passed = repeat != 1 if text_passed is None else text_passed
+            suites["text"].append(_record("text", "text", task, _variant(task), repeat, tps * speed, t, passed=passed))
     if with_media:
         t += 2_000_000_000
         suites["vision"] = [_record("vision", "vision", "image_description", _variant("image_description"), 0,
@@ -72,7 +77,8 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
         suites["video"] = [_record("video", "video", "video_analysis", _variant("video_analysis"), 0, 0.0, t,
                                    status="unsupported")]
         suites["video"][0].decode_tps = None
-    base = root / SYN_HOST / SYN_MODEL
+    base = root / SYN_HOST / (f"{SYN_MODEL}+{variant}" if variant else SYN_MODEL)
+    served = {"model": {"path": str(model_file), "size_bytes": model_file.stat().st_size}} if model_file else {}
     for suite, records in suites.items():
         folder = base / suite
         folder.mkdir(parents=True, exist_ok=True)
@@ -96,7 +102,7 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
                       "server_rss_bytes": [1.0e9 + i * 1e6 for i, _ in enumerate(ticks)]}).to_csv(
             folder / "telemetry.csv", index=False)
         (folder / "manifest.json").write_text(json.dumps({"run_id": "synthetic01", "suite": suite, "params": params,
-                                                          "cpu": "Synthetic CPU", "packages": {},
+                                                          "cpu": "Synthetic CPU", "packages": {}, "server": served,
                                                           **({"bandwidth": recorded_bandwidth}
                                                              if recorded_bandwidth else {})}))
         (folder / "run.json").write_text(json.dumps({"run_id": "synthetic01", "salt": "abcd"}))

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import papermill
 import pytest
-from helpers import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 
 from benchlib import paper
 from benchlib.analysis import load_levels
@@ -20,6 +19,8 @@ from benchlib.analysis import serving as load_serving
 from benchlib.paper import systems as paper_systems
 from benchlib.paper.labels import label_problems, place_labels
 from benchlib.config.paths import PAPER_DIR, PROJECT_ROOT
+
+from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 
 PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}
 
@@ -41,7 +42,7 @@ def with_run(tmp_path_factory) -> paper.Paper:
 def test_reference_alone_writes_every_table_and_figure(reference_only):
     out = reference_only.settings.out_dir
     expected = paper.expected_files(out)
-    assert len(expected) == 3 + 2 * len(paper.TABLES) + 2 * len(paper.FIGURES)
+    assert len(expected) == 6 + 2 * len(paper.TABLES) + 2 * len(paper.FIGURES)  # + report.html, summary.md/.txt
     missing = [str(p.relative_to(out)) for p in expected if not p.is_file() or p.stat().st_size == 0]
     assert not missing, f"missing or empty: {missing}"
     for name in paper.FIGURES:
@@ -146,7 +147,7 @@ def test_synthetic_run_appears_beside_the_published_ones(with_run):
     out = with_run.settings.out_dir
     assert with_run.runs.systems == [SYN_SYSTEM]
     throughput = pd.read_csv(out / "tables" / "throughput.csv").set_index("task_id")
-    ours = f"{SYN_SYSTEM} · {SYN_SERVER} [this run]"  # a deployment's column names its server
+    ours = f"{SYN_SYSTEM} [this run]"  # a deployment's column: its name, which names its server
     published = [c for c in throughput.columns if c.endswith("[seed 000]")]
     assert len(published) == 3 and ours in throughput.columns
     assert throughput.loc["basic_qa", ours] == pytest.approx(40.0)  # warm-up (99 tok/s) excluded
@@ -200,7 +201,7 @@ def test_synthetic_run_in_frontier_memory_and_roofline(with_run):
     assert "synthetic: no energy sensor" in memory.loc[SYN_SYSTEM, "energy_note"]
     assert memory.loc[SYN_SYSTEM, "memory_gb"] == pytest.approx(1.5)
     roof = pd.read_csv(out / "tables" / "roofline.csv").set_index("label")
-    row = roof.loc[f"{SYN_MODEL} · {SYN_HOST}"]
+    row = roof.loc[SYN_SYSTEM]
     assert math.isnan(row["memory_bandwidth_gbs"]) and math.isnan(row["ceiling_tps"])
     assert "bandwidth unknown" in row["note"]
     assert row["bytes_per_token_gb"] == pytest.approx(0.25)
@@ -216,7 +217,7 @@ def test_known_bandwidth_gives_a_ceiling(tmp_path):
     root = write_synthetic_run(tmp_path / "outputs", bandwidth=100.0, with_media=False)
     runs = paper.load_runs(root)
     tables = paper.build_tables(paper.load_reference_sets(["paper_000"]), runs)
-    roof = tables["roofline"].data.set_index("label").loc[f"{SYN_MODEL} · {SYN_HOST}"]
+    roof = tables["roofline"].data.set_index("label").loc[SYN_SYSTEM]
     assert roof["ceiling_tps"] == pytest.approx(100.0 / 0.25)
     assert roof["efficiency"] == pytest.approx(31.0 / 400.0)  # mean of the two text tasks' means (40, 22)
 
@@ -227,7 +228,7 @@ def test_a_runs_recorded_bandwidth_puts_it_on_the_roofline_with_its_source(tmp_p
     runs = paper.load_runs(root)
     assert runs.meta.iloc[0]["bandwidth_source"] == "measured"
     tables = paper.build_tables(paper.load_reference_sets(["paper_000"]), runs)
-    roof = tables["roofline"].data.set_index("label").loc[f"{SYN_MODEL} · {SYN_HOST}"]
+    roof = tables["roofline"].data.set_index("label").loc[SYN_SYSTEM]
     assert roof["memory_bandwidth_gbs"] == 20.0 and roof["ceiling_tps"] == pytest.approx(20.0 / 0.25)
     assert roof["efficiency"] == pytest.approx(31.0 / 80.0) and "measured read bandwidth" in roof["note"]
     platform = tables["platform"].data.set_index("host").loc[SYN_HOST]
@@ -255,7 +256,7 @@ def test_assemble_notebook_runs_through_papermill(tmp_path):
                       if o.get("output_type") == "stream")
     assert "DEPLOYMENT FRONTIER" in printed and "paper:     Qwen3.5-4B — reproduced" in printed
     assert f"{SYN_SYSTEM} [this run]" in printed
-    assert f"{SYN_SYSTEM} · {SYN_SERVER} [this run]" in pd.read_csv(out / "tables" / "throughput.csv").columns
+    assert f"{SYN_SYSTEM} [this run]" in pd.read_csv(out / "tables" / "throughput.csv").columns
     source = json.loads(notebook.read_text(encoding="utf-8"))
     dirty = [c for c in source["cells"] if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
     assert not dirty  # committed without outputs
@@ -385,6 +386,7 @@ def test_a_deployment_names_its_server_and_the_version_the_server_reported(tmp_p
         data["server"] = {"software": "vllm", "version": "0.32.0"}  # as manifest.server_info records /version
         manifest_path.write_text(json.dumps(data))
     runs = paper.load_runs([root])
-    assert runs.meta.set_index("system").loc[SYN_SYSTEM, "server_version"] == "0.32.0"
+    named = f"{SYN_MODEL} · vllm · {SYN_HOST}"  # model · server · host
+    assert runs.meta.set_index("system").loc[named, "server_version"] == "0.32.0"
     systems = paper_systems.run_systems(runs)
-    assert systems.set_index("system").loc[SYN_SYSTEM, "server"] == "vllm 0.32.0"
+    assert systems.set_index("system").loc[named, "server"] == "vllm 0.32.0"

@@ -8,12 +8,13 @@ import json
 import matplotlib.pyplot as plt
 import papermill
 import pytest
-from helpers import SYN_HOST, SYN_MODEL, write_synthetic_run
 
 from benchlib.views import evidence
 from benchlib.views import explorer as explore
 from benchlib.views import timeline
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
+
+from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_explore_notebook_runs_through_papermill(root, tmp_path):
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     markdown = " ".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
-    assert f"{SYN_HOST} · {SYN_MODEL} · text · basic_qa · repeat 0" in markdown  # the first scored request
+    assert f"{SYN_SYSTEM} · text · basic_qa · repeat 0" in markdown  # the first scored request, its deployment named
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the timeline
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
     source = json.loads(notebook.read_text(encoding="utf-8"))
