@@ -1,6 +1,6 @@
 """Measurement accuracy of benchlib's streaming client against a server with exactly known timing.
 
-The fake server (tests/servers.py) runs in its own process, streams one token per chunk on absolute monotonic
+The fake server (tests/fakes/servers.py) runs in its own process, streams one token per chunk on absolute monotonic
 deadlines (TTFT 150 ms, ITL 20 ms, 64 tokens by default) and logs the instant it wrote each chunk on the same
 system-wide CLOCK_MONOTONIC the client stamps with (GET /log). benchlib's OpenAIBackend drives it the way a
 sweep does: Backend.execute under one asyncio.gather with a semaphore on benchlib's background loop (and, for
@@ -55,8 +55,8 @@ TARGETS = {"ttft_err_p50_ms": 1.0, "ttft_err_p99_ms": 5.0, "itl_err_mean_pct": 0
 
 
 def start_fake_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "servers.py")], stdout=subprocess.PIPE, text=True,
-                            cwd=str(ROOT))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "servers.py")], stdout=subprocess.PIPE,
+                            text=True, cwd=str(ROOT))
     line = proc.stdout.readline()
     if not line.startswith("PORT "):
         proc.kill()

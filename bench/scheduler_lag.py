@@ -1,6 +1,6 @@
 """Open-loop scheduling accuracy: how late one client process sends each request of a Poisson schedule.
 
-Setup: tests/servers.py's fake server in its own process answers every request quickly (first token after
+Setup: tests/fakes/servers.py's fake server in its own process answers every request quickly (first token after
 2 ms, 2 tokens 1 ms apart), so the server never holds the client back. The rate sweep's own path drives it:
 `Session.execute(..., offsets=...)` (a dispatcher sleeps until each scheduled instant and starts the request
 there; each row is appended and fsynced as it finishes), with arrivals from benchlib.measure.workload (Poisson,

@@ -1,7 +1,7 @@
 """Sampler overhead: CPU time of the telemetry thread per second of wall time, as a share of one core.
 
 Target: < 1 % of one core at the default 10 Hz. Modes:
-    fake  NVML calls answered by tests/fake_nvml.py (N GPUs) + the real host path (psutil, meminfo, RAPL)
+    fake  NVML calls answered by tests/fakes/fake_nvml.py (N GPUs) + the real host path (psutil, meminfo, RAPL)
     cpu   no GPU (nvmlInit fails): host CPU, /proc/meminfo, RAPL if readable, server process tree
     real  the installed pynvml against this host's driver (skipped when nvmlInit fails)
 Every mode watches a stand-in "server": a sleeping python process with three child processes.
@@ -22,9 +22,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml  # noqa: E402
+from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml  # noqa: E402
 
 from benchlib.config.params import TelemetryParams  # noqa: E402
 from benchlib.measure.telemetry import Telemetry  # noqa: E402

@@ -1,1 +1,2 @@
-"""The tests: one folder per benchlib layer (mirroring the package), fakes/ for stand-ins, integration/ for real servers."""
+"""The tests: one folder per benchlib layer, mirroring the package; fakes/ holds stand-ins, integration/ real
+servers."""

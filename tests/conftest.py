@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from helpers import make_params  # noqa: E402
-from servers import FakeServer  # noqa: E402
+from tests.fakes.servers import FakeServer
+from tests.helpers import make_params
 
 
 @pytest.fixture(scope="session")

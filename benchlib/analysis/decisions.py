@@ -123,15 +123,3 @@ def decide(candidates: pd.DataFrame, thresholds: ThresholdParams | Mapping[str, 
         row.update(verdict=verdict, decision=line)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def reported_verdict(text: str) -> str:
-    """Map a her-os decision sentence onto SWAP / VERIFY / WAIT (for comparing with decide())."""
-    upper = text.upper()
-    if "SWAP CANDIDATE" in upper or ("NEEDS" in upper and "VERIF" in upper):
-        return VERIFY
-    if upper.startswith("SWAP") or "DECISION: SWAP" in upper:
-        return SWAP
-    if "WAIT" in upper or "BLOCKED" in upper or "NOT SWAP" in upper:
-        return WAIT
-    return ""

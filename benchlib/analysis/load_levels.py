@@ -12,7 +12,7 @@ from benchlib.config import metrics
 from benchlib.analysis import stats
 from benchlib.measure.client_health import HEALTH_COLUMNS
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
-from benchlib.records.schema import flag, number
+from benchlib.records.schema import flag, number, numeric_column
 
 SUITE = "load"
 
@@ -49,12 +49,6 @@ CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software", "target_tokens
 
 
 # ---- shared helpers -----------------------------------------------------------------------------------------
-def numeric_column(frame: pd.DataFrame, column: str) -> pd.Series:
-    if column not in frame:
-        return pd.Series(np.nan, index=frame.index, dtype=float)
-    return pd.to_numeric(frame[column], errors="coerce").astype(float)
-
-
 def quantile(series: pd.Series, q: float) -> float:
     """The q-quantile, NaN below the samples it needs (p90: 10, p99: 100; benchlib.analysis.stats)."""
     return stats.percentile(series.dropna().to_numpy(dtype=float), q)

@@ -55,22 +55,6 @@ def bytes_per_param(quantization: str) -> float | None:
     return None
 
 
-def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, kv_bytes: float = 2.0) -> float:
-    """KV-cache bytes one context token occupies (K and V, every layer); kv_bytes 1 for an fp8 cache."""
-    return 2.0 * n_layers * n_kv_heads * head_dim * kv_bytes
-
-
-def bytes_per_token(active_params_b: float, bytes_per_param: float, context_tokens: float = 0.0,
-                    kv_bytes_per_token: float = 0.0) -> float:
-    """Bytes read from memory to generate one token at the given context length."""
-    return active_params_b * 1e9 * bytes_per_param + context_tokens * kv_bytes_per_token
-
-
-def decode_ceiling_tps(bandwidth_gbs: float, active_params_b: float, bytes_per_param: float,
-                       context_tokens: float = 0.0, kv_bytes_per_token: float = 0.0) -> float:
-    """Bandwidth-bound decode ceiling, tokens per second, for one stream."""
-    return bandwidth_gbs * 1e9 / bytes_per_token(active_params_b, bytes_per_param, context_tokens, kv_bytes_per_token)
-
 
 def roofline_table(runs: pd.DataFrame, tps_col: str = "decode_tps") -> pd.DataFrame:
     """Add the ceiling and measured ÷ ceiling to each run, stating every input in the row.
@@ -99,11 +83,6 @@ def roofline_table(runs: pd.DataFrame, tps_col: str = "decode_tps") -> pd.DataFr
     out["efficiency"] = pd.to_numeric(out[tps_col], errors="coerce") / out["ceiling_tps"]
     return out
 
-
-def tps_per_bandwidth(runs: pd.DataFrame, tps_col: str = "decode_tps",
-                      bandwidth_col: str = "memory_bandwidth_gbs") -> pd.Series:
-    """Measured tok/s per GB/s of memory bandwidth (002's cross-host comparison)."""
-    return pd.to_numeric(runs[tps_col], errors="coerce") / pd.to_numeric(runs[bandwidth_col], errors="coerce")
 
 
 def run_inputs(host: Any, server: Any) -> dict[str, Any]:

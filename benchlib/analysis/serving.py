@@ -43,7 +43,8 @@ import pandas as pd
 from benchlib.config import metrics
 from benchlib.analysis import stats
 from benchlib.measure.client_health import CLIENT_LAG_P99_MS, HEALTH_COLUMNS
-from benchlib.analysis.load_levels import failure_text, measured_rows, numeric_column
+from benchlib.analysis.load_levels import failure_text, measured_rows
+from benchlib.records.schema import numeric_column
 from benchlib.config.params import SloParams
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
 from benchlib.records.schema import flag

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -44,7 +46,8 @@ def test_each_regime_reproduces_the_papers_frontier_under_the_papers_reading(sys
     axes = dict(regime.axes)
     if key == "audio":  # the paper read 'shorter outputs' as the short-answer token rate
         axes = {"asr_decode_tps": "max", "short_qa_decode_tps": "max"}
-    members = [_model(s) for s in frontier.frontier_members(systems, axes)]
+    marked = frontier.pareto_frontier(systems, axes)
+    members = [_model(s) for s in marked.loc[marked["on_frontier"], "system"]]
     assert members == [expected] == [regime.paper_model]
     printed = reference.select(ref[ref["source"].str.startswith("000")], "§7", metric="frontier_model", task=regime.title)
     assert printed["model"].tolist() == [expected]
@@ -128,14 +131,19 @@ def test_overlapping_intervals_tie_and_floors_exclude():
     assert "tps (intervals overlap)" in pairs.iloc[0]["tied_on"]
 
 
-def test_regime_table_and_bad_axes(systems):
-    table = frontier.regime_frontiers(systems)
+def test_each_regime_on_all_its_axes_and_bad_axes(systems):
+    members = {}
+    for key in frontier.PAPER_REGIMES:
+        regime = frontier.REGIMES[key]
+        marked = frontier.pareto_frontier(systems, regime.all_axes(), requires=regime.requires,
+                                          floors=regime.floors(), missing=regime.missing)
+        assert len(marked) == 3
+        members[regime.title] = int(marked["on_frontier"].sum())
+        if key == "audio":  # Qwen3.5-4B has no ASR figure: a missing value, never a number made up
+            assert math.isnan(marked.loc[marked["system"].str.startswith("Qwen"), "asr_decode_tps"].iloc[0])
     # one member each for workstation and edge; audio (brevity as answer length) has Gemma 4 E2B and Phi-4
-    assert len(table) == 9 and table.groupby("regime")["on_frontier"].sum().to_dict() == {
-        "General multimodal workstation": 1, "Energy- and thermal-constrained edge inference": 1,
-        "Audio-centric concise pipeline": 2}
-    assert "asr_decode_tps ↑ n/a" in table.loc[(table["regime"] == "Audio-centric concise pipeline")
-                                              & table["system"].str.startswith("Qwen"), "axes"].iloc[0]
+    assert members == {"General multimodal workstation": 1, "Energy- and thermal-constrained edge inference": 1,
+                       "Audio-centric concise pipeline": 2}
     with pytest.raises(ValueError):
         frontier.pareto_frontier(systems, {"avg_decode_tps": "up"})
     with pytest.raises(KeyError):
@@ -159,8 +167,6 @@ def test_swap_framework_reproduces_the_reports_decisions(ref):
         "§12 Phase 3: Decision (table)": decisions.SWAP,
     }
     assert decided["verdict"].to_dict() == expected
-    for section, reported in cands.set_index("section")["reported_decision"].items():
-        assert decisions.reported_verdict(reported) == expected[section], reported
     ollama = decided.loc["§6 Decision Against Plan Criteria (table)"]
     assert ollama["decision"] == "WAIT: fails memory (35.3 vs ≤25 GB), TTFT (836 vs ≤200 ms)"
     assert ollama["status_decode_tps"] == ollama["status_tools_passed"] == ollama["status_vision_works"] == "PASS"

@@ -93,7 +93,6 @@ def test_empty_frames():
         summary = analysis.summarize_requests(frame)
         assert summary.empty and {"n_ok", "decode_tps_p99", "error_rate", "valid"} <= set(summary.columns)
     assert analysis.join_windows(analysis.summarize_requests(pd.DataFrame()), pd.DataFrame()).empty
-    assert analysis.failures_by_kind(pd.DataFrame(columns=COLUMNS)).empty
 
 
 def test_csv_roundtrip_gives_the_same_summary(requests_frame, tmp_path):
@@ -102,12 +101,6 @@ def test_csv_roundtrip_gives_the_same_summary(requests_frame, tmp_path):
     from_disk = analysis.summarize_requests(log.read())
     in_memory = analysis.summarize_requests(requests_frame)
     pd.testing.assert_frame_equal(from_disk, in_memory, check_dtype=False)
-
-
-def test_failures_by_kind(requests_frame):
-    table = analysis.failures_by_kind(requests_frame, by=["task"])
-    assert sorted(zip(table["task"], table["error_kind"], table["n"])) == [("basic_qa", "timeout", 1),
-                                                                          ("reasoning", "http_500", 2)]
 
 
 def test_join_windows_combines_task_windows(requests_frame):
@@ -174,8 +167,9 @@ def test_systems_and_decision_inputs_feed_frontier():
     # quality-suite tasks (1000 tok/s here) stay out of the speed average
     assert systems.set_index("model")["avg_decode_tps"].to_dict() == pytest.approx({"fast": 35.0, "slow": 20.0})
     assert systems.set_index("model")["modality_count"].to_dict() == {"fast": 2, "slow": 1}
-    assert frontier.frontier_members(systems, frontier.REGIMES["workstation"].axes) == ["fast @ h"]
-    assert frontier.frontier_members(systems, frontier.REGIMES["edge"].axes) == ["slow @ h"]
+    for key, member in (("workstation", "fast @ h"), ("edge", "slow @ h")):
+        marked = frontier.pareto_frontier(systems, frontier.REGIMES[key].axes)
+        assert marked.loc[marked["on_frontier"], "system"].tolist() == [member]
     cands = deployments.decision_inputs(joined, model_memory_gb={"fast": 10.0})
     decided = decisions.decide(cands, {"min_decode_tps": 30, "max_ttft_ms": 500, "max_model_memory_gb": 25})
     assert decided.set_index("candidate")["verdict"].to_dict() == {"fast @ h": decisions.SWAP,
@@ -204,7 +198,7 @@ def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():
 
 
 def test_prefill_rate_counts_computed_tokens_at_concurrency_one_only():
-    from benchlib.measure.backends import compute_rates
+    from benchlib.measure.timing import compute_rates
 
     record = RequestRecord(prompt_tokens=100, cached_tokens=60, ttft_s=0.2, completion_tokens=2, itl_s=[0.1])
     compute_rates(record)
@@ -212,3 +206,21 @@ def test_prefill_rate_counts_computed_tokens_at_concurrency_one_only():
     queued = RequestRecord(prompt_tokens=100, ttft_s=0.2, concurrency=4, completion_tokens=2, itl_s=[0.1])
     compute_rates(queued)
     assert queued.prefill_tps is None  # TTFT at 4 streams includes queueing
+
+
+def test_implausible_server_counts_are_counted_and_kept_out_of_token_rates():
+    """A row flagged at measurement (implausible_counts) and a row written elsewhere whose count is impossible for
+    its deltas (10,000,000 tokens in 3: the 485,367,620 tok/s of the report) give no token rate and no token sum;
+    their TTFT is still the client's own measurement."""
+    rows = [_rec("basic_qa", tps=10.0, ttft=0.1, tokens=10, repeat=1),
+            _rec("basic_qa", tps=485_367_620.0, ttft=0.2, tokens=10_000_000, repeat=2),
+            _rec("basic_qa", tps=None, ttft=0.3, repeat=3)]
+    rows[0].client_deltas = rows[1].client_deltas = rows[2].client_deltas = 3
+    rows[2].implausible_counts = "completion_tokens inf is not a count"
+    frame = pd.DataFrame([r.to_row() for r in rows])
+    qa = analysis.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
+    assert qa["n_implausible"] == 2 and qa["decode_tps_count"] == 1 and qa["decode_tps_mean"] == pytest.approx(10.0)
+    assert qa["prefill_tps_count"] == 1 and qa["completion_tokens_sum"] == 10 and qa["ttft_s_count"] == 3
+    assert not bool(qa["valid"]) and "implausible server token counts in 67%" in qa["note"]
+    lenient = analysis.summarize_requests(frame)
+    assert "left out of token rates" in lenient.set_index("task").loc["basic_qa", "note"]

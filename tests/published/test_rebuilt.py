@@ -32,6 +32,15 @@ def test_002_law_is_fitted_per_model_and_flags_the_m4(ref):
     assert (law["loglog_slope"] < 0.7).all()  # with it, the three-point slope is far from 1
 
 
+def test_002_tok_s_per_bandwidth_reproduces_the_printed_ratios(ref):
+    law = seed_rebuild.law_002(ref)
+    # printed to 3 decimals, rounded half up (81/400 = 0.2025 -> 0.203)
+    assert law["ratio"].tolist() == pytest.approx(law["ratio_printed"].tolist(), abs=5.01e-4)
+    e2b = law[law["model"] == "Gemma 4 E2B"].set_index("host")["ratio"]
+    assert e2b.to_dict() == pytest.approx({"MBP": 81 / 400, "GX10": 53 / 273, "openclaw": 42 / 120})
+    assert e2b.tolist() == pytest.approx([0.203, 0.194, 0.350], abs=5.01e-4)
+
+
 def test_002_prefill_table_keeps_the_cached_artefact_and_cold_runs(ref):
     table = seed_rebuild.prefill_002(ref)
     assert len(table[table["prefill_tps"].notna() & table["prompt"].str.startswith(("short", "long"))]) == 8

@@ -1,12 +1,11 @@
 """The quantization ladder: bytes read per token from GGUF tensor tables, rungs made by llama.cpp's quantizer and
-cached, the host's bandwidth measured, the bandwidth law fitted, the paper's ladder table and figure, and the whole
-study end to end on the embedded model (`frontier-bench ladder`)."""
+cached, the host's bandwidth measured, the bandwidth law fitted, the paper's ladder table and figure. The whole
+study on the real embedded model: integration/test_ladder_end_to_end.py."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,8 @@ from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.servers.quantize import QuantizeError, derived_from, make_rung
 from benchlib.analysis.weights import read_cached, read_gguf
+
+from tests.helpers import ladder_params
 
 
 def tiny_gguf(path: Path, tied: bool) -> Path:
@@ -184,17 +185,6 @@ def test_the_paper_has_the_ladder_table_law_and_figure_only_when_a_ladder_ran(tm
     assert "ladder" in figures
 
 
-def ladder_params(tmp_path: Path) -> Path:
-    data = yaml.safe_load((PROJECT_ROOT / "params" / "embedded.yaml").read_text())
-    data["host"]["name"] = "ladder-host"
-    data["run"] = {"warmups": 1, "repeats": 1, "max_tokens": 16, "timeout_s": 60, "notebooks": ["text"]}
-    data["tasks"] = ["basic_qa"]
-    data["telemetry"] = {"idle_baseline_s": 0.3, "loaded_baseline_s": 0.3}
-    path = tmp_path / "ladder.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def test_rung_params_rename_the_model_and_keep_the_source_rung_as_the_base(tmp_path):
     base = load_params(ladder_params(tmp_path))
     rung = ladder.rung_params(base, "q8_0", Path("/cache/x-q8_0.gguf"), "q4_k_m", 1.06)
@@ -203,31 +193,6 @@ def test_rung_params_rename_the_model_and_keep_the_source_rung_as_the_base(tmp_p
     assert rung.identity() != base.identity()
     assert ladder.rung_params(base, "q4_k_m", Path("/x"), "", 0.6) is base
     assert ladder.suites_for(rung) == ["text"]
-
-
-@pytest.mark.e2e
-def test_frontier_bench_ladder_end_to_end(tmp_path):
-    """Two rungs on the real embedded server: quantized, run, recorded; a second call reuses the cache."""
-    env = {**os.environ, "FRONTIER_BENCH_OUTPUTS": str(tmp_path / "outputs"),
-           "FRONTIER_BENCH_CACHE": str(tmp_path / "cache")}
-    command = [sys.executable, "-m", "benchlib.cli", "ladder", str(ladder_params(tmp_path)), "--types", "q4_0",
-               "--no-paper", "--quiet"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, env=env, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert "q4_0    made" in done.stdout and "GB read per token" in done.stdout
-    record = json.loads((tmp_path / "outputs" / "ladder-host" / "ladder.json").read_text())
-    assert [r["qtype"] for r in record["rungs"]] == ["q4_0", "q4_k_m"]
-    assert record["bandwidth"]["read_gbs"] > 0 and record["source"]["sha256"]
-    for model in ("gemma3-270m-q4_0", "gemma3-270m-q4_k_m"):
-        manifest = json.loads((tmp_path / "outputs" / "ladder-host" / model / "text" / "manifest.json").read_text())
-        assert manifest["params"]["server"]["model"] == model
-    q4_0 = json.loads((tmp_path / "outputs" / "ladder-host" / "gemma3-270m-q4_0" / "text" / "manifest.json").read_text())
-    assert q4_0["params"]["server"]["embedded"]["model_path"].endswith("-q4_0.gguf")
-    points = bandwidth_law.ladder_points(bandwidth_law.read_ladders(tmp_path / "outputs"),
-                                         load_runs(tmp_path / "outputs").requests)
-    assert (points["decode_tps"] > 0).all() and (points["n_decode"] == 1).all()
-    again = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, env=env, timeout=600)
-    assert again.returncode == 0 and "q4_0    cached" in again.stdout
 
 
 def test_the_ladder_refuses_a_server_it_cannot_quantize(tmp_path):

@@ -16,7 +16,8 @@ import yaml
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import read_requests
-from benchlib.suites.runner import RunConflict, run_suite
+from benchlib.suites.run_folder import RunConflict
+from benchlib.suites.runner import run_suite
 
 RUNNER = textwrap.dedent("""
     import sys
