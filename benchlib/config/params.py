@@ -397,7 +397,8 @@ class BenchParams(_Section):
         return self.host.name, model
 
     def suite_dir(self, suite: str, root: Path | None = None) -> Path:
-        """outputs/<host>/<model>[+<variant>]/<suite>/ (each part made a safe folder name): where this deployment's suite writes."""
+        """outputs/<host>/<model>[+<variant>]/<suite>/ (each part made a safe folder name): where this
+        deployment's suite writes."""
         return run_dir(*self.deployment_parts(), suite, root)
 
     def sections(self) -> dict[str, Any]:
