@@ -311,22 +311,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    """What every command that runs suites takes: --fresh, --no-paper, --quiet."""
+    parser.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
+    parser.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frontier-bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute the suite notebooks for a params file, then the paper")
     run.add_argument("params", help="params/<host-model>.yaml")
     run.add_argument("--only", help="comma-separated notebooks (default: run.notebooks of the params file)")
-    run.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
-    run.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
-    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    _run_options(run)
     run.set_defaults(func=cmd_run)
     stu = sub.add_parser("study", help="several deployments one after another (a study file), then one paper")
     stu.add_argument("study", help="params/studies/<name>.yaml")
     stu.add_argument("--only", help="comma-separated notebooks: run only these of each deployment's suites")
-    stu.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
-    stu.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
-    stu.add_argument("--quiet", action="store_true", help="no progress bars")
+    _run_options(stu)
     stu.set_defaults(func=cmd_study)
     cmp_ = sub.add_parser("compare", help="study A against study B: each metric's change with its interval")
     cmp_.add_argument("a", help="results root of study A (a folder or a store URL)")
@@ -340,9 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          "then the paper (bandwidth law)")
     lad.add_argument("params", nargs="?", default="params/embedded.yaml", help="embedded params (default: %(default)s)")
     lad.add_argument("--types", help=f"comma-separated rungs (default: {','.join(ladder.DEFAULT_TYPES)})")
-    lad.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
-    lad.add_argument("--no-paper", action="store_true", help="skip paper/assemble.ipynb at the end")
-    lad.add_argument("--quiet", action="store_true", help="no progress bars")
+    _run_options(lad)
     lad.set_defaults(func=cmd_ladder)
     paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ (or given roots) and the reference data")
     paper.add_argument("roots", nargs="*", help="results roots: folders or store URLs (default: outputs/)")
