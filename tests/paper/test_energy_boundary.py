@@ -1,0 +1,85 @@
+"""Joules of different boundaries are never ranked or drawn as one: the frontier compares an energy axis within one
+boundary, the energy figure puts each boundary on its own axes, the energy table names each row's boundary."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from benchlib.analysis import frontier
+from benchlib.paper.figures import NO_BOUNDARY, energy_groups, fig_energy
+from benchlib.paper.format import Table
+from benchlib.paper.runs import Runs, load_reference_sets, load_runs
+from benchlib.paper.settings import THIS_RUN
+from benchlib.paper.systems import SYSTEM_COLUMNS, published_systems
+from benchlib.paper.tables import memory_power_table
+
+
+def mixed_systems() -> pd.DataFrame:
+    """The paper's three systems (GPU board, as §3 prints: 'average GPU draw') and two runs of ours: one on a CPU
+    package (RAPL) with the best tok/s per W of all, one without an energy sensor."""
+    published = published_systems(load_reference_sets())
+    ours = pd.DataFrame([
+        {"system": "tiny @ cpu-box", "source": THIS_RUN, "host": "cpu-box", "tps_per_w": 5.0, "peak_temp_c": 40.0,
+         "context_window_k": 128.0, "tokens_per_joule": 5.0, "energy_boundary": "CPU package",
+         "idle_subtracted": False, "energy_note": ""},
+        {"system": "tiny @ vm", "source": THIS_RUN, "host": "vm", "tps_per_w": math.nan, "peak_temp_c": 40.0,
+         "context_window_k": 128.0, "tokens_per_joule": math.nan, "energy_boundary": "",
+         "energy_note": "no energy: no RAPL"}]).reindex(columns=SYSTEM_COLUMNS)
+    return pd.concat([published, ours], ignore_index=True)
+
+
+def test_published_systems_state_the_gpu_board_boundary_their_paper_prints():
+    published = published_systems(load_reference_sets())
+    assert set(published["energy_boundary"]) == {"GPU board"}
+    assert published["idle_subtracted"].eq(False).all()
+
+
+def test_the_frontier_ranks_tok_per_w_within_one_boundary_only():
+    systems = mixed_systems()
+    axes = {"tps_per_w": "max", "peak_temp_c": "min", "context_window_k": "max"}
+    assert frontier.energy_boundary(systems, axes) == "GPU board"  # three of the four with a value share it
+    pareto_frontier = frontier.pareto_frontier(systems, axes)
+    marked = pareto_frontier.set_index("system")
+    cpu = marked.loc["tiny @ cpu-box"]
+    assert not cpu["eligible"] and not cpu["on_frontier"]
+    assert cpu["dominated_by"].startswith("not eligible: different energy boundary (CPU package; tps_per_w "
+                                          "compared within GPU board)")
+    # it would have dominated everything on tok/s per W: nothing GPU-board is marked dominated by it
+    assert not pareto_frontier["dominated_by"].str.contains("tiny @ cpu-box (better", regex=False).any()
+    assert marked.loc["Qwen3.5-4B @ GB10 DGX Spark", "on_frontier"]
+    # without an energy axis the boundary does not matter
+    assert frontier.energy_boundary(systems, {"peak_temp_c": "min"}) == ""
+    assert frontier.pareto_frontier(systems, {"peak_temp_c": "min"}).set_index("system").loc[
+        "tiny @ cpu-box", "eligible"]
+
+
+def test_the_energy_figure_puts_each_boundary_on_its_own_axes(tmp_path):
+    systems = mixed_systems()
+    groups = energy_groups(systems)
+    assert [name for name, _ in groups] == ["CPU package", "GPU board", NO_BOUNDARY]
+    fig = fig_energy({"_systems": Table("_systems", "", systems)}, no_runs(tmp_path))
+    try:
+        rows = [ax for ax in fig.axes if ax.get_xlabel().startswith("tokens/s per watt")]
+        assert len(rows) == 3
+        titles = [ax.get_title() for ax in rows]
+        assert "energy boundary: CPU package" in titles[0] and "energy boundary: GPU board" in titles[1]
+        for ax, (_, group) in zip(rows, groups):  # each axis holds only its own boundary's systems
+            assert len(ax.patches) == len(group)
+    finally:
+        plt.close(fig)
+
+
+def test_the_energy_table_names_each_rows_boundary_and_warns_on_a_mix():
+    table = memory_power_table(mixed_systems())
+    shown = table.display.set_index("system")["energy boundary"]
+    assert shown["Gemma 4 E2B @ RTX 3090 host"] == "GPU board, idle not subtracted"
+    assert shown["tiny @ cpu-box"] == "CPU package, idle not subtracted" and shown["tiny @ vm"] == "—"
+    assert "Rows of different boundaries (CPU package, GPU board)" in table.caption
+    assert list(table.data["energy_boundary"].iloc[:3]) == ["GPU board"] * 3
+
+
+def no_runs(tmp_path) -> Runs:
+    return load_runs(tmp_path / "no-outputs")
