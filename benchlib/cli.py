@@ -17,14 +17,16 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
 from benchlib.analysis import paired
 from benchlib.analysis.deployments import deployment_overview
-from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, load_params
+from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
+from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
@@ -302,6 +304,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if done.skipped else 0
 
 
+def cmd_telemetry_agent(args: argparse.Namespace) -> int:
+    try:
+        settings = TelemetryParams(power_hz=args.power_hz)
+        telemetry_agent.serve(args.host, args.port, args.token_env, settings, args.buffer)
+    except (ValueError, ValidationError) as exc:
+        return _fail(str(exc).splitlines()[0])
+    except OSError as exc:  # the port is taken, the address is not this host's
+        return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         params = load_params(args.params)
@@ -360,6 +373,16 @@ def build_parser() -> argparse.ArgumentParser:
                                         "member checked and extracted aside before anything moves into place)")
     imp.add_argument("bundle")
     imp.set_defaults(func=cmd_import)
+    agent = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
+                           "serve them to a client elsewhere (telemetry.source: agent)")
+    agent.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    agent.add_argument("--port", type=int, default=telemetry_agent.DEFAULT_PORT)
+    agent.add_argument("--token-env", default=telemetry_agent.DEFAULT_TOKEN_ENV,
+                       help="environment variable holding the Bearer token clients send")
+    agent.add_argument("--power-hz", type=float, default=10.0, help="power/energy/memory sampling rate")
+    agent.add_argument("--buffer", type=int, default=telemetry_agent.DEFAULT_BUFFER,
+                       help="samples kept for clients that fall behind (ring buffer)")
+    agent.set_defaults(func=cmd_telemetry_agent)
     validate = sub.add_parser("validate", help="check a params file and exit")
     validate.add_argument("params")
     validate.set_defaults(func=cmd_validate)

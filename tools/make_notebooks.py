@@ -101,6 +101,16 @@ def suite_notebook(suite: str) -> nbformat.NotebookNode:
         new_markdown_cell(f"## Evidence\n{EVIDENCE[suite]} One card per prompt variant (its first measured "
                           "request); warm-ups are left out."),
         new_code_cell("evidence.show(result.requests, SUITE);"),
+    ]
+    if suite == "audio":
+        cells += [
+            new_markdown_cell("## Transcription: WER per clip, corpus WER and real-time factor\nFrom "
+                              "`transcription.csv`: each clip's word errors against its reference, the time to the "
+                              "whole transcript and the real-time factor (e2e ÷ the clip's seconds), then each "
+                              "task's corpus WER (errors summed over the clips ÷ reference words)."),
+            new_code_cell("suite_report.transcription(result.out_dir)"),
+        ]
+    cells += [
         new_markdown_cell("## Failures, truncations and flags\nEvery fault is a row with its reason; flags mark "
                           "truncated answers (finish_reason = length), suspected prompt-cache hits, cold loads, "
                           "client/server rate disagreement and looping."),

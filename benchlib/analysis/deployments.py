@@ -11,7 +11,9 @@ import pandas as pd
 
 from benchlib.analysis import frontier, stats
 from benchlib.config import metrics
+from benchlib.config.tasks import load_pass
 from benchlib.records.schema import flag
+from benchlib.scoring.graded import GRADED_CHECKERS
 
 # The long format's columns: our rows and the published reference rows (paper/reference/*.csv) alike.
 LONG_COLUMNS = ["source", "section", "host", "hardware", "model", "quantization", "server", "task",
@@ -143,14 +145,19 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
 
 def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
     """Per system and task: passed and scored counts measured by our checkers (the long form
-    frontier.quality_columns pools per regime)."""
+    frontier.quality_columns pools per regime). basis: frontier.GRADED for a graded set's first pass (its checker is
+    a graded scorer), frontier.UNDER_LOAD for its pass under load (kept off every quality axis), else "measured"."""
     if summary.empty or "n_scored" not in summary:
         return pd.DataFrame(columns=frontier.QUALITY_LONG_COLUMNS)
     system = [" @ ".join(str(v) for v in pair) for pair in zip(summary.get("model", ""), summary.get("host", ""))]
+    checkers = summary["checker"] if "checker" in summary else pd.Series("", index=summary.index)
+    basis = [frontier.UNDER_LOAD if load_pass(str(task))[1] > 1 else
+             frontier.GRADED if checker in GRADED_CHECKERS else "measured"
+             for task, checker in zip(summary["task"], checkers)]
     return pd.DataFrame({"system": system, "task": summary["task"],
                          "passed": pd.to_numeric(summary["n_passed"], errors="coerce"),
                          "scored": pd.to_numeric(summary["n_scored"], errors="coerce"),
-                         "basis": "measured", "note": ""}, columns=frontier.QUALITY_LONG_COLUMNS)
+                         "basis": basis, "note": ""}, columns=frontier.QUALITY_LONG_COLUMNS)
 
 
 def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,

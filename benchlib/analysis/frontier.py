@@ -7,12 +7,13 @@ A missing value (NaN: modality not supported, not measured) counts as the worst 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from benchlib.analysis import paired, stats
+from benchlib.measure.telemetry.boundary import DIFFERENT as DIFFERENT_BOUNDARY
 from benchlib.records.schema import number
 
 Direction = Literal["max", "min"]
@@ -31,6 +32,7 @@ class Regime:
     requires: tuple[str, ...] = ()  # capabilities a system must have a value on to compete (e.g. audio input)
     quality_tasks: tuple[str, ...] = ()  # tasks whose accuracy is this regime's quality axis
     min_accuracy: float | None = None  # eligibility floor on that accuracy
+    graded: bool = True  # a system that ran graded sets is judged on them instead (GRADED RULE, quality_columns)
     missing: str = "ineligible"  # a system without a value on an axis: "ineligible" (listed, with why) | "worst"
 
     @property
@@ -49,6 +51,8 @@ TEXT_TASKS = ("basic_qa", "reasoning", "coding", "multilingual", "summarization"
 PAPER_TASKS = TEXT_TASKS + ("image_description", "color_identification", "transcription", "audio_qa",
                             "video_analysis")
 QUALITY_FLOOR = 0.5  # a deployment that gets fewer than half of its regime's tasks right is not a candidate
+GRADED = "graded sets"  # accuracy basis of a graded set's items (benchlib.config.graded), first pass
+UNDER_LOAD = "graded sets under load"  # the same items again at run.graded_concurrency: never a quality axis
 
 # The paper's §7 regimes, on the columns of reference.paper_systems() / analysis.systems_from_summary().
 REGIMES: dict[str, Regime] = {
@@ -63,7 +67,8 @@ REGIMES: dict[str, Regime] = {
         {"tps_per_w": "max", "peak_temp_c": "min", "context_window_k": "max"},
         "Tokens per watt, temperature, long context (noise is not measured); answer quality over the text tasks. "
         "Power readings differ in scope per platform (see POWER_SCOPE): tok/s per W compares what each platform's "
-        "sensor covers, idle not subtracted", "Qwen3.5-4B", quality_tasks=TEXT_TASKS, min_accuracy=QUALITY_FLOOR),
+        "sensor covers, idle not subtracted; it ranks only deployments of one energy boundary (ENERGY BOUNDARY "
+        "RULE): another boundary's is marked 'different energy boundary'", "Qwen3.5-4B", quality_tasks=TEXT_TASKS, min_accuracy=QUALITY_FLOOR),
     "audio": Regime(
         "audio", "Audio-centric concise pipeline",
         {"asr_decode_tps": "max", "short_qa_output_tokens": "min"},
@@ -71,7 +76,8 @@ REGIMES: dict[str, Regime] = {
         "it read them as the short-answer token *rate*, a speed: under that reading Phi-4 Multimodal alone is on "
         "the frontier, see the sensitivity lines)", "Phi-4 Multimodal",
         requires=("asr_decode_tps",),  # a deployment without audio input is no audio pipeline
-        quality_tasks=("transcription", "audio_qa", "basic_qa"), min_accuracy=QUALITY_FLOOR),
+        quality_tasks=("transcription", "audio_qa", "basic_qa"), min_accuracy=QUALITY_FLOOR,
+        graded=False),  # the graded sets are text: they say nothing about transcription
 }
 
 
@@ -171,16 +177,54 @@ def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
     return pd.DataFrame(rows, columns=["dominated", "dominated_by", "better_on", "tied_on"])
 
 
+ENERGY_AXES = ("tps_per_w", "tokens_per_joule")
+
+
+def _energy_axes(axes: Mapping[str, Direction]) -> list[str]:
+    return [a for a in axes if a in ENERGY_AXES]
+
+
+def _boundary_of(systems: pd.DataFrame, index: Any) -> str:
+    value = systems.at[index, "energy_boundary"] if "energy_boundary" in systems else ""
+    return value if isinstance(value, str) else ""
+
+
+def _has_energy(systems: pd.DataFrame, index: Any, axes: Mapping[str, Direction]) -> bool:
+    return any(a in systems and not np.isnan(number(systems.at[index, a])) for a in _energy_axes(axes))
+
+
+def energy_boundary(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> str:
+    """The one energy boundary an energy axis (tok/s per W, tokens per joule) is compared within — the one most
+    systems with a value on it share (ties: alphabetical) — or "" when no axis is about energy or no system states
+    a boundary. ENERGY BOUNDARY RULE: joules of different boundaries (GPU board, CPU package, …;
+    measure/telemetry/boundary) are not ranked against each other; a system measured over another boundary is
+    not eligible on such an axis, marked DIFFERENT_BOUNDARY."""
+    if not _energy_axes(axes) or "energy_boundary" not in systems:
+        return ""
+    counts: dict[str, int] = {}
+    for index in systems.index:
+        theirs = _boundary_of(systems, index)
+        if theirs and _has_energy(systems, index, axes):
+            counts[theirs] = counts.get(theirs, 0) + 1
+    return min(counts, key=lambda b: (-counts[b], b)) if counts else ""
+
+
 def eligibility(systems: pd.DataFrame, axes: Mapping[str, Direction], requires: Sequence[str] = (),
                 floors: Mapping[str, float] | None = None, missing: str = "ineligible") -> pd.Series:
     """'' for a system that may compete, else why not: its own `excluded` reason (random weights), a required
     capability or an axis without a value ("no tps_per_w"), or a floor it misses ("accuracy_workstation 0% <
     50%"). A system without a value is not eligible — never silently the worst."""
     reasons = []
+    compared = energy_boundary(systems, axes)
     for index in systems.index:
         excluded = str(systems.at[index, "excluded"]) if "excluded" in systems else ""
         if excluded and excluded != "nan":
             reasons.append(excluded)
+            continue
+        theirs = _boundary_of(systems, index)
+        if compared and theirs != compared and _has_energy(systems, index, axes):
+            reasons.append(f"{DIFFERENT_BOUNDARY} ({theirs or 'not stated'}; {', '.join(_energy_axes(axes))} "
+                           f"compared within {compared})")
             continue
         needed = [*requires, *axes] if missing == "ineligible" else list(requires)
         absent = [a for a in dict.fromkeys(needed) if a not in systems or np.isnan(number(systems.at[index, a]))]
@@ -231,37 +275,45 @@ def quality_columns(systems: pd.DataFrame, accuracy: pd.DataFrame,
                     regimes: Mapping[str, Regime] | None = None, items: pd.DataFrame | None = None) -> pd.DataFrame:
     """Add each regime's quality axis to `systems`: accuracy_<regime> = passed ÷ scored pooled over the
     regime's quality tasks, with _lo/_hi (Wilson 95 %, measured rows only), _basis ("measured" by our
-    checkers, or "reported": the paper's pass/fail summary coded 1/0, one per task) and _tasks (how many of
-    the regime's tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note.
+    checkers, GRADED, or "reported": the paper's pass/fail summary coded 1/0, one per task) and _tasks (how many of
+    the tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note.
+
+        GRADED RULE: in a regime with `graded` set, a system with scored graded-set items (basis GRADED) is judged
+        on those sets — every graded set it ran, pooled — instead of the regime's quality tasks: the seeds' tasks
+        stay the paper's tasks (its tables compare on them), the graded sets are the quality axis wherever they
+        were run, and _basis says which one a system's figure is. A set's pass under load (UNDER_LOAD) never
+        counts.
+
     With per-item results (`items`: paired.item_results' long frame), _items holds each system's
-    {(task, item): passed} over the regime's tasks (None without any), which dominance_pairs compares pairwise."""
+    {(task, item): passed} over the same tasks (None without any), which dominance_pairs compares pairwise."""
     out = systems.copy()
-    if items is not None and len(items):
-        for regime in (regimes or {**REGIMES, "all": ALL_REGIME}).values():
-            if regime.quality_axis:
-                out[f"{regime.quality_axis}_items"] = [
-                    paired.outcomes(items, name, regime.quality_tasks) or None for name in out["system"].astype(str)]
     for regime in (regimes or {**REGIMES, "all": ALL_REGIME}).values():
         axis = regime.quality_axis
         if not axis:
             continue
-        values, lows, highs, bases, counts = [], [], [], [], []
+        values, lows, highs, bases, counts, outcome_maps = [], [], [], [], [], []
         for name in out["system"].astype(str):
-            rows = accuracy[(accuracy["system"] == name) & accuracy["task"].isin(regime.quality_tasks)] \
-                if len(accuracy) else accuracy
-            rows = rows[pd.to_numeric(rows["scored"], errors="coerce") > 0] if len(rows) else rows
+            mine = accuracy[accuracy["system"] == name] if len(accuracy) else accuracy
+            mine = mine[pd.to_numeric(mine["scored"], errors="coerce") > 0] if len(mine) else mine
+            graded = mine[mine["basis"] == GRADED] if regime.graded and len(mine) else mine.iloc[0:0]
+            rows = graded if len(graded) else (mine[mine["task"].isin(regime.quality_tasks)] if len(mine) else mine)
+            tasks = tuple(rows["task"].astype(str)) if len(graded) else regime.quality_tasks
+            outcome_maps.append(paired.outcomes(items, name, tasks) or None
+                                if items is not None and len(items) else None)
             if not len(rows):
                 values.append(np.nan), lows.append(np.nan), highs.append(np.nan), bases.append(""), counts.append(0)
                 continue
             passed = float(pd.to_numeric(rows["passed"], errors="coerce").sum())
             scored = float(pd.to_numeric(rows["scored"], errors="coerce").sum())
             basis = "+".join(sorted(set(rows["basis"])))
-            low, high = stats.wilson_interval(int(round(passed)), int(round(scored))) if basis == "measured" \
-                else (np.nan, np.nan)
+            low, high = stats.wilson_interval(int(round(passed)), int(round(scored))) \
+                if basis in ("measured", GRADED) else (np.nan, np.nan)
             values.append(passed / scored), lows.append(low), highs.append(high), bases.append(basis)
             counts.append(int(rows["task"].nunique()))
         out[axis], out[f"{axis}_lo"], out[f"{axis}_hi"] = values, lows, highs
         out[f"{axis}_basis"], out[f"{axis}_tasks"] = bases, counts
+        if items is not None and len(items):
+            out[f"{axis}_items"] = outcome_maps
     return out
 
 

@@ -273,3 +273,125 @@ def level_server_metrics(levels: pd.DataFrame, server: pd.DataFrame | None, task
         for column in LEVEL_SERVER_COLUMNS[1:]:
             out.at[i, column] = number(window.get(column))
     return out
+
+
+# ---- steady-state energy per level ---------------------------------------------------------------------------
+STEADY_COLUMNS = ["steady_s", "steady_energy_j", "steady_tokens", "steady_tokens_per_joule", "steady_reason"]
+STEADY_KIND = "steady"  # the telemetry window kind of a level's steady part (never summed into its task)
+
+
+def spans(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) in ns of every request of a level that went on the wire (failed ones were in flight too)."""
+    start = numeric_column(rows, "start_ns")
+    end = start + numeric_column(rows, "e2e_s").fillna(0) * 1e9
+    keep = (start > 0).to_numpy()
+    return start.to_numpy(dtype=float)[keep], end.to_numpy(dtype=float)[keep]
+
+
+def steady_window(starts: np.ndarray, ends: np.ndarray, target: int) -> tuple[int, int] | None:
+    """STEADY RULE (ML.ENERGY's steady state of a load level): from the first instant the number of requests in
+    flight reaches `target` to the last instant it drops below it (after which the level only drains). A request
+    ending at the instant another starts counts as gone first, so a closed loop's hand-over is no dip that reaches
+    the target early. None when the count never reaches the target."""
+    events = sorted([(float(t), -1) for t in ends] + [(float(t), 1) for t in starts])
+    count, t0, t1 = 0, None, None
+    for when, step in events:
+        before, count = count, count + step
+        if t0 is None and count >= target:
+            t0 = when
+        elif t0 is not None and before >= target > count:
+            t1 = when
+    return (int(t0), int(t1)) if t0 is not None and t1 is not None and t1 > t0 else None
+
+
+def open_loop_window(starts: np.ndarray, ramp_share: float) -> tuple[int, int] | None:
+    """An open-loop level has no concurrency to reach: its steady part runs from the first send after the ramp
+    (the share of sends rate_level leaves out) to the last send, when arrivals stop and it starts to drain."""
+    ordered = np.sort(starts)
+    if len(ordered) < 2:
+        return None
+    first = ordered[min(int(len(ordered) * ramp_share), len(ordered) - 2)]
+    return (int(first), int(ordered[-1])) if ordered[-1] > first else None
+
+
+def tokens_between(rows: pd.DataFrame, t0: int, t1: int) -> float:
+    """Completion tokens received inside [t0, t1]: each token's own stamp (start + TTFT + the ITLs) where the row
+    kept them, else its tokens spread evenly between its first token and its end."""
+    total = 0.0
+    for row in rows[rows["status"] == STATUS_OK].itertuples():
+        start, ttft, e2e, n = number(row.start_ns), number(row.ttft_s), number(row.e2e_s), number(
+            getattr(row, "completion_tokens", np.nan))
+        if np.isnan(start) or np.isnan(ttft) or np.isnan(n) or n <= 0:
+            continue
+        first = start + ttft * 1e9
+        itl = getattr(row, "itl_s", None)
+        if isinstance(itl, (list, tuple)) and len(itl) == int(n) - 1:
+            stamps = first + np.concatenate([[0.0], np.cumsum(np.asarray(itl, dtype=float))]) * 1e9
+            total += float(((stamps >= t0) & (stamps <= t1)).sum())
+            continue
+        end = start + e2e * 1e9 if not np.isnan(e2e) else first
+        if end <= first:
+            total += n if t0 <= first <= t1 else 0.0
+        else:
+            total += n * max(0.0, min(end, t1) - max(first, t0)) / (end - first)
+    return total
+
+
+def _target(row: pd.Series, key: str) -> int | None:
+    """The level's concurrency: the concurrency sweep's level; a rate level's cap when it is closed-loop."""
+    if key == "concurrency":
+        return int(row[key])
+    mode = str(row.get("mode", ""))
+    if mode == "synchronous":
+        return 1
+    if mode == "throughput":
+        return int(number(row.get("max_concurrency")))
+    return None
+
+
+def level_steady(levels: pd.DataFrame, requests: pd.DataFrame, task: str, key: str, telemetry: Any = None,
+                 ramp_share: float = 0.0) -> pd.DataFrame:
+    """Each level's steady-state window (STEADY RULE; open_loop_window for an open-loop rate level), its energy
+    from the telemetry samples in it (telemetry.measure: the window arithmetic every window uses, recorded as a
+    STEADY_KIND window '<level window>:steady'; one recorded earlier — a resumed run — is reused), its tokens
+    (tokens_between) and tokens per joule: steady_s, steady_energy_j, steady_tokens, steady_tokens_per_joule,
+    beside the whole level's figures; steady_reason says why a cell is empty."""
+    out = levels.copy()
+    for column in STEADY_COLUMNS:
+        out[column] = "" if column == "steady_reason" else np.nan
+    rows = measured_rows(requests, task)
+    if out.empty or rows.empty:
+        return out
+    column = "concurrency" if key == "concurrency" else "variant"
+    known = telemetry.windows_frame() if telemetry is not None else pd.DataFrame()
+    for i, level in out.iterrows():
+        mine = rows[rows[column].astype(str) == str(level[key])]
+        starts, ends = spans(mine)
+        target = _target(level, key)
+        window = steady_window(starts, ends, target) if target else open_loop_window(starts, ramp_share)
+        if window is None:
+            out.at[i, "steady_reason"] = (f"in-flight requests never reached {target}" if target
+                                          else "fewer than two sends")
+            continue
+        t0, t1 = window
+        out.at[i, "steady_s"] = (t1 - t0) / 1e9
+        tokens = tokens_between(mine, t0, t1)
+        out.at[i, "steady_tokens"] = tokens
+        name = f"{level_window(task, level[key])}:steady"
+        found = known[(known["window"] == name) & (known["kind"] == STEADY_KIND)] if len(known) else known
+        same = found[(numeric_column(found, "t_start_ns") == t0) & (numeric_column(found, "t_end_ns") == t1)] \
+            if len(found) else found
+        if len(same):
+            measured = same.iloc[-1].to_dict()
+        elif telemetry is not None:
+            measured = telemetry.measure(name, STEADY_KIND, t0, t1)
+        else:
+            out.at[i, "steady_reason"] = "no telemetry"
+            continue
+        energy = number(measured.get("energy_j"))
+        if np.isnan(energy):
+            out.at[i, "steady_reason"] = f"no energy: {measured.get('energy_reason') or 'not measured'}"
+            continue
+        out.at[i, "steady_energy_j"] = energy
+        out.at[i, "steady_tokens_per_joule"] = metrics.tokens_per_joule(tokens, energy)
+    return out

@@ -19,6 +19,10 @@ items are fixed by its seed, so every deployment gets the same ones):
 
 The frontier's quality axis uses these verdicts wherever both deployments have per-item results on the axis's tasks
 (benchlib.analysis.frontier); item_results() builds the long per-item frame from request rows.
+
+Accuracy under load (under_load): one deployment's graded set answered twice — one request at a time, and again
+with N in flight (the task "<set>@c<N>", benchlib.config.tasks.under_load) — is the same comparison with the two
+passes as A and B: "c1 beats c4" means answers got worse under load beyond what chance explains.
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from benchlib.analysis import stats
+from benchlib.config.tasks import load_pass
 from benchlib.records.schema import flag, optional_flag
 
 ALPHA = 0.05  # the exact McNemar test's level, matching the 95 % interval
 ITEM_COLUMNS = ["system", "task", "item", "passed"]
+LOAD_COLUMNS = ["system", "task", "concurrency"]  # + PAIR_COLUMNS, a = the first pass, b = the pass under load
 PAIR_COLUMNS = ["a", "b", "n", "both", "a_only", "b_only", "neither", "accuracy_a", "accuracy_b", "difference",
                 "difference_lo", "difference_hi", "p_value", "verdict"]
 
@@ -178,3 +184,30 @@ def winner_matrix(outcome_maps: Sequence[object]) -> np.ndarray:
             if result.n:
                 matrix[i, j], matrix[j, i] = result.winner, -result.winner
     return matrix
+
+
+ALL_SETS = "all sets"  # under_load's pooled row: every set the system answered under load, items together
+
+
+def under_load(items: pd.DataFrame) -> pd.DataFrame:
+    """Per system and graded set answered both one at a time and under load ("<set>@c<N>"): the two passes compared
+    on their shared items (A = "c1", B = "c<N>"), one row each (LOAD_COLUMNS + PAIR_COLUMNS), then per system and
+    concurrency one ALL_SETS row pooling those sets' items (where a single set has too few items to tell)."""
+    rows = []
+    if not len(items):
+        return pd.DataFrame(columns=LOAD_COLUMNS + PAIR_COLUMNS)
+    pooled: dict[tuple[str, int], tuple[dict, dict]] = {}
+    for (system, task), group in items.groupby(["system", "task"], sort=False):
+        base, level = load_pass(str(task))
+        if level == 1:
+            continue
+        first = outcomes(items[items["task"] == base], str(system))
+        loaded = {(base, item): ok for (_, item), ok in outcomes(group, str(system)).items()}
+        rows.append({"system": system, "task": base, "concurrency": level,
+                     **asdict(compare(first, loaded, "c1", f"c{level}"))})
+        both = pooled.setdefault((str(system), level), ({}, {}))
+        both[0].update(first), both[1].update(loaded)
+    for (system, level), (first, loaded) in pooled.items():
+        rows.append({"system": system, "task": ALL_SETS, "concurrency": level,
+                     **asdict(compare(first, loaded, "c1", f"c{level}"))})
+    return pd.DataFrame(rows, columns=LOAD_COLUMNS + PAIR_COLUMNS)

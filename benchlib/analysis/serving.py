@@ -1,6 +1,6 @@
 """Serving figures of the rate sweep from its request rows: the steady-state window, offered / sent / achieved
 rates, throughput, latency percentiles, goodput under the SLOs, scheduling accuracy, the rates between
-synchronous and throughput, and the highest rate that meets the SLOs.
+synchronous and throughput, the highest rate that meets the SLOs, over-saturation, and the search for that rate.
 
 STEADY-STATE RULE. A level's sends span [S, E] (first and last wire start). Its measurement window is
 [S + ramp_share × (E − S), E]: the first `ramp_share` of the send period is ramp-up (the server fills its
@@ -21,12 +21,42 @@ tpot_ms (a one-token answer has no TPOT and meets it), its largest inter-token g
 slo_met_share = measured requests meeting them ÷ measured requests (failures count against it); goodput_rps
 = achieved_rps × slo_met_share; goodput_tps = completion tokens of those requests ÷ window length. A level meets
 the SLOs when slo_met_share ≥ slo.attainment (default 90 %). The highest SLO-meeting rate is the largest
-rate_rps of a level that meets them (rate_rps: the offered rate of an open-loop level, the achieved rate of a
-closed-loop one, which sends as fast as it completes).
+rate_rps of a level that meets them and is not oversaturated (OVERSATURATION RULE; rate_rps: the offered rate
+of an open-loop level, the achieved rate of a closed-loop one, which sends as fast as it completes).
 
 SCHEDULE RULE. An open-loop level is `client_bound` (one client process could not hold its schedule) when its
 schedule lag p99 (the maximum below 100 requests) exceeds min(5 ms, half the mean gap between arrivals):
-then the server saw a different arrival process than the one asked for.
+then the server saw a different arrival process than the one asked for. A level sent by several workers
+(benchlib.measure.workers) is judged on the lag of all its requests; `worker_lag_ms` gives each worker's
+p50/p99 (p99: the maximum below 100 requests), worker 0 first.
+
+OVERSATURATION RULE. An open-loop level is `oversaturated` (its queue kept growing: run longer, it would fail
+any latency SLO) when, over the steady window's successful requests ordered by arrival (the instant each was due;
+at least OVERSATURATION_MIN of them), both
+    the delay to the first token (queue_wait_s + ttft_s: what an arrival waited for, at the client's slot cap
+    or in the server's queue) and
+    the in-flight count at each arrival (requests of the level due before it and not yet finished)
+rise with arrival time: Kendall's tau > 0 with a one-sided p-value below OVERSATURATION_P (0.01; scipy.stats
+.kendalltau, alternative="greater"), and the delay's least-squares line rises across the window by more than
+OVERSATURATION_RISE (0.5) × the window's median delay, so a statistically sure but tiny drift on a long level is
+not flagged. A level that is not oversaturated can still fail its SLOs; one that is never counts as meeting them
+in the highest SLO-meeting rate or the search.
+
+SEARCH RULE (sweep.rate.search). Bisection for the highest offered rate that passes: meets the SLOs and is not
+oversaturated. A client_bound level still counts by its outcome (on a shared box the flag often comes from the
+loop lag other jobs cause while the arrivals stay close to the schedule: compare its sent_rps with the offered
+rate); the flag stays on the level for the reader, and more workers (sweep.rate.workers) lift a real limit.
+The bracket is [synchronous rate, throughput rate] from the two closed-loop levels (widened as in SWEEP RATES when
+the server gains nothing from concurrency). When the synchronous level itself fails the SLOs (one request at a
+time is the best latency a server gives) the search runs no level: no rate meets them. Step 1 offers the top of the bracket; while every level so far
+passed (a closed loop can under-measure what the server sustains), the next offers SEARCH_GROW (1.5) × the
+highest. Once one failed, each step offers the midpoint of [highest passing rate below the lowest failing one
+(or the bracket's bottom), lowest failing rate], rounded to 3 significant figures. The search stops when
+failing − passing ≤ precision × failing (the answer is then within `precision` of the limit, relative), when
+max_levels levels ran, or when the midpoint rounds to a rate already offered. The answer (`search_rate_rps`) is
+that highest passing rate, NaN when none passed; `search_bound_rps` is the lowest failing rate (the limit lies
+between them; NaN when none failed: the limit is above the answer); `search_levels` counts the open-loop levels
+the search ran. Each search level records its `search_step` (1, 2, …) in sweep_rate.csv.
 
 SWEEP RATES. Like GuideLLM's sweep: `points` rates evenly spaced strictly between the synchronous level's and
 the throughput level's achieved request rates. When throughput is under 1.2 × synchronous (a server that
@@ -39,6 +69,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scipy_stats
 
 from benchlib.config import metrics
 from benchlib.analysis import stats
@@ -61,7 +92,19 @@ SYNC, THROUGHPUT = "sync", "throughput"
 FLAT_GAIN = 1.2  # throughput below this × synchronous: widen the sweep's span (SWEEP RATES)
 
 
+SEARCH_GROW = 1.5  # while every searched level passed, the next offers this × the highest (SEARCH RULE)
+
+
 SCHEDULE_LAG_MS = CLIENT_LAG_P99_MS  # schedule lag p99 above min(this, half the mean gap): client-bound
+
+
+OVERSATURATION_P = 0.01  # one-sided Kendall p-value both trends must be below (OVERSATURATION RULE)
+
+
+OVERSATURATION_RISE = 0.5  # the delay's fitted rise across the window, in medians, that counts as a real one
+
+
+OVERSATURATION_MIN = 20  # fewer requests in the window: no trend test
 
 
 NS = 1e9
@@ -74,7 +117,8 @@ RATE_COLUMNS = (["run_id", "host", "model", "server_software", "level", "mode", 
                  "slo_met", "slo_met_share", "goodput_rps", "goodput_tps", "meets_slo", "schedule_lag_p50_ms",
                  "schedule_lag_p99_ms", "schedule_lag_max_ms", "queue_wait_p50_ms", "queue_wait_max_ms",
                  "prompt_tokens_mean", "prompt_exact_share", "output_tokens_mean", "cached_tokens_mean",
-                 "resumed"] + HEALTH_COLUMNS)
+                 "resumed", "workers", "worker_lag_ms", "oversaturated", "oversaturation", "search_step"]
+               + HEALTH_COLUMNS)
 
 
 def level_name(rate: float) -> str:
@@ -158,6 +202,55 @@ def schedule_bound(lag_ms: pd.Series, offered_rps: float) -> str:
     return f"schedule lag {name} {figure:.2f} ms > {limit:.2f} ms" if figure > limit else ""
 
 
+def oversaturation(rows: pd.DataFrame, w0: float, w1: float) -> str:
+    """The OVERSATURATION RULE's reason ('' when the level's queue did not keep growing, or too few requests)."""
+    start = numeric_column(rows, "start_ns")
+    due = numeric_column(rows, "scheduled_ns") if "scheduled_ns" in rows else pd.Series(np.nan, index=rows.index)
+    arrive = due.where(due > 0, start)
+    end = start + numeric_column(rows, "e2e_s").fillna(0) * NS
+    sent = (start > 0) & arrive.notna()
+    if not sent.any() or not w1 == w1:
+        return ""
+    arrivals, ends = np.sort(arrive[sent].to_numpy(float)), np.sort(end[sent].to_numpy(float))
+    ok = sent & (rows["status"] == STATUS_OK) & (start >= w0) & (start <= w1) & numeric_column(rows, "ttft_s").notna()
+    if int(ok.sum()) < OVERSATURATION_MIN:
+        return ""
+    at = arrive[ok].to_numpy(float)
+    order = np.argsort(at)
+    at = at[order]
+    wait = numeric_column(rows.loc[ok], "queue_wait_s").fillna(0).to_numpy(float)
+    delay = (numeric_column(rows.loc[ok], "ttft_s").to_numpy(float) + wait)[order]
+    in_flight = np.searchsorted(arrivals, at, "right") - np.searchsorted(ends, at, "right")
+    t = (at - at[0]) / NS
+    if not t[-1] > 0:
+        return ""
+    tau_d, p_d = scipy_stats.kendalltau(t, delay, alternative="greater")
+    tau_f, p_f = scipy_stats.kendalltau(t, in_flight, alternative="greater")
+    rise = float(np.polyfit(t, delay, 1)[0] * t[-1])
+    median = float(np.median(delay))
+    if p_d < OVERSATURATION_P and p_f < OVERSATURATION_P and rise > OVERSATURATION_RISE * median:
+        return (f"delay to first token and in-flight count rise through the window (Kendall tau {tau_d:.2f}, "
+                f"p {p_d:.1g}; tau {tau_f:.2f}, p {p_f:.1g}; fitted rise {rise * 1000:.0f} ms over a median "
+                f"{median * 1000:.0f} ms)")
+    return ""
+
+
+def worker_lags(rows: pd.DataFrame, workers: int) -> str:
+    """Each worker's schedule lag 'p50/p99' ms, worker 0 first (benchlib.measure.workers WORKER SPLIT: request
+    `repeat` went to worker repeat mod workers; p99 is the maximum below 100 requests, as in the SCHEDULE RULE);
+    '' for one worker."""
+    if workers <= 1 or "repeat" not in rows:
+        return ""
+    lag_ms = numeric_column(rows, "schedule_lag_s") * 1000
+    worker = numeric_column(rows, "repeat").fillna(-1).astype(int) % workers
+    parts = []
+    for k in range(workers):
+        mine = lag_ms[worker == k].dropna().to_numpy()
+        top = stats.percentile(mine, 0.99) if len(mine) >= 100 else (mine.max() if len(mine) else np.nan)
+        parts.append(f"{stats.percentile(mine, 0.5):.2f}/{top:.2f}" if len(mine) else "-")
+    return "; ".join(parts)
+
+
 def rate_level(rows: pd.DataFrame, plan: dict[str, Any], slo: SloParams, ramp_share: float) -> dict[str, Any]:
     """One level's serving figures from its rows (every request of the level, warm-ups excluded)."""
     w0, w1, rule = steady_window(rows, ramp_share)
@@ -201,7 +294,11 @@ def rate_level(rows: pd.DataFrame, plan: dict[str, Any], slo: SloParams, ramp_sh
            if (prompt.notna() & target.notna()).any() else np.nan,  # where the server reported prompt tokens
            "output_tokens_mean": float(numeric_column(ok_in, "completion_tokens").mean()) if len(ok_in) else np.nan,
            "cached_tokens_mean": float(numeric_column(ok_in, "cached_tokens").mean()) if len(ok_in) else np.nan,
-           "resumed": bool(plan.get("resumed", False))}
+           "resumed": bool(plan.get("resumed", False)), "workers": int(plan.get("workers") or 1),
+           "worker_lag_ms": worker_lags(rows, int(plan.get("workers") or 1)),
+           "search_step": plan.get("search_step", np.nan)}
+    reason = oversaturation(rows, w0, w1) if offered == offered else ""
+    row["oversaturated"], row["oversaturation"] = bool(reason), reason
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
         for q in (50, 99):
             row[f"{metric}_p{q}"] = stats.percentile(numeric_column(ok_in, metric).dropna().to_numpy(), q / 100)
@@ -243,11 +340,81 @@ def sweep_rates(sync_rps: float, throughput_rps: float, points: int) -> list[flo
     return sorted({float(f"{r:.3g}") for r in rates})
 
 
+def flags(levels: pd.DataFrame, column: str) -> pd.Series:
+    """A boolean column of a levels frame read back from CSV (absent: all False)."""
+    if column not in levels:
+        return pd.Series(False, index=levels.index)
+    return levels[column].map(flag).astype(bool)
+
+
+def passes(levels: pd.DataFrame) -> pd.Series:
+    """Per level: meets the SLOs and is not oversaturated (SEARCH RULE)."""
+    return flags(levels, "meets_slo") & ~flags(levels, "oversaturated")
+
+
+def search_bracket(sync_rps: float, throughput_rps: float) -> tuple[float, float]:
+    """(bottom, top) of the search (SEARCH RULE); NaNs without both closed-loop rates."""
+    if not (sync_rps > 0 and throughput_rps > 0):
+        return np.nan, np.nan
+    if throughput_rps < FLAT_GAIN * sync_rps:
+        return 0.5 * throughput_rps, FLAT_GAIN * throughput_rps
+    return sync_rps, throughput_rps
+
+
+def search_outcome(tried: list[tuple[float, bool]]) -> tuple[float, float]:
+    """(answer, bound): the lowest failing rate offered, and the highest passing one below it (NaN when none)."""
+    failing = [rate for rate, ok in tried if not ok]
+    bound = min(failing) if failing else np.nan
+    passed = [rate for rate, ok in tried if ok and not rate >= bound]
+    return (max(passed) if passed else np.nan), bound
+
+
+def search_next(sync_rps: float, throughput_rps: float, tried: list[tuple[float, bool]], precision: float,
+                max_levels: int, sync_passes: bool = True) -> dict[str, Any]:
+    """The search's state after the levels `tried` ((offered rate, passed) in the order run): the next rate to
+    offer (None when it stops), the bracket, the answer so far and why it stopped (SEARCH RULE)."""
+    low, top = search_bracket(sync_rps, throughput_rps)
+    answer, bound = search_outcome(tried)
+    low = max(low, answer) if answer == answer else low
+    state = {"next": None, "low": low, "high": bound, "answer": answer, "levels": len(tried), "reason": ""}
+    if low != low:
+        return {**state, "reason": "no synchronous and throughput rates to bracket the search"}
+    if not sync_passes:
+        return {**state, "reason": "the synchronous level fails the SLOs: no offered rate can meet them"}
+    if len(tried) >= max_levels:
+        return {**state, "reason": f"max_levels ({max_levels}) levels ran"}
+    if not tried:
+        return {**state, "next": float(f"{top:.3g}")}
+    if bound != bound:  # every level passed: the limit lies above them
+        return {**state, "next": float(f"{max(r for r, _ in tried) * SEARCH_GROW:.3g}")}
+    if bound - low <= precision * bound:
+        return {**state, "reason": f"bracket within precision: {low:g}–{bound:g} req/s"}
+    rate = float(f"{(low + bound) / 2:.3g}")
+    if any(rate == r for r, _ in tried) or not low < rate < bound:
+        return {**state, "reason": f"the next midpoint rounds to a rate already bracketed ({low:g}–{bound:g} req/s)"}
+    return {**state, "next": rate}
+
+
+def search_figures(levels: pd.DataFrame) -> dict[str, float]:
+    """search_rate_rps and search_bound_rps (search_outcome over the searched levels) and search_levels; NaNs
+    when the sweep did not search."""
+    none = {"search_rate_rps": np.nan, "search_bound_rps": np.nan, "search_levels": np.nan}
+    if levels is None or levels.empty or "search_step" not in levels:
+        return none
+    searched = levels[numeric_column(levels, "search_step").notna()]
+    if searched.empty:
+        return none
+    answer, bound = search_outcome(list(zip(numeric_column(searched, "rate_rps"), passes(searched))))
+    return {"search_rate_rps": answer, "search_bound_rps": bound, "search_levels": float(len(searched))}
+
+
 def max_slo_rate(levels: pd.DataFrame) -> tuple[float, str]:
-    """(rate_rps, level) of the highest-rate level that meets the SLOs; (NaN, '') when none does."""
+    """(rate_rps, level) of the highest-rate level that meets the SLOs and is not oversaturated; (NaN, '') when
+    none does."""
     if levels is None or levels.empty or "meets_slo" not in levels:
         return np.nan, ""
-    good = levels[levels["meets_slo"].map(flag) & numeric_column(levels, "rate_rps").notna()]
+    good = levels[levels["meets_slo"].map(flag) & ~flags(levels, "oversaturated")
+                  & numeric_column(levels, "rate_rps").notna()]
     if good.empty:
         return np.nan, ""
     best = good.loc[numeric_column(good, "rate_rps").idxmax()]
@@ -255,9 +422,11 @@ def max_slo_rate(levels: pd.DataFrame) -> tuple[float, str]:
 
 
 def serving_figures(levels: pd.DataFrame) -> dict[str, float]:
-    """What the rate sweep gives the frontier: the highest SLO-meeting rate and the best goodput (tok/s, req/s)."""
+    """What the rate sweep gives the frontier: the highest SLO-meeting rate and the best goodput (tok/s, req/s),
+    and the search's answer when it ran (search_figures)."""
     rate, _ = max_slo_rate(levels)
     has = levels is not None and len(levels) > 0
     return {"max_slo_rate_rps": rate,
             "goodput_tps": float(numeric_column(levels, "goodput_tps").max()) if has else np.nan,
-            "goodput_rps": float(numeric_column(levels, "goodput_rps").max()) if has else np.nan}
+            "goodput_rps": float(numeric_column(levels, "goodput_rps").max()) if has else np.nan,
+            **search_figures(levels)}

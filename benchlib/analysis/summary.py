@@ -31,12 +31,13 @@ TOKEN_METRICS = ("decode_tps", "tpot_s", "prefill_tps")  # computed from the ser
 COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup",
                  "n_implausible"]
 SUMMARY_COLUMNS = (COUNT_COLUMNS + [f"{m}_{s}" for m in STAT_METRICS for s in STATS]
-                   + ["completion_tokens_sum", "accuracy", "accuracy_lo", "accuracy_hi", "score_mean", "n_echo",
+                   + ["checker", "completion_tokens_sum", "accuracy", "accuracy_lo", "accuracy_hi", "score_mean", "n_echo",
                       "error_rate", "valid", "failures", "percentile_note", "note"])
 # Telemetry window columns carried into the summary (all optional).
 WINDOW_COLUMNS = ("duration_s", "energy_j", "net_energy_j", "avg_power_w", "peak_power_w", "idle_power_w",
                   "temp_avg_c", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes", "throttle_seen",
-                  "tokens_per_joule", "joules_per_token", "tps_per_w", "efficiency_reason")
+                  "tokens_per_joule", "joules_per_token", "tps_per_w", "efficiency_reason", "energy_boundary",
+                  "idle_subtracted")
 
 
 def _passed(value: Any) -> float:
@@ -132,6 +133,8 @@ def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[
     tokens = pd.to_numeric(counted["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in counted \
         else pd.Series(dtype=float)
     row["completion_tokens_sum"] = float(tokens.sum()) if len(tokens) else np.nan
+    checkers = [c for c in ok["checker"].dropna().astype(str) if c] if "checker" in ok else []
+    row["checker"] = checkers[0] if checkers else ""
     row["accuracy"] = row["n_passed"] / row["n_scored"] if row["n_scored"] else np.nan
     row["accuracy_lo"], row["accuracy_hi"] = stats.wilson_interval(row["n_passed"], row["n_scored"])
     row["n_echo"] = int(ok["echo"].map(flag).sum()) if "echo" in ok else 0
@@ -283,6 +286,9 @@ def _combine_windows(group: pd.DataFrame) -> dict[str, Any]:
         row[column] = float(values.mean()) if len(values) else np.nan
     if "throttle_seen" in group:
         row["throttle_seen"] = "; ".join(sorted({str(v) for v in group["throttle_seen"].dropna() if str(v)}))
+    if "energy_boundary" in group:  # what the joules cover (telemetry/boundary); two at once stay visible as such
+        row["energy_boundary"] = " | ".join(sorted({str(v) for v in group["energy_boundary"].dropna() if str(v)}))
+        row["idle_subtracted"] = False if not np.isnan(row["energy_j"]) else pd.NA  # energy_j is gross
     if len(group) == 1:
         for column in ("tokens_per_joule", "joules_per_token", "tps_per_w"):
             row[column] = peak(column)
@@ -293,7 +299,7 @@ def _combine_windows(group: pd.DataFrame) -> dict[str, Any]:
 
 def _efficiency(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
-    for column in ("tokens_per_joule", "joules_per_token", "tps_per_w"):
+    for column in ("tokens_per_joule", "joules_per_token", "joules_per_correct", "tps_per_w"):
         if column not in out:
             out[column] = np.nan
     energy = pd.to_numeric(out.get("energy_j"), errors="coerce")
@@ -305,6 +311,9 @@ def _efficiency(frame: pd.DataFrame) -> pd.DataFrame:
     out["tokens_per_joule"] = out["tokens_per_joule"].fillna(metrics.tokens_per_joule(tokens, energy))
     out["joules_per_token"] = out["joules_per_token"].fillna(metrics.joules_per_token(tokens, energy))
     out["tps_per_w"] = out["tps_per_w"].fillna(metrics.tps_per_watt(tps, power))
+    if "n_passed" in out:
+        passed = pd.to_numeric(out["n_passed"], errors="coerce")
+        out["joules_per_correct"] = out["joules_per_correct"].fillna(metrics.joules_per_correct(passed, energy))
     if "mem_peak_bytes" in out:
         out["mem_peak_gb"] = pd.to_numeric(out["mem_peak_bytes"], errors="coerce") / 1e9
     return out

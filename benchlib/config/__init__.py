@@ -1,6 +1,6 @@
-"""The config layer: what a run is told before it starts — paths, params files, task definitions (graded sets'
-items drawn from their libraries: graded) and the metric registry (every metric declared once: name, unit,
-direction, how it is computed).
+"""The config layer: what a run is told before it starts — paths, params files (params; the sections' common base:
+sections; the load workloads' sections: workload_params), task definitions (graded sets' items drawn from their
+libraries: graded) and the metric registry (every metric declared once: name, unit, direction, how it is computed).
 
 May import: nothing from benchlib outside this folder.
 """

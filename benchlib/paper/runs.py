@@ -18,6 +18,7 @@ from benchlib.analysis import summary as analysis
 from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline, weights
+from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.params import NOTEBOOK_ORDER
@@ -94,14 +95,17 @@ class Runs:
 
 META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "accelerator", "cpu", "memory_gb",
                 "memory_bandwidth_gbs", "bandwidth_source", "power_envelope_w", "unified_memory", "server_kind",
-                "server_software", "server_version", "quantization", "active_params_b", "total_params_b", "bytes_per_param",
+                "server_api", "server_software", "server_version", "quantization", "active_params_b", "total_params_b",
+                "bytes_per_param",
                 "bytes_per_param_source", "weights_read_gb", "weights_file",
                 "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
-                "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds"]
+                "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds",
+                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error"]
 
 
 REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup",
-                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed"]
+                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed",
+                "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
 
 
 def suite_dirs(root: Path) -> tuple[list[Path], list[str]]:
@@ -268,7 +272,8 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "hardware": str(host_p.get("hardware") or ""), "accelerator": str(host_p.get("accelerator") or ""),
         "cpu": str(manifest.get("cpu") or ""), "memory_gb": number(host_p.get("memory_gb")),
         "power_envelope_w": number(host_p.get("power_envelope_w")), "unified_memory": bool(host_p.get("unified_memory")),
-        "server_kind": str(server_p.get("kind") or ""), "server_software": software, "server_version": str(version),
+        "server_kind": str(server_p.get("kind") or ""), "server_api": str(server_p.get("api") or "chat"),
+        "server_software": software, "server_version": str(version),
         **roofline.run_inputs(host_p, server_p),
         "bytes_per_param_source": ("declared (server.bytes_per_param)" if server_p.get("bytes_per_param") is not None
                                    else "quantization table (server.quantization)"),
@@ -290,7 +295,16 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "mem_source": ", ".join(mem_sources),
         "git_commit": str(manifest.get("git_commit") or ""),
         "path": ", ".join(sorted(entry["paths"])),
+        **_client_error(manifest.get("client_calibration")),
     }
+
+
+def _client_error(recorded: Any) -> dict[str, Any]:
+    """The client's calibrated TTFT and ITL error (p99 ms, measure/calibration) the run's manifest recorded."""
+    recorded = recorded if isinstance(recorded, Mapping) else {}
+    return {"client_ttft_err_p99_ms": number((recorded.get("ttft_ms") or {}).get("p99")),
+            "client_itl_err_p99_ms": number((recorded.get("itl_ms") or {}).get("p99")),
+            "client_error": calibration.error_note(dict(recorded))}
 
 
 WEIGHTS_CACHE = "weights.json"  # under cache_dir(): GGUF tensor tables read once per file (path, size, mtime)

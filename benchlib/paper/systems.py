@@ -10,6 +10,7 @@ import pandas as pd
 
 from benchlib.analysis import deployments
 from benchlib.measure import bandwidth
+from benchlib.measure.telemetry import boundary
 from benchlib.analysis import frontier, paired
 from benchlib.config import metrics
 from benchlib.published import reference
@@ -21,6 +22,10 @@ from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
 from benchlib.records.schema import flag, number
 from benchlib.config.tasks import load_tasks
+
+
+# why a speech model (server.api transcription) is on no frontier and no roofline: the audio table compares it
+SPEECH_MODEL = "a speech model: transcripts only (see the Transcription table)"
 
 
 def task_catalog() -> pd.DataFrame:
@@ -60,7 +65,8 @@ SYSTEM_COLUMNS = ["system", "model", "host", "server", "source", "hardware", "qu
                   "vision_decode_tps", "asr_decode_tps", "short_qa_decode_tps", "short_qa_output_tokens", "asr_e2e_s",
                   "avg_e2e_s",
                   "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "goodput_tps",
-                  "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note", "excluded"]
+                  "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note", "excluded", "client_error",
+                  "energy_boundary", "idle_subtracted"]
 # each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage
 QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
                    if r.quality_axis
@@ -71,7 +77,8 @@ QUALITY_ITEM_COLUMNS = [f"{r.quality_axis}_items" for r in [*frontier.REGIMES.va
                         if r.quality_axis]
 SYSTEM_COLUMNS += QUALITY_COLUMNS + QUALITY_ITEM_COLUMNS
 TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "server", "source", "hardware", "quantization", "bandwidth_source",
-                       "memory_kind", "energy_note", "serving_basis", "excluded",
+                       "memory_kind", "energy_note", "serving_basis", "excluded", "client_error",
+                       "energy_boundary",
                        *[c for c in QUALITY_COLUMNS if c.endswith("_basis")], *QUALITY_ITEM_COLUMNS)
 
 
@@ -87,6 +94,12 @@ def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
     systems["memory_kind"] = "observed baseline (paper §6)"
     systems["energy_note"] = "tok/s/W recomputed as average throughput ÷ average inference power (§6)"
     systems["bytes_per_param"] = systems["quantization"].map(roofline.bytes_per_param)
+    # what each platform's power figure covers, in the paper's own words (§3 'average GPU draw'); idle is in it
+    power_text = {host: str(g.loc[g["metric"] == "avg_power", "value_text"].iloc[0])
+                  for host, g in rows[rows["section"].str.startswith("§3")].groupby("host")
+                  if (g["metric"] == "avg_power").any()}
+    systems["energy_boundary"] = [boundary.published_boundary(power_text.get(h, "")) for h in systems["host"]]
+    systems["idle_subtracted"] = [False if b else math.nan for b in systems["energy_boundary"]]
     return systems.reindex(columns=SYSTEM_COLUMNS)
 
 
@@ -135,7 +148,8 @@ def run_systems(runs: Runs) -> pd.DataFrame:
             "source": THIS_RUN,
             "server": f"{info.get('server_software', '')} {info.get('server_version', '')}".strip(),
             # a random-weights checkpoint measures payloads and timings, not a deployment anyone would choose
-            "excluded": "random weights (timings only)" if info.get("weights") == "random" else "",
+            "excluded": "random weights (timings only)" if info.get("weights") == "random" else
+            SPEECH_MODEL if info.get("server_api") == "transcription" else "",
             "hardware": info.get("hardware", "") or info.get("cpu", ""),
             "quantization": info.get("quantization", ""),
             "memory_bandwidth_gbs": info.get("memory_bandwidth_gbs", math.nan),
@@ -150,10 +164,23 @@ def run_systems(runs: Runs) -> pd.DataFrame:
             "memory_kind": _memory_kind(info.get("mem_source", "")),
             "energy_note": (f"no energy: {info.get('energy_reason')}" if info.get("energy_reason") else
                             "tok/s/W = average decode tok/s ÷ mean task-window power; tok/J = tokens ÷ window energy"),
+            "client_error": info.get("client_error", ""),  # measure/calibration, from the run's manifest
+            **_energy_boundary(runs, row["host"], row["model"]),
             **_sweep_figures(runs, row["host"], row["model"]),
         })
         out.append(row)
     return pd.DataFrame(out).reindex(columns=SYSTEM_COLUMNS)
+
+
+def _energy_boundary(runs: Runs, host: str, model: str) -> dict[str, Any]:
+    """What the run's task-window joules cover (telemetry/boundary); several at once are listed, joined by ' | '."""
+    wins = runs.windows
+    if wins.empty or "energy_boundary" not in wins:
+        return {"energy_boundary": "", "idle_subtracted": math.nan}
+    task = wins["kind"].eq("task") if "kind" in wins else True
+    mine = wins[(wins["host"] == host) & (wins["model"] == model) & task]
+    found = sorted({str(b) for b in mine["energy_boundary"].dropna() if str(b)})
+    return {"energy_boundary": " | ".join(found), "idle_subtracted": False if found else math.nan}
 
 
 def _memory_kind(source: str) -> str:
@@ -192,6 +219,29 @@ def run_avg_power(runs: Runs, host: str) -> float:
     mine = runs.summary[runs.summary["host"] == host] if len(runs.summary) else runs.summary
     power = pd.to_numeric(mine.get("avg_power_w", pd.Series(dtype=float)), errors="coerce").dropna()
     return float(power.mean()) if len(power) else math.nan
+
+
+def run_telemetry_source(runs: Runs, host: str) -> str:
+    """Where a host's telemetry came from, from its windows: "local", "agent on titan", "exporters on beast", or
+    "none (server on X)" when the server was elsewhere and nothing sampled it. Windows from before the source
+    was recorded were sampled locally."""
+    wins = runs.windows
+    mine = wins[wins["host"] == host] if len(wins) and "host" in wins else pd.DataFrame()
+    if not len(mine):
+        return ""
+    labels = []
+    for row in mine.drop_duplicates(["telemetry_source", "telemetry_host"]).itertuples() \
+            if "telemetry_source" in mine else []:
+        reason = str(getattr(row, "energy_reason", "") or "")
+        source = str(row.telemetry_source or "") if isinstance(row.telemetry_source, str) else ""
+        where = str(row.telemetry_host) if isinstance(row.telemetry_host, str) and row.telemetry_host else ""
+        if reason.endswith("no telemetry source for it"):
+            labels.append(f"none ({reason.split(':', 1)[0]})")
+        elif source and source != "local":
+            labels.append(f"{source} on {where}" if where else source)
+        else:
+            labels.append("local")
+    return "; ".join(dict.fromkeys(labels)) or "local"
 
 
 def run_peak_temp(runs: Runs, host: str) -> str:
@@ -322,6 +372,7 @@ def roofline_points(ref: pd.DataFrame, runs: Runs, systems: pd.DataFrame) -> pd.
         frames.append(_bandwidth_blog_points(ref))
     if len(seed_rows(ref, "004")):
         frames.append(_quantization_blog_points(ref))
+    ours = ours[ours["excluded"].astype(str) != SPEECH_MODEL]  # it decodes no tokens: no point on a roofline
     if len(ours):
         frames.append(_our_points(ours, runs))
     if not frames:

@@ -21,6 +21,7 @@ from benchlib.paper.settings import NO_RUNS, THIS_RUN, shown_path
 from benchlib.paper.systems import (
     run_avg_power,
     run_peak_temp,
+    run_telemetry_source,
     run_systems_memory,
     servers_of,
     system_order,
@@ -119,13 +120,15 @@ def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
                      "idle_power_w": row.idle_power_w,
                      "inference_power_w": run_avg_power(runs, row.host),
                      "inference_power": "", "peak_temp": run_peak_temp(runs, row.host),
+                     "telemetry_source": run_telemetry_source(runs, row.host),
                      "note": "; ".join(n for n in (
                          f"bandwidth: {bandwidth.LABELS.get(row.bandwidth_source, row.bandwidth_source)}"
                          if bandwidth_known else "bandwidth unknown (none declared, measured or from NVML)",
                          f"no energy: {row.energy_reason}" if row.energy_reason else "") if n)})
     data = pd.DataFrame(rows, columns=["host", "source", "hardware", "architecture", "memory", "memory_bandwidth_gbs",
                                        "tdp_w", "idle_power_w", "inference_power_w", "inference_power", "peak_temp",
-                                       "note"])
+                                       "telemetry_source", "note"])
+    data["telemetry_source"] = data["telemetry_source"].fillna("")
     display = data.copy()
     display["memory_bandwidth_gbs"] = [
         fmt(v, ".0f") if not math.isnan(v) else ("bandwidth unknown" if s == THIS_RUN else "–")
@@ -136,12 +139,15 @@ def platform_table(ref: pd.DataFrame, runs: Runs) -> Table:
                                                                                 data["inference_power_w"])]
     display = display.drop(columns=["inference_power"]).rename(columns={
         "memory_bandwidth_gbs": "memory bandwidth (GB/s)", "tdp_w": "TDP / envelope (W)", "idle_power_w": "idle (W)",
-        "inference_power_w": "inference power (W)", "peak_temp": "peak temp (°C)"})
+        "inference_power_w": "inference power (W)", "peak_temp": "peak temp (°C)",
+        "telemetry_source": "telemetry source"})
     display["source"] = display["source"].map(source_label)
     return Table("platform", "Hardware platforms (000 §3, 002 and 004 hosts, our hosts)", data, display,
                  caption="Memory bandwidth sets the decode ceiling (see the roofline); power and temperature as "
                          "reported. Our host's bandwidth: the params' figure, else NVML's theoretical one on a GPU, "
-                         "else the measured read bandwidth of the machine (the note says which).")
+                         "else the measured read bandwidth of the machine (the note says which). Telemetry source: "
+                         "where our power, temperature and memory were sampled (local: the client's own host; agent "
+                         "or exporters: on the server's host; none: the server was elsewhere and nothing sampled it).")
 
 
 def _cell(row: pd.Series | None, spec: str, with_sd: bool = False, source: str = THIS_RUN) -> str:
@@ -231,7 +237,22 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
                          "where the paper says so, that the answer was truncated); accuracy (measured) is passed ÷ "
                          "scored requests by the task's checker, after echoed prompt text is cut. TTFT appears for "
                          "our runs only. Our average excludes the quality suite, as the paper averages its speed "
-                         "tasks.")
+                         "tasks." + client_error_note(systems))
+
+
+def client_error_note(systems: pd.DataFrame) -> str:
+    """' Client error ±x ms TTFT, ±y ms ITL (p99, calibrated on this host): <system>; …' from each run's manifest
+    (measure/calibration); "" when no run recorded one."""
+    if "client_error" not in systems:
+        return ""
+    notes: dict[str, list[str]] = {}
+    for row in systems.itertuples():
+        if isinstance(row.client_error, str) and row.client_error:
+            notes.setdefault(row.client_error, []).append(str(row.system))
+    if not notes:
+        return ""
+    parts = [f"{note[0].upper()}{note[1:]}: {', '.join(names)}" for note, names in notes.items()]
+    return " " + "; ".join(parts) + "."
 
 
 def _latency_accuracy_cell(metric: str, row: pd.Series | None, spec: str, source: str, truncated: bool) -> str:
@@ -270,7 +291,8 @@ def _average_latency_row(order: list[tuple[str, str]], servers: dict[tuple[str, 
 
 def memory_power_table(systems: pd.DataFrame) -> Table:
     columns = ["system", "source", "memory_gb", "memory_kind", "avg_power_w", "peak_power_w", "avg_temp_c",
-               "peak_temp_c", "avg_decode_tps", "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "energy_note"]
+               "peak_temp_c", "avg_decode_tps", "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "energy_note",
+               "energy_boundary", "idle_subtracted"]
     data = systems.reindex(columns=columns).copy()
     display = pd.DataFrame({
         "system": data["system"], "source": data["source"].map(source_label),
@@ -284,13 +306,21 @@ def memory_power_table(systems: pd.DataFrame) -> Table:
         "tok/s/W (recomputed)": [fmt(v, ".2f") for v in data["tps_per_w"]],
         "tok/s/W (printed)": [fmt(v, ".2f") for v in data["tps_per_w_reported"]],
         "tokens per joule": [fmt(v, ".2f") for v in data["tokens_per_joule"]],
+        "energy boundary": [f"{b}, idle not subtracted" if isinstance(b, str) and b else "—"
+                            for b in data["energy_boundary"]],
         "note": data["energy_note"],
     })
+    boundaries = sorted({b for b in data["energy_boundary"] if isinstance(b, str) and b})
     return Table("memory_power_thermal", "Memory, power and thermal efficiency (000 §6) beside our runs", data, display,
                  caption="tok/s/W = average throughput ÷ average inference power, recomputed from the printed "
                          "averages (0.20 / 0.22 / 0.59 as printed). Tokens per joule equals tok/s/W for the paper's "
                          "steady-state figures; for our runs it is completion tokens ÷ measured window energy. "
-                         "Energy columns stay empty where the host has no energy sensor, with the reason.")
+                         "Energy columns stay empty where the host has no energy sensor, with the reason. Each "
+                         "row's energy boundary says what its watts cover (GPU board, CPU package, SoC CPU+GPU+ANE, "
+                         "whole board, a rail set); idle is included in every figure. "
+                         + ("Rows of different boundaries (" + ", ".join(boundaries) + ") measure different things: "
+                            "compare tok/s/W and tokens per joule only between rows of one boundary."
+                            if len(boundaries) > 1 else ""))
 
 
 def capability_table(ref: pd.DataFrame, runs: Runs, long: pd.DataFrame) -> Table:

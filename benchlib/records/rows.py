@@ -53,6 +53,8 @@ class RequestRecord:
     payload_bytes: int = 0
     max_tokens: int = 0
     thinking: bool = False
+    request_kind: str = "chat"  # chat | transcription (server.api)
+    audio_s: float | None = None  # transcription: seconds of audio sent (the server's usage.seconds, else the file's)
     # outcome
     status: str = STATUS_OK
     error_kind: str = ""
@@ -68,6 +70,7 @@ class RequestRecord:
     decode_tps: float | None = None
     prefill_tps: float | None = None
     itl_s: list[float] = field(default_factory=list)
+    rtf: float | None = None  # transcription: real-time factor, e2e_s ÷ audio_s (below 1: faster than the audio plays)
     # tokens: server usage first, client counts beside
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -101,12 +104,14 @@ class RequestRecord:
     passed: bool | None = None
     score: float | None = None
     check_detail: str = ""
+    answer_read: str = ""  # the final answer the checker read out of the text (graded sets; code that was run)
     echo: bool = False  # long verbatim spans of the prompt were cut from the answer before the checker ran
     looping: bool = False
     # client health
     client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)
     client_cpu_s: float | None = None
     client_stall_ms: float | None = None  # longest event-loop hold-up while in flight (aio.LoopLagSampler)
+    reconnects: int = 0  # re-sent on a fresh connection: the server had closed the pooled idle one unanswered
     # open-loop scheduling (load rate sweep; empty elsewhere)
     scheduled_ns: int = 0  # the send instant the arrival schedule meant (perf_counter_ns)
     queue_wait_s: float | None = None  # scheduled instant → a max-concurrency slot was free

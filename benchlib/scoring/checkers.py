@@ -239,13 +239,28 @@ def normalize_transcript(text: str) -> str:
     return " ".join(text.split())
 
 
+def transcript_words(answer: str) -> str:
+    """The words a WER counts: a leading 'Here is the transcript:' and quotes dropped, then normalize_transcript."""
+    return normalize_transcript(_PREAMBLE.sub("", answer.strip(), count=1).strip().strip("\"'\u201c\u201d"))
+
+
+def word_errors(expected: str, answer: str) -> tuple[int, int]:
+    """(substitutions + deletions + insertions, reference words): summed over clips, their ratio is the corpus WER."""
+    import jiwer
+
+    ref, hyp = normalize_transcript(expected), transcript_words(answer)
+    if not hyp:
+        return len(ref.split()), len(ref.split())  # every reference word deleted
+    out = jiwer.process_words(ref, hyp)
+    return out.substitutions + out.deletions + out.insertions, len(ref.split())
+
+
 def wer(response: Response, expected: str, max_wer: float = 0.3, **_: Any) -> Verdict:
     """Word error rate of the answer against the exact transcript; a leading 'Here is the transcript:'
     and surrounding quotes are ignored. Score = max(0, 1 - WER)."""
     import jiwer
 
-    hypothesis = _PREAMBLE.sub("", response.text.strip(), count=1).strip().strip("\"'\u201c\u201d")
-    ref, hyp = normalize_transcript(expected), normalize_transcript(hypothesis)
+    ref, hyp = normalize_transcript(expected), transcript_words(response.text)
     if not hyp:
         return Verdict(False, 0.0, "no words in answer")
     rate = float(jiwer.wer(ref, hyp))
@@ -591,10 +606,15 @@ CHECKERS: dict[str, Callable[..., Verdict]] = {
 }
 
 
-def score(checker: str, response: Response, expected: Any, checker_args: dict | None = None) -> Verdict:
-    """Run a named checker. A truncated answer is scored as it stands; truncation is reported separately."""
+def score(checker: str, response: Response, expected: Any, checker_args: dict | None = None,
+          empty_is_answer: bool = False) -> Verdict:
+    """Run a named checker. A truncated answer is scored as it stands; truncation is reported separately. An empty
+    answer fails unchecked, unless it is one (empty_is_answer: a speech model's transcript of no speech)."""
     if checker not in CHECKERS:
         raise KeyError(f"unknown checker '{checker}' (known: {', '.join(sorted(CHECKERS))})")
     if not response.text.strip() and not response.tool_calls:
-        return Verdict(False, 0.0, "empty answer")
+        if not empty_is_answer:
+            return Verdict(False, 0.0, "empty answer")
+        verdict = CHECKERS[checker](response, expected, **(checker_args or {}))
+        return Verdict(verdict.passed, verdict.score, f"empty transcript (no speech heard); {verdict.detail}")
     return CHECKERS[checker](response, expected, **(checker_args or {}))

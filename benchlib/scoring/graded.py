@@ -26,6 +26,7 @@ from benchlib.scoring.answers import extract_code, read_answer
 from benchlib.scoring.verdict import Response, Verdict
 
 CODE_CHECKERS = frozenset({"python_code", "human_eval"})
+GRADED_CHECKERS = frozenset({"reasoning_gym", "human_eval"})  # the graded sets' scorers: their tasks are graded sets
 
 
 @lru_cache(maxsize=64)
@@ -42,7 +43,8 @@ def reasoning_gym(response: Response, expected: dict, read: str = "last_number",
         return Verdict(False, 0.0, f"read {read}: no answer found")
     score = float(_gym_scorer(expected["dataset"])(answer, expected))
     shown = answer if len(answer) <= 60 else answer[:57] + "..."
-    return Verdict(score >= 1.0 - 1e-9, score, f"read {read}: {shown!r}; {expected['dataset']} score {score:.2f}")
+    return Verdict(score >= 1.0 - 1e-9, score, f"read {read}: {shown!r}; {expected['dataset']} score {score:.2f}",
+                   answer)
 
 
 def _limits(args: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +66,7 @@ def human_eval(response: Response, expected: dict, **args: Any) -> Verdict:
     """expected: the HumanEval problem (task_id, prompt, test, entry_point)."""
     code, how = extract_code(response.text)
     result = sandbox.run_python(human_eval_program(expected, code), **_limits(args))
-    return Verdict(result.passed, float(result.passed), f"{expected['task_id']} ({how}): {result.detail}")
+    return Verdict(result.passed, float(result.passed), f"{expected['task_id']} ({how}): {result.detail}", code)
 
 
 def python_code(response: Response, expected: dict, **args: Any) -> Verdict:

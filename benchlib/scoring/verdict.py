@@ -2,7 +2,7 @@
 
 Every checker — benchlib.scoring.checkers and the graded sets' scorers in benchlib.scoring.graded — takes a
 Response and returns a Verdict: `passed` is the pass/fail call (None: not scorable), `score` a fraction in [0, 1]
-(partial credit), `detail` one short line saying why.
+(partial credit), `detail` one short line saying why, `answer` what it took as the final answer where it reads one out of the text.
 """
 
 from __future__ import annotations
@@ -24,3 +24,4 @@ class Verdict:
     passed: bool | None  # None = not scorable (e.g. no answer text at all)
     score: float | None = None
     detail: str = ""
+    answer: str = ""  # the final answer the checker read (a graded set's reading rule, code run), when it read one

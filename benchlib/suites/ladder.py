@@ -12,12 +12,14 @@ the rungs below it (what quantizing costs), the speed suite on every rung."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from benchlib.measure import bandwidth
+from benchlib.measure.provenance import cpu_model
 from benchlib.measure.servers.llama_cpp import model_path_of
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import cache_dir, ladder_file
@@ -89,7 +91,7 @@ def prepare(params: BenchParams, types: list[str], progress=print) -> list[tuple
                       "derived_from": rung.derived_from, "weights": asdict(weights)})
         out.append((qtype, rung_p))
     progress("measuring the host's memory bandwidth…")
-    measured = bandwidth.measure()
+    measured = bandwidth.remeasure(cpu_model(), os.cpu_count())  # kept in the machine's record with its load
     progress(f"  read {measured['read_gbs']:.1f} GB/s, copy {measured['copy_gbs']:.1f} GB/s "
              f"({measured['threads']} threads)")
     record = {"host": params.host.name, "source": {"path": str(source), "sha256": sha, "qtype": source_type},

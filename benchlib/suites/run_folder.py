@@ -102,7 +102,15 @@ def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | N
     run_id = params.identity()
     marker = out_dir / "run.json"
     if marker.is_file():
-        existing = json.loads(marker.read_text(encoding="utf-8"))
+        try:
+            existing = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            existing = exc
+        if not isinstance(existing, dict) and not fresh:  # its rows may be fine: nothing is overwritten or guessed
+            why = str(existing)[:120] if isinstance(existing, Exception) else "not a JSON object"
+            raise RunConflict(f"{marker} is unreadable ({why}), so the run "
+                              f"its rows belong to is unknown; rerun with --fresh to archive the folder and start over")
+        existing = existing if isinstance(existing, dict) else {}
         if existing.get("run_id") == run_id and not fresh:
             return out_dir, run_id, existing.get("salt", run_id)
         if not fresh:

@@ -8,6 +8,7 @@ outputs/<host>/<model>/<suite>/
     telemetry.csv   the sampler's time series
     manifest.json   provenance: params (no secrets), versions, server, git commit
     server.log      the embedded server's log
+    transcription.csv  per clip word errors, e2e and real-time factor, and each task's corpus WER (audio suite)
 """
 
 from __future__ import annotations
@@ -26,19 +27,24 @@ from tqdm.auto import tqdm
 from benchlib.measure import event_loop as aio
 from benchlib.analysis import summary as analysis
 from benchlib.analysis import crosscheck
+from benchlib.analysis import transcription
 from benchlib.measure import provenance as manifest
+from benchlib.measure import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
 from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
 from benchlib.records.secrets import scrub_fields
 from benchlib.measure import payloads as media_builders
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
+from benchlib.measure.transcription import TranscriptionRequest
 from benchlib.measure.timing import compute_rates
 from benchlib.scoring.answers import strip_thinking
 from benchlib.scoring.echo import strip_echo
 from benchlib.scoring.graded import CODE_CHECKERS
 from benchlib.measure.servers.llama_cpp import EmbeddedServer
+from benchlib.measure.servers.llama_server import LlamaServer
 from benchlib.measure.servers.vllm import VllmServer
+from benchlib.measure.servers.whisper import WhisperServer
 from benchlib.measure.payloads import UnsupportedMedia
 from benchlib.config.params import BenchParams, task_set_hash
 
@@ -52,9 +58,10 @@ from benchlib.records.rows import (
     write_csv_atomic,
 )
 from benchlib.measure.prometheus import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
-from benchlib.config.tasks import Task, Variant, tasks_for
-from benchlib.measure.telemetry import Telemetry, WindowKind
+from benchlib.config.tasks import Task, Variant, tasks_for, under_load
+from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, WindowKind
 
+TRANSCRIPTION_CSV = "transcription.csv"
 # HTTP statuses that, on a request carrying media, mean "this deployment does not take that input".
 UNSUPPORTED_MEDIA_STATUSES = {400, 415, 422, 501}
 
@@ -96,6 +103,7 @@ class Session:
         self.telemetry = None
         self.metrics: ServerMetrics | None = None  # the server's own /metrics, when it has them
         self.server_before: dict[str, Any] | None = None
+        self.client_calibration: dict[str, Any] | None = None  # the manifest's client_calibration
         self.loop_lag = aio.LoopLagSampler()  # running while the session is open: each request's client_stall_ms
         self.started_unix = time.time()
         self.task_set = task_set_hash()
@@ -131,9 +139,13 @@ class Session:
             task_set=self.task_set,
             thinking=p.run.thinking)
 
-    def build(self, task: Task, variant: Variant, record: RequestRecord) -> ChatRequest:
-        """Messages for one task variant; media go through benchlib.measure.payloads's payload builders."""
+    def build(self, task: Task, variant: Variant, record: RequestRecord) -> ChatRequest | TranscriptionRequest:
+        """Messages for one task variant; media go through benchlib.measure.payloads's payload builders. A speech
+        model (server.api transcription) gets the variant's audio file alone, for tasks whose answer is its
+        transcript (Task.transcribes); any other task is unsupported there, with the reason."""
         run = self.params.run
+        if self.params.server.api == "transcription":
+            return self.build_transcription(task, variant, record)
         text = self.unique_prompt(variant.prompt, record.request_key)
         record.prompt = text
         record.max_tokens = min(task.max_tokens or run.max_tokens, run.max_tokens)
@@ -153,6 +165,20 @@ class Session:
             messages.append({"role": "user", "content": text})
         return ChatRequest(messages=messages, max_tokens=record.max_tokens, temperature=run.temperature,
                            seed=run.seed, thinking=run.thinking, tools=task.tools, tool_choice=task.tool_choice)
+
+    def build_transcription(self, task: Task, variant: Variant, record: RequestRecord) -> TranscriptionRequest:
+        server = self.params.server
+        media = task.media_paths(variant)
+        if not task.transcribes or set(media) != {"audio"}:
+            asks = "something else of its audio" if "audio" in media else "no audio"
+            raise UnsupportedMedia(f"{server.model} is a speech model behind a transcription endpoint "
+                                   f"(server.api: transcription): it returns what an audio clip says, so it takes "
+                                   f"only tasks whose answer is that transcript (transcribes: true); task "
+                                   f"{task.name} asks {asks}")
+        record.request_kind, record.prompt = "transcription", ""  # the task's prompt is not sent: none to echo
+        record.media_count, record.payload_bytes = 1, media["audio"].stat().st_size
+        return TranscriptionRequest(audio=media["audio"], language=server.language,
+                                    temperature=self.params.run.temperature)
 
     # ---- execution -----------------------------------------------------------------------------------
     def execute(self, planned: list[Planned], concurrency: int = 1, progress: Any = None,
@@ -265,8 +291,10 @@ class Session:
         text = answer if whole else added.text
         response = scoring.Response(text=text, reasoning=record.reasoning_text,
                                     tool_calls=record.tool_calls, finish_reason=record.finish_reason)
-        verdict = scoring.score(task.checker, response, variant.expected, task.checker_args)
+        verdict = scoring.score(task.checker, response, variant.expected, task.checker_args,
+                                empty_is_answer=record.request_kind == "transcription")
         record.checker, record.passed, record.score = task.checker, verdict.passed, verdict.score
+        record.answer_read = verdict.answer
         record.check_detail = "; ".join(p for p in (added.note(cut=not whole), verdict.detail) if p)
         record.echo = added.found
         record.looping = scoring.detect_looping(record.response_text)
@@ -275,7 +303,8 @@ class Session:
     def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
         """Warm-ups, then per task `repeats` requests cycling through its variants, or a graded task's first
         `graded_items` items once each (Task.planned_variants); unsupported tasks become one row each with the
-        reason, without a request."""
+        reason, without a request. With run.graded_concurrency N > 1 every graded set follows a second time, N in
+        flight, as its own task (config.tasks.under_load): accuracy under load, on the same items."""
         run, server = self.params.run, self.params.server
         warmups: list[Planned] = []
         by_task: dict[str, list[Planned]] = {}
@@ -296,12 +325,21 @@ class Session:
                                         f"{self.params.source or 'params'}); no request sent")
                 by_task[task.name] = [Planned(record, None, task, None)]
                 continue
-            items = []
-            for repeat, variant in enumerate(task.planned_variants(run.repeats, run.graded_items)):
-                record = self.base_record(task.name, variant.id, repeat, modality=task.requires)
-                items.append(self._planned(task, variant, record))
-            by_task[task.name] = items
+            by_task[task.name] = self._plan_task(task)
+        if run.graded_concurrency > 1:  # accuracy under load: the graded sets again, after every first pass
+            for task in supported:
+                if task.graded is not None:
+                    loaded = under_load(task, run.graded_concurrency)
+                    by_task[loaded.name] = self._plan_task(loaded, run.graded_concurrency)
         return warmups, by_task
+
+    def _plan_task(self, task: Task, concurrency: int = 1) -> list[Planned]:
+        run = self.params.run
+        items = []
+        for repeat, variant in enumerate(task.planned_variants(run.repeats, run.graded_items)):
+            record = self.base_record(task.name, variant.id, repeat, concurrency=concurrency, modality=task.requires)
+            items.append(self._planned(task, variant, record))
+        return items
 
     def _planned(self, task: Task, variant: Variant, record: RequestRecord) -> Planned:
         try:
@@ -349,7 +387,12 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         raise
     session = Session(params, suite, out_dir, run_id, salt)
     session.log.recover()  # a row cut by a crash or a full disk is moved aside before anything is appended
-    session.telemetry = Telemetry(params.telemetry, out_dir)
+    # before telemetry starts, so its idle baseline never sees the calibration's own load
+    session.client_calibration = calibration.for_params(params) if needs_server else None
+    # where the server's host is sampled from: this process (local), or an agent / exporters on that host
+    session.telemetry = (Telemetry(params.telemetry, out_dir) if params.telemetry.source == "local"
+                         else RemoteTelemetry(params.telemetry, out_dir))
+    session.telemetry.set_server_url(params.server.base_url)
     try:
         guard.enter_context(aio.quiet_gc())  # no full collection of the notebook's heap while a stream is read
         session.loop_lag.start()
@@ -357,7 +400,8 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if needs_server and params.telemetry.idle_baseline_s:
             session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
         if needs_server and params.server.kind == "embedded" and not params.server.base_url:
-            engine = VllmServer if params.server.embedded.engine == "vllm" else EmbeddedServer
+            engine = {"vllm": VllmServer, "whisper": WhisperServer, "llama-server": LlamaServer}.get(
+                params.server.embedded.engine, EmbeddedServer)
             session.server = engine(params.server.embedded, params.server.model, out_dir / "server.log")
             base_url = session.server.start()
             session.telemetry.set_server_pid(session.server.pid)
@@ -407,7 +451,7 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
                     continue
                 bar.set_postfix_str(name)
                 with session.window(name, kind="task"):
-                    session.execute(pending, progress=bar)
+                    session.execute(pending, concurrency=max(p.record.concurrency for p in pending), progress=bar)
         result = finish_suite(session)
     return result
 
@@ -440,6 +484,7 @@ def finish_suite(session: Session) -> SuiteResult:
     keys = [k for k in crosscheck.SUMMARY_KEYS if k in summary.columns]
     if len(summary):
         summary = summary.merge(crosscheck.flag_counts(requests), how="left", on=keys)
+    session.telemetry.measure_clock("end")  # a remote source's clock offset at the suite's end, for the manifest
     windows = session.telemetry.windows_frame()
     if len(windows):
         windows = analysis.add_token_efficiency(windows, requests)
@@ -451,5 +496,8 @@ def finish_suite(session: Session) -> SuiteResult:
         write_csv_atomic(session.out_dir / SERVER_METRICS_CSV, server_windows)
         summary = analysis.join_server_metrics(summary, server_windows)
     write_csv_atomic(session.out_dir / "summary.csv", summary)
+    clips = transcription.transcription_frame(requests, tasks_for(session.suite, session.params.tasks))
+    if len(clips):  # per clip WER, e2e and real-time factor, and each task's corpus WER (analysis.transcription)
+        write_csv_atomic(session.out_dir / TRANSCRIPTION_CSV, clips)
     manifest.write_manifest(session)
     return SuiteResult(session.out_dir, requests, summary, windows)

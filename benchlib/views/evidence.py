@@ -7,7 +7,8 @@
     text      each prompt's expected answer, the answer, the verdict
 
 `cards(requests, suite)` builds plain records (tested without a frontend); `show(requests, suite)` displays
-them with IPython.display. Media come from the task files through `request_media`, which the explorer uses
+them with IPython.display. `wrong_items(requests)` lists, per set (task), every item a deployment got wrong — the
+expected answer, the answer the checker read and the raw answer — and `show_wrong` displays it, a table per set. Media come from the task files through `request_media`, which the explorer uses
 too. One card per task variant: the first measured request of it (repeats send the same input).
 """
 
@@ -27,7 +28,7 @@ from benchlib.measure.payloads import sample_frames
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag, number, optional_flag
 from benchlib.scoring.checkers import call_parts
-from benchlib.config.tasks import TaskError, load_tasks
+from benchlib.config.tasks import TaskError, load_pass, load_tasks
 
 SHORT = 600  # characters of an answer shown on a card
 
@@ -115,7 +116,7 @@ def cards(requests: pd.DataFrame, suite: str | None = None) -> list[Card]:
     out: list[Card] = []
     for (task, variant), group in rows.groupby(["task", "variant"], sort=False):
         first = group.iloc[0].to_dict()
-        spec = tasks.get(task)
+        spec = tasks.get(load_pass(str(task))[0])  # a set's pass under load has its set's items
         variants = {v.id: v for v in spec.variants} if spec else {}
         verdict, passed = _verdict(first)
         verdicts = [optional_flag(v) for v in group.get("passed", pd.Series(dtype=object))]
@@ -206,3 +207,56 @@ def show(requests: pd.DataFrame, suite: str) -> list[Card]:
             if item.kind == "audio" and item.exists:
                 display(Audio(filename=str(item.path)))
     return built
+
+
+WRONG_COLUMNS = ["set", "item", "expected", "answer read", "raw answer", "checker"]
+
+
+def expected_answer(expected: Any) -> str:
+    """What a correct answer is, in a line: a graded entry's answer, a HumanEval problem's tests, else the task's
+    expected value as written."""
+    if isinstance(expected, dict) and "answer" in expected and "question" in expected:
+        return str(expected["answer"])
+    if isinstance(expected, dict) and {"task_id", "test", "entry_point"} <= set(expected):
+        return f"passes {expected['task_id']}'s own tests ({expected['entry_point']})"
+    return _expected_text(expected)
+
+
+def wrong_items(requests: pd.DataFrame) -> pd.DataFrame:
+    """Every measured, scored answer that did not pass, per set (task) in file order: the item, the expected answer,
+    the answer the checker read (answer_read; empty where it reads the whole text), the raw answer (cut to SHORT
+    characters) and the checker's line."""
+    if requests is None or requests.empty or "passed" not in requests:
+        return pd.DataFrame(columns=WRONG_COLUMNS)
+    rows = requests[~requests["is_warmup"].map(flag)] if "is_warmup" in requests else requests
+    rows = rows[(rows.get("status") == STATUS_OK) & (rows["passed"].map(optional_flag) == False)]  # noqa: E712
+    try:
+        tasks = load_tasks()
+    except (TaskError, OSError):
+        tasks = {}
+    out = []
+    for row in rows.to_dict("records"):
+        spec = tasks.get(load_pass(str(row["task"]))[0])
+        variant = next((v for v in spec.variants if v.id == str(row["variant"])), None) if spec else None
+        out.append({"set": row["task"], "item": row["variant"],
+                    "expected": expected_answer(variant.expected) if variant else "",
+                    "answer read": _short(str(row.get("answer_read") or "")),
+                    "raw answer": _short(str(row.get("response_text") or "")),
+                    "checker": str(row.get("check_detail") or "")})
+    return pd.DataFrame(out, columns=WRONG_COLUMNS)
+
+
+def show_wrong(requests: pd.DataFrame) -> pd.DataFrame:
+    """Display wrong_items, one table per set headed '<set>: k of n wrong'; returns the frame."""
+    wrong = wrong_items(requests)
+    scored = requests[requests["passed"].map(optional_flag).notna()] if len(requests) and "passed" in requests \
+        else pd.DataFrame(columns=["task"])
+    if "is_warmup" in scored:
+        scored = scored[~scored["is_warmup"].map(flag)]
+    if wrong.empty:
+        display(HTML(f"<i>No wrong answers among {len(scored)} scored answers.</i>"))
+        return wrong
+    for name, group in wrong.groupby("set", sort=False):
+        display(HTML(f"<h4>{html.escape(str(name))}: {len(group)} of {int((scored['task'] == name).sum())} "
+                     f"wrong</h4>" + group.drop(columns="set").to_html(index=False, escape=True)))
+    return wrong

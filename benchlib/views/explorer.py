@@ -4,7 +4,8 @@ Each deployment is named as every view names it (suites.study.deployment_name: m
 Pure functions (list_runs, list_requests, load_request, request_metrics, request_verdict) hold the logic;
 build() turns one request into display objects (prompt, media, answer, metrics, verdict, the telemetry
 timeline from benchlib.views.timeline), render() displays them, and Explorer wires them to ipywidgets dropdowns for
-notebooks/explore.ipynb. The default request of a task is its first scored (measured) one, not a warm-up.
+notebooks/explore.ipynb. The default request of a task is its first scored (measured) one, not a warm-up. The
+notebook lists the selected suite's wrong answers per set beside it (benchlib.views.evidence.show_wrong).
 """
 
 from __future__ import annotations
@@ -414,6 +415,11 @@ class Explorer:
         path = suite_path(self.runs, self.host.value, self.model.value, self.suite.value)
         return pick_request(self._frame, self.task.value, self.request.value) | {
             "path": str(path), "deployment": self._deployment(self.model.value)}
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """Every row of the selected deployment's suite (what evidence.show_wrong lists the wrong answers of)."""
+        return self._frame
 
     def describe(self) -> str:
         if self.runs.empty:

@@ -243,3 +243,32 @@ def plot_rate_energy(ax: Any, data: pd.DataFrame, top: float) -> bool:
             ha="center", va="center", transform=ax.transAxes, fontsize=9, color="#555555")
     ax.set(title="Energy efficiency per level", xticks=[], yticks=[])
     return False
+
+
+# ---- workloads (multi-turn, shared prefix, trace replay) -----------------------------------------------------
+WORKLOAD_TABLE_COLUMNS = ["workload", "level", "n_requests", "n_ok", "n_failed", "span_s", "throughput_tps",
+                          "ttft_s_p50", "ttft_s_p99", "itl_s_p50", "e2e_s_p50", "goodput_rps", "cache_hit_share",
+                          "server_cache_hit_share", "trace_reuse_share", "ttft_first_s_p50", "ttft_later_s_p50",
+                          "send_late_p99_ms", "tokens_per_joule", "client_bound", "resumed"]
+
+
+def workloads_table(levels: pd.DataFrame) -> pd.DataFrame | str:
+    """One row per workload that ran (benchlib.suites.load.workloads); a line saying none did otherwise."""
+    if levels is None or levels.empty:
+        return "workloads: none run (sweep.workloads: multiturn, shared_prefix and trace are off unless enabled)"
+    return levels[[c for c in WORKLOAD_TABLE_COLUMNS if c in levels]].round(3)
+
+
+def turns_line(turns: pd.DataFrame) -> str:
+    """The multi-turn workload's first turn against the later ones, in one line ('' when it did not run)."""
+    if turns is None or turns.empty or "later" not in set(turns["turn"].astype(str)):
+        return ""
+    rows = turns.set_index(turns["turn"].astype(str))
+    first, later = rows.loc["1"], rows.loc["later"]
+
+    def median(row: Any) -> str:
+        interval = "" if is_missing(row["ttft_s_low"]) else \
+            f" [{row['ttft_s_low'] * 1e3:.1f}, {row['ttft_s_high'] * 1e3:.1f}]"
+        return f"{quantity(row['ttft_s_median'] * 1e3, '.1f', 'ms')}{interval} (n={int(row['n'])})"
+    share = "" if is_missing(later["cached_share"]) else f"; later turns' cached share {later['cached_share']:.0%}"
+    return f"TTFT median, turn 1: {median(first)}; later turns: {median(later)}{share}"

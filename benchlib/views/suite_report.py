@@ -6,13 +6,18 @@ telemetry plot is benchlib.views.timeline.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from benchlib.config.formatting import MISSING, fmt, interval, is_missing
+from benchlib.analysis import paired
+from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing
+from benchlib.config.tasks import under_load_name
+from benchlib.measure.calibration import error_note
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag
 from benchlib.views.timeline import telemetry_figure
@@ -24,10 +29,25 @@ SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_t
                    "percentile_note", "note"]
 
 
-def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The per-task summary, trimmed to the columns a reader scans first."""
+def summary_table(summary: pd.DataFrame, out_dir: Path | None = None) -> Any:
+    """The per-task summary, trimmed to the columns a reader scans first; given the run folder whose manifest holds
+    the client's calibration (measure/calibration), a table captioned with the client's error on its TTFT/ITL."""
     columns = [c for c in SUMMARY_COLUMNS if c in summary.columns]
-    return summary[columns].round(3)
+    table = summary[columns].round(3)
+    note = client_error(out_dir)
+    return table.style.format(precision=3, na_rep="").set_caption(f"TTFT and ITL: {note}") if note else table
+
+
+def client_error(out_dir: Path | None) -> str:
+    """'client error ±x ms TTFT, ±y ms ITL (p99, calibrated on this host)' from the run folder's manifest; "" when
+    it holds none."""
+    if out_dir is None:
+        return ""
+    try:
+        manifest = json.loads((Path(out_dir) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return error_note(manifest.get("client_calibration")) if isinstance(manifest, dict) else ""
 
 
 def console_table(summary: pd.DataFrame) -> str:
@@ -51,6 +71,34 @@ def console_table(summary: pd.DataFrame) -> str:
     return frame.to_string(index=False)
 
 
+LOAD_ACCURACY_COLUMNS = ["set", "in flight", "items", "accuracy at 1", "accuracy under load",
+                         "difference [95% CI]", "McNemar p", "verdict", "J per correct at 1", "J per correct under load",
+                         "tok/J at 1", "tok/J under load"]
+
+
+def accuracy_under_load(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Each graded set sent one at a time and again under load (run.graded_concurrency): both accuracies on the same
+    items, the paired difference with its interval and exact McNemar p (analysis.paired.under_load), and, where the
+    task windows measured energy, joules per correct answer and tokens per joule of each pass."""
+    table = paired.under_load(paired.item_results(requests))
+    by_task = summary.set_index("task") if len(summary) and "task" in summary else pd.DataFrame()
+
+    def figure(task: str, column: str, spec: str) -> str:
+        value = by_task[column].get(task) if column in by_task else None
+        return fmt(value, spec)
+
+    rows = []
+    for row in table.to_dict("records"):
+        loaded = under_load_name(row["task"], row["concurrency"])
+        rows.append([row["task"], row["concurrency"], row["n"], fmt(row["accuracy_a"], ".0%"),
+                     fmt(row["accuracy_b"], ".0%"),
+                     fmt(row["difference"], "+.0%") + bracket(row["difference_lo"], row["difference_hi"], "+.0%"),
+                     fmt(row["p_value"], ".3g"), row["verdict"],
+                     figure(row["task"], "joules_per_correct", ".1f"), figure(loaded, "joules_per_correct", ".1f"),
+                     figure(row["task"], "tokens_per_joule", ".2f"), figure(loaded, "tokens_per_joule", ".2f")])
+    return pd.DataFrame(rows, columns=LOAD_ACCURACY_COLUMNS)
+
+
 def failures(requests: pd.DataFrame) -> pd.DataFrame:
     """Failed, unsupported or flagged requests with their reason."""
     if requests.empty:
@@ -70,10 +118,19 @@ def plot_suite(requests: pd.DataFrame, out_dir: Path | None = None, title: str =
         return None
     sns.set_theme(style="whitegrid", context="notebook")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    sns.barplot(data=ok, x="task", y="decode_tps", errorbar="sd", ax=axes[0], color="#4C72B0")
-    axes[0].set(title="Decode speed (mean ± sd)", xlabel="", ylabel="tokens / s")
-    sns.boxplot(data=ok.assign(ttft_ms=ok["ttft_s"] * 1000), x="task", y="ttft_ms", ax=axes[1], color="#DD8452")
-    axes[1].set(title="Time to first token", xlabel="", ylabel="TTFT (ms)")
+    # A transcription endpoint streams no tokens: its panels are the real-time factor and the time to the answer.
+    tokens = pd.to_numeric(ok["decode_tps"], errors="coerce").notna().any()
+    speed, speed_title, speed_unit = ("decode_tps", "Decode speed (mean ± sd)", "tokens / s") if tokens or \
+        "rtf" not in ok else ("rtf", "Real-time factor (mean ± sd)", "wall s ÷ audio s")
+    sns.barplot(data=ok, x="task", y=speed, errorbar="sd", ax=axes[0], color="#4C72B0")
+    axes[0].set(title=speed_title, xlabel="", ylabel=speed_unit)
+    first = pd.to_numeric(ok["ttft_s"], errors="coerce").notna().any()
+    latency, latency_title = ("ttft_s", "Time to first token") if first else ("e2e_s", "Time to the whole answer")
+    sns.boxplot(data=ok.assign(ms=pd.to_numeric(ok[latency], errors="coerce") * 1000), x="task", y="ms", ax=axes[1],
+                color="#DD8452")
+    note = client_error(out_dir) if first else ""
+    axes[1].set(title=latency_title + (f"\n{note}" if note else ""), xlabel="",
+                ylabel=f"{'TTFT' if first else 'e2e'} (ms)")
     for ax in axes:
         ax.tick_params(axis="x", rotation=20)
     fig.suptitle(title or f"{ok['model'].iloc[0]} on {ok['host'].iloc[0]}", fontweight="bold")
@@ -81,6 +138,26 @@ def plot_suite(requests: pd.DataFrame, out_dir: Path | None = None, title: str =
     if out_dir is not None:
         fig.savefig(Path(out_dir) / "speed.png", dpi=120)
     return fig
+
+
+TRANSCRIPTION_SHOWN = {"task": "task", "variant": "clip", "status": "status", "audio_s": "audio s", "e2e_s": "e2e s",
+                      "rtf": "real-time factor", "wer": "WER", "words": "words", "transcript": "transcript"}
+
+
+def transcription(out_dir: Path) -> Any:
+    """transcription.csv (benchlib.analysis.transcription): each clip's WER, e2e and real-time factor, then per task
+    a row '(all clips)' with the corpus WER, the mean e2e and real-time factor; a line where no such task ran."""
+    path = Path(out_dir) / "transcription.csv"
+    if not path.is_file():
+        return "no transcription.csv: no transcribing task ran in this suite"
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    corpus = frame["scope"] == "corpus"
+    frame.loc[corpus, "variant"] = "(all clips)"
+    for column, total in (("wer", "corpus_wer"), ("e2e_s", "e2e_mean_s"), ("rtf", "rtf_mean")):
+        frame.loc[corpus, column] = frame.loc[corpus, total]
+    counts = frame.loc[corpus, ["clips_ok", "clips"]].values
+    frame.loc[corpus, "status"] = [f"{int(ok)}/{int(n)} ok" for ok, n in counts]
+    return frame[list(TRANSCRIPTION_SHOWN)].rename(columns=TRANSCRIPTION_SHOWN).fillna("")
 
 
 def plot_telemetry(out_dir: Path) -> plt.Figure:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import frontier, paired
+from benchlib.analysis import deployments, frontier, paired
 
 
 def outcomes(passes: list[int], task: str = "arithmetic") -> dict[tuple[str, str], bool]:
@@ -106,3 +106,34 @@ def test_quality_columns_carry_each_systems_items_over_the_regimes_tasks():
     winners = paired.winner_matrix(out["accuracy_edge_items"].tolist())
     assert winners[0, 1] == 0 and np.isnan(winners[0, 2])  # 3 items cannot tell A from B
     assert "accuracy_edge_items" not in frontier.quality_columns(pd.DataFrame({"system": ["A"]}), accuracy)
+
+
+def test_graded_sets_are_the_quality_axis_wherever_they_were_run():
+    """GRADED RULE: A and B ran graded sets (A also the seed tasks); C only the seed tasks. The text regimes judge A
+    and B on their graded sets (basis says so, items paired), C on the seed tasks; a set's pass under load never
+    counts; the audio regime keeps its own tasks."""
+    accuracy = pd.DataFrame({
+        "system": ["A", "A", "A", "A", "B", "B", "C"],
+        "task": ["basic_qa", "arithmetic", "humaneval", "arithmetic@c4", "arithmetic", "humaneval", "basic_qa"],
+        "passed": [0, 18, 2, 0, 4, 0, 3], "scored": [3, 20, 4, 20, 20, 4, 3],
+        "basis": ["measured", frontier.GRADED, frontier.GRADED, frontier.UNDER_LOAD, frontier.GRADED, frontier.GRADED,
+                  "measured"], "note": ""})
+    items = pd.DataFrame({"system": ["A"] * 20 + ["B"] * 20, "task": "arithmetic",
+                          "item": [f"s2024-{i:04d}#{i}" for i in range(20)] * 2,
+                          "passed": [True] * 18 + [False] * 2 + [True] * 4 + [False] * 16})
+    out = frontier.quality_columns(pd.DataFrame({"system": ["A", "B", "C"]}), accuracy, items=items).set_index("system")
+    assert out.loc["A", "accuracy_edge"] == pytest.approx(20 / 24)  # graded sets pooled, the load pass left out
+    assert out.loc["A", "accuracy_edge_basis"] == frontier.GRADED and out.loc["A", "accuracy_edge_tasks"] == 2
+    assert out.loc["C", "accuracy_edge"] == 1.0 and out.loc["C", "accuracy_edge_basis"] == "measured"
+    assert not np.isnan(out.loc["B", "accuracy_edge_lo"])  # a graded figure has its interval
+    assert out.loc["A", "accuracy_audio"] == 0.0 and out.loc["A", "accuracy_audio_basis"] == "measured"
+    assert set(out.loc["A", "accuracy_edge_items"]) == {("arithmetic", f"s2024-{i:04d}#{i}") for i in range(20)}
+    winners = paired.winner_matrix(out["accuracy_edge_items"].tolist())
+    assert winners[0, 1] == 1  # A beats B on the same 20 arithmetic items (14 discordant, all A's)
+
+
+def test_task_accuracy_names_the_basis_of_each_task():
+    summary = pd.DataFrame({"host": "h", "model": "m", "task": ["basic_qa", "arithmetic", "arithmetic@c4"],
+                            "checker": ["contains_any", "reasoning_gym", "reasoning_gym"],
+                            "n_passed": [1, 2, 1], "n_scored": [3, 4, 4]})
+    assert deployments.task_accuracy(summary)["basis"].tolist() == ["measured", frontier.GRADED, frontier.UNDER_LOAD]

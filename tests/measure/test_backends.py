@@ -41,7 +41,8 @@ def wire(fake_server):
 
 # ---- Ollama native /api/chat ---------------------------------------------------------------------------------
 def test_ollama_final_chunk_gives_exact_server_rates(params_for, fake_server):
-    record = send(params_for({"ttft": 0.1, "itl": 0.02, "tokens": 40, "prompt_tokens": 30}, kind="ollama"))
+    record = send(params_for({"ttft": 0.1, "itl": 0.02, "server_itl": 0.02, "tokens": 40, "prompt_tokens": 30},
+                             kind="ollama"))
     # eval_count 40 / eval_duration 800_000_000 ns; prompt_eval_count 30 / prompt_eval_duration 100_000_000 ns
     assert record.server_decode_tps == pytest.approx(50.0, rel=1e-12)
     assert record.server_prefill_tps == pytest.approx(300.0, rel=1e-12)
@@ -91,8 +92,8 @@ def test_keep_alive_is_sent_the_way_ollama_parses_it(fake_server):
 # ---- OpenAI-compatible: llama.cpp timings, vLLM usage ----------------------------------------------------------
 def test_llamacpp_timings_documented_example(params_for):
     # README example: cache_n 236, prompt_n 1 -> the prompt was 237 tokens, 236 of them reused from the cache
-    spec = {"ttft": 0.04, "itl": 0.01, "tokens": 20, "timings": True, "prompt_tokens": 237, "prompt_n": 1,
-            "cached_tokens": 236}
+    spec = {"ttft": 0.04, "itl": 0.01, "server_itl": 0.01, "tokens": 20, "timings": True, "prompt_tokens": 237,
+            "prompt_n": 1, "cached_tokens": 236}
     record = crosscheck.flag_record(send(params_for(spec)))
     assert record.server_prompt_tokens == 1 and record.prompt_tokens == 237 and record.cached_tokens == 236
     assert record.server_prefill_tps == pytest.approx(1 / 0.04, rel=1e-9)

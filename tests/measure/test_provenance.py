@@ -117,6 +117,8 @@ def test_every_manifest_records_the_hosts_bandwidth_labelled_by_source(fake_serv
         return {"read_gbs": 21.5, "copy_gbs": 30.0, "method": "fake"}
 
     monkeypatch.setattr(bandwidth, "_MEMO", {})
+    # an otherwise idle machine while it measures (test_bandwidth_record.py covers the rule under load)
+    monkeypatch.setattr(bandwidth, "load_during", lambda fn: {**fn(), "load": {"other_cpu_percent": 0.0}})
     cache = tmp_path / "bw.json"
     cpu = bandwidth.record(None, {"available": False}, "Test CPU", 2, cache=cache, measure_fn=fake_measure)
     assert cpu["ceiling_source"] == "measured" and cpu["ceiling_gbs"] == 21.5 and cpu["measured"]["copy_gbs"] == 30

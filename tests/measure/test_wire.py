@@ -208,3 +208,59 @@ def test_http_error_carries_the_servers_message():
         collect(serve(script))
     assert failure.value.kind == "http_503" and failure.value.message == "model is loading"
     assert failure.value.retry_after == 2.0
+
+
+class ClosesIdleOnReuse:
+    """A keep-alive server that answers the first request on each connection, then closes that connection as the
+    next request on it arrives, before any byte of a response: the race a server's idle keep-alive timeout makes
+    (llama-server's cpp-httplib closes after 5 s idle) when the client sends just as the server closes."""
+
+    def __init__(self):
+        self.connections = 0
+        self.requests = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            for answered in (True, False):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0]
+                             .split(b":")[1])
+                await reader.readexactly(length)
+                self.requests += 1
+                if not answered:
+                    break
+                body = sse(*CONTENT)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+                             % len(body) + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+
+def test_a_pooled_connection_closed_unanswered_is_resent_once_and_counted():
+    script = ClosesIdleOnReuse()
+    params = make_params(serve(script), None, "openai")
+    records = [RequestRecord(model="m", task="t", suite="s", host="h") for _ in range(3)]
+
+    async def run() -> None:
+        backend = make_backend(params.server, params.run)
+        try:
+            for record in records:
+                await backend.execute(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=4), record)
+        finally:
+            await backend.aclose()
+
+    aio.run(run())
+    assert [r.status for r in records] == ["ok", "ok", "ok"], [r.error_message for r in records]
+    assert [r.response_text for r in records] == ["hello"] * 3
+    # the first request opened a connection; each later one went out on the pooled connection, met the close,
+    # and was sent again on a fresh one: counted on its row, not a stream_cut
+    assert [r.reconnects for r in records] == [0, 1, 1]
+    assert script.connections == 3 and script.requests == 5

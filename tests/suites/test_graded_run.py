@@ -10,6 +10,7 @@ import pytest
 from benchlib.analysis import paired, stats
 from benchlib.config.tasks import load_tasks
 from benchlib.suites.runner import run_suite
+from benchlib.views import suite_report
 
 SETS = ["arithmetic", "word_sorting", "humaneval"]
 ITEMS = 4
@@ -104,3 +105,41 @@ def test_two_deployments_on_the_same_items_get_a_paired_verdict(params_for, outp
     assert table["p_value"] == pytest.approx(2 * 0.5 ** 10)
     one_set = paired.pairwise(items, tasks=["arithmetic"]).iloc[0]  # 3 of 4 discordant: not enough to tell
     assert one_set["n"] == ITEMS and one_set["verdict"] == "tie" and one_set["p_value"] == pytest.approx(0.25)
+
+
+def test_accuracy_under_load_is_paired_with_the_first_pass_and_has_its_own_energy_window(params_for, outputs):
+    """A server whose answers go wrong when requests overlap: right one at a time, wrong with 4 in flight (each set's
+    4 items are one batch of 4)."""
+    tasks, sets, n = load_tasks(), ["arithmetic", "word_sorting"], 4
+    items = [{"when": v.prompt, "text": right(tasks[name], v), "busy_text": "I do not know."}
+             for name in sets for v in tasks[name].variants[:n]]
+    params = params_for({"replies": items, "itl": 0.0005, "ttft": 0.001, "busy_wait": 0.3},
+                        run={"graded_items": n, "graded_concurrency": 4, "max_tokens": 64}, tasks=sets)
+    result = run_suite(params, "quality", fresh=True, progress=False)
+    rows = result.requests[~result.requests["is_warmup"].astype(bool)]
+    assert rows.groupby("task")["concurrency"].unique().map(list).to_dict() == {
+        "arithmetic": [1], "word_sorting": [1], "arithmetic@c4": [4], "word_sorting@c4": [4]}
+    loaded = rows[rows["task"] == "arithmetic@c4"]
+    assert sorted(loaded["variant"]) == sorted(rows.loc[rows["task"] == "arithmetic", "variant"])  # the same items
+    assert len(set(rows["prompt"])) == len(rows)  # and still prompts no cache has seen
+    summary = result.summary.set_index("task")
+    assert summary.loc[sets, "accuracy"].tolist() == [1.0, 1.0]
+    assert summary.loc[[f"{name}@c4" for name in sets], "accuracy"].tolist() == [0.0, 0.0]
+    assert set(result.windows["window"]) >= {"arithmetic", "arithmetic@c4"}  # each pass its own energy window
+
+    table = paired.under_load(paired.item_results(result.requests)).set_index("task")
+    one = table.loc["arithmetic"]  # 4 items of one set: a difference, but too few to call
+    assert (one["concurrency"], one["n"], one["a_only"], one["b_only"], one["verdict"]) == (4, n, n, 0, "tie")
+    pooled = table.loc[paired.ALL_SETS]  # both sets' 8 items: all discordant one way
+    assert (pooled["n"], pooled["a_only"], pooled["verdict"]) == (2 * n, 2 * n, "c1 beats c4")
+    assert pooled["p_value"] == pytest.approx(2 * 0.5 ** (2 * n)) and pooled["difference_lo"] > 0
+    shown = suite_report.accuracy_under_load(result.requests, result.summary).set_index("set")
+    assert shown.loc[paired.ALL_SETS, "verdict"] == "c1 beats c4" and shown.loc["arithmetic", "items"] == n
+    assert (shown.loc["arithmetic", "accuracy at 1"], shown.loc["arithmetic", "accuracy under load"]) == ("100%", "0%")
+
+
+def test_without_graded_concurrency_nothing_is_sent_twice(params_for, outputs):
+    params = params_for({"replies": replies({}), "itl": 0.0005, "ttft": 0.001},
+                        run={"graded_items": 2, "max_tokens": 64}, tasks=["arithmetic"])
+    rows = run_suite(params, "quality", fresh=True, progress=False).requests
+    assert set(rows["task"]) == {"arithmetic"} and set(rows["concurrency"]) == {1}

@@ -80,3 +80,18 @@ def test_the_run_id_follows_the_measuring_code_not_the_paper(tmp_path):
     checkers = copy / "scoring" / "checkers.py"
     checkers.write_text(checkers.read_text(encoding="utf-8") + "\n# a checker changed\n", encoding="utf-8")
     assert params_module.code_version(copy) != before
+
+
+def test_an_unreadable_run_json_is_one_line_and_the_rows_stay(params_for, outputs):
+    params = params_for({"ttft": 0.001, "itl": 0.0005, "tokens": 4}, tasks=["basic_qa"])
+    first = run_suite(params, "text", progress=False)
+    marker = first.out_dir / "run.json"
+    marker.write_text('{"run_id": "abc', encoding="utf-8")  # torn by a crash or a careless edit
+    rows = (first.out_dir / "requests.csv").read_bytes()
+    with pytest.raises(RunConflict, match=r"run\.json is unreadable .*rerun with --fresh"):
+        run_suite(params, "text", progress=False)
+    assert (first.out_dir / "requests.csv").read_bytes() == rows and marker.read_text() == '{"run_id": "abc'
+    marker.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(RunConflict, match="not a JSON object"):
+        run_suite(params, "text", progress=False)
+    assert run_suite(params, "text", fresh=True, progress=False).ok  # --fresh archives it and starts over

@@ -78,3 +78,34 @@ def test_show_displays_cards_and_audio_players(tmp_path, monkeypatch):
     built = evidence.show(frame, "audio")
     assert len(built) == 1 and any(isinstance(o, Audio) for o in shown)
     assert evidence.cards(frame.iloc[0:0], "audio") == []
+
+
+def test_wrong_items_per_set_show_the_expected_the_answer_read_and_the_raw_answer(tmp_path, monkeypatch):
+    arithmetic, humaneval = load_tasks()["arithmetic"].variants[:2], load_tasks()["humaneval"].variants[0]
+    frame = rows(tmp_path, [
+        RequestRecord(task="arithmetic", variant=arithmetic[0].id, request_key="a", status="ok", passed=True,
+                      response_text=str(arithmetic[0].expected["answer"])),
+        RequestRecord(task="arithmetic", variant=arithmetic[1].id, repeat=1, request_key="b", status="ok",
+                      passed=False, response_text="The sum is 99, I think.", answer_read="99",
+                      check_detail="read last_number: '99'; basic_arithmetic score 0.00"),
+        RequestRecord(task="arithmetic@c4", variant=arithmetic[1].id, repeat=1, concurrency=4, request_key="c",
+                      status="ok", passed=False, response_text="no idea", check_detail="read last_number: no answer"),
+        RequestRecord(task="humaneval", variant=humaneval.id, request_key="d", status="ok", passed=False,
+                      response_text="```python\nreturn None\n```", answer_read="return None"),
+        RequestRecord(task="arithmetic", variant=arithmetic[1].id, request_key="w", status="ok", passed=False,
+                      is_warmup=True),
+        RequestRecord(task="arithmetic", variant=arithmetic[0].id, request_key="f", status="failed", passed=None),
+    ])
+    wrong = evidence.wrong_items(frame)
+    assert wrong["set"].tolist() == ["arithmetic", "arithmetic@c4", "humaneval"]  # warm-up, passes, failures left out
+    first = wrong.iloc[0]
+    assert (first["item"], first["expected"], first["answer read"]) == (
+        arithmetic[1].id, str(arithmetic[1].expected["answer"]), "99")
+    assert first["raw answer"] == "The sum is 99, I think." and "score 0.00" in first["checker"]
+    assert wrong.iloc[1]["expected"] == str(arithmetic[1].expected["answer"])  # the load pass has its set's items
+    assert wrong.iloc[2]["expected"].startswith(f"passes {humaneval.expected['task_id']}'s own tests")
+    shown = []
+    monkeypatch.setattr(evidence, "display", shown.append)
+    evidence.show_wrong(frame)
+    assert [h.data.split("</h4>")[0] for h in shown] == ["<h4>arithmetic: 1 of 2 wrong", "<h4>arithmetic@c4: 1 of 1 wrong",
+                                                        "<h4>humaneval: 1 of 1 wrong"]

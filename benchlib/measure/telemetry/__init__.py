@@ -26,8 +26,15 @@ Modules (each imports only those listed before it):
     nvml       NVIDIA GPUs through NVML: selection, probing, NaN-safe reads
     host       RAPL, process tree, MemAvailable, host CPU
     soc        hosts NVML does not see: Apple powermetrics, hwmon power rails (Jetson), thermal zones
+    clock      whether a server URL names this host; a remote clock's offset (NTP-style round trips)
     windows    how a window's energy, power, temperature and memory are computed (WindowArithmetic)
     sampler    Telemetry: the background sampler and its windows
+    exporters  DCGM exporter and node_exporter scraped as a source on the server's host
+    remote     RemoteTelemetry: the sampler's API over a source on the server's host (agent or exporters)
+    agent      `frontier-bench telemetry-agent`: the sampler on the server's host, served over HTTP
+
+Where the samples come from is telemetry.source: local (this process, this host), agent or exporters (the
+server's host). A server on another host with source local gets no sensor cells at all, only the reason.
 
 Part of the measurement layer: imports params and schema only; tokens per joule (which needs requests)
 is analysis and lives in benchlib.analysis.summary.
@@ -45,7 +52,8 @@ from benchlib.measure.telemetry.files import (
 )
 from benchlib.measure.telemetry.nvml import select_gpus
 from benchlib.measure.telemetry.sampler import Telemetry
+from benchlib.measure.telemetry.remote import RemoteTelemetry
 from benchlib.measure.telemetry.windows import WindowHandle
 
-__all__ = ["KINDS", "SENSORS_JSON", "TELEMETRY_COLUMNS", "TELEMETRY_CSV", "Telemetry", "WINDOWS_CSV",
+__all__ = ["KINDS", "RemoteTelemetry", "SENSORS_JSON", "TELEMETRY_COLUMNS", "TELEMETRY_CSV", "Telemetry", "WINDOWS_CSV",
            "WINDOW_COLUMNS", "WindowHandle", "WindowKind", "read_telemetry", "read_windows", "select_gpus"]

@@ -6,10 +6,11 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-WindowKind = Literal["idle", "loaded", "task", "level"]  # level: one load-sweep level (inside its task)
+# level: one load-sweep level (inside its task); steady: a level's steady-state part (analysis/load_levels)
+WindowKind = Literal["idle", "loaded", "task", "level", "steady"]
 
 
-KINDS: tuple[str, ...] = ("idle", "loaded", "task", "level")
+KINDS: tuple[str, ...] = ("idle", "loaded", "task", "level", "steady")
 
 
 NAN = float("nan")

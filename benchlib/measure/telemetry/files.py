@@ -27,6 +27,7 @@ TELEMETRY_COLUMNS = [
     "power_w", "energy_mj", "mem_used_bytes", "gpu_proc_mem_bytes", "temp_c", "sm_clock_mhz", "throttle", "stale",
     "cpu_percent", "server_rss_bytes", "server_cpu_s", "rapl_energy_uj", "mem_available_bytes",
     "soc_power_w", "soc_energy_uj", "soc_temp_c",
+    "source", "host", "remote_t_ns",
 ]
 
 
@@ -38,6 +39,8 @@ WINDOW_COLUMNS = [
     "mem_baseline_bytes", "mem_peak_bytes", "mem_delta_bytes", "mem_source", "mem_available_drop_bytes",
     "cpu_util_avg", "server_rss_peak_bytes", "server_cpu_s",
     "n_samples", "stale_samples", "unavailable",
+    "telemetry_source", "telemetry_host", "clock_uncertainty_s", "clock_flag",
+    "energy_boundary", "idle_subtracted",
 ]
 
 
@@ -63,12 +66,15 @@ def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
 
 
 WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "temp_source",
-               "throttle_seen", "mem_source", "unavailable")
+               "throttle_seen", "mem_source", "unavailable", "telemetry_source", "telemetry_host", "clock_flag",
+               "energy_boundary")
 # The typed schema of a window row: text, exact nanosecond edges, the reset flag, everything else a number.
 WINDOW_KINDS: dict[str, ColumnKind] = {
     c: ("str" if c in WINDOW_TEXT else "int" if c in ("t_start_ns", "t_end_ns") else
-        "bool" if c == "counter_reset" else "float") for c in WINDOW_COLUMNS}
-TELEMETRY_KINDS: dict[str, ColumnKind] = {c: ("int" if c == "t_ns" else "float") for c in TELEMETRY_COLUMNS}
+        "bool" if c == "counter_reset" else "optional_bool" if c == "idle_subtracted" else "float")
+    for c in WINDOW_COLUMNS}
+TELEMETRY_KINDS: dict[str, ColumnKind] = {c: ("int" if c in ("t_ns", "remote_t_ns") else
+                                              "str" if c in ("source", "host") else "float") for c in TELEMETRY_COLUMNS}
 
 
 def read_windows(path: Path | str) -> pd.DataFrame:

@@ -132,6 +132,8 @@ class Gpu:
     throttle_fn: Callable[[Any], int] | None = None
     power_limit_w: float | None = None
     sensors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # a remote source's own labels (energy, power, power_text, mem, temp) for the window columns; empty = NVML's
+    labels: dict[str, str] = field(default_factory=dict)
     # last readings, for stale detection
     last_power_ts: int | None = None
     last_power: float = NAN

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import socket
 import threading
 import time
 import weakref
@@ -21,6 +22,7 @@ import psutil
 
 from benchlib.config.params import TelemetryParams
 from benchlib.records.rows import write_atomic
+from benchlib.measure.telemetry.clock import is_this_host, url_host
 from benchlib.measure.telemetry.common import KINDS, NAN, WindowKind, check_kind, sensor_status
 from benchlib.measure.telemetry.files import (
     SENSORS_JSON,
@@ -56,6 +58,31 @@ class Telemetry(WindowArithmetic):
                  meminfo_path: Path | str = "/proc/meminfo", environ: Mapping[str, str] | None = None,
                  hwmon_root: Path | str = "/sys/class/hwmon", thermal_root: Path | str = "/sys/class/thermal",
                  powermetrics: list[str] | None = None, system: str | None = None):
+        self._init_state(settings, out_dir, meminfo_path, system)
+        if not self.enabled:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._nvml = Nvml(nvml, settings.gpu_indices, os.environ if environ is None else environ,
+                           stale_age_s=max(1.0, 2.0 / settings.power_hz))
+        self._rapl = Rapl(Path(powercap_root))
+        if settings.powermetrics or self.system != "Darwin":
+            self._soc = soc_power_sensor(max(1, round(1000 / settings.power_hz)), settings.hwmon_rails,
+                                         system=self.system, powermetrics=powermetrics, hwmon_root=hwmon_root)
+        self._zones = ThermalZones(thermal_root)
+        self._meminfo_status = self._probe_meminfo()
+        self._cpu_status = self._probe_cpu()
+        if server_pid is not None:
+            self.set_server_pid(server_pid)
+        self._gpus = self._nvml.gpus
+        self._series = Series(series_names(self._gpus))
+        self.sensors = self._aggregate_sensors()
+        self._windows = self._load_previous_windows()
+        # a notebook kernel may exit without close(): flush what is buffered (weakly, so tests don't pin objects)
+        atexit.register(_close_if_alive, weakref.ref(self))
+
+    def _init_state(self, settings: TelemetryParams, out_dir: Path | str, meminfo_path: Path | str = "/proc/meminfo",
+                    system: str | None = None) -> None:
+        """Everything but the sensors (a remote source sets those from what its host describes)."""
         self.settings = settings
         self.out_dir = Path(out_dir)
         self.enabled = settings.enabled
@@ -78,34 +105,14 @@ class Telemetry(WindowArithmetic):
         self.system = system or platform.system()
         self._soc: Powermetrics | Hwmon | None = None
         self.sensors: dict[str, dict[str, Any]] = {}
+        self.source_label, self.source_host = "local", socket.gethostname()
+        self.no_source_reason = ""
+        self.clock_uncertainty_s = None
+        self.server_host = ""
         if not self.enabled:
             self.sensors = {"telemetry": sensor_status(False, "telemetry disabled", "params.telemetry.enabled")}
             self._nvml = None
             self._rapl = None
-            return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._nvml = Nvml(nvml, settings.gpu_indices, os.environ if environ is None else environ,
-                           stale_age_s=max(1.0, 2.0 / settings.power_hz))
-        self._rapl = Rapl(Path(powercap_root))
-        if settings.powermetrics or self.system != "Darwin":
-            self._soc = soc_power_sensor(max(1, round(1000 / settings.power_hz)), settings.hwmon_rails,
-                                         system=self.system, powermetrics=powermetrics, hwmon_root=hwmon_root)
-        self._zones = ThermalZones(thermal_root)
-        self._meminfo_status = self._probe_meminfo()
-        self._cpu_status = self._probe_cpu()
-        if server_pid is not None:
-            self.set_server_pid(server_pid)
-        self._gpus = self._nvml.gpus
-        names = ["cpu_busy_s", "cpu_total_s", "cpu_percent", "server_rss", "server_cpu", "rapl_uj", "mem_avail",
-                 "soc_uj", "soc_w", "soc_temp", "soc_pressure"]
-        for gpu in self._gpus:
-            names += [f"{key}@{gpu.slot}" for key in
-                      ("power", "energy", "mem", "procmem", "stale", "temp", "clock", "throttle")]
-        self._series = Series(names)
-        self.sensors = self._aggregate_sensors()
-        self._windows = self._load_previous_windows()
-        # a notebook kernel may exit without close(): flush what is buffered (weakly, so tests don't pin objects)
-        atexit.register(_close_if_alive, weakref.ref(self))
 
     # -- probing -------------------------------------------------------------------------------------------
     def _probe_meminfo(self) -> dict[str, Any]:
@@ -143,6 +150,23 @@ class Telemetry(WindowArithmetic):
         if self.sensors:
             self.sensors["server_process"] = self._server_status
 
+    def set_server_url(self, url: str | None) -> None:
+        """The server this run measures: on another host, this host's sensors do not describe it, so every
+        window says so instead of carrying them (a remote source overrides this)."""
+        self.server_host = url_host(url)
+        if self.server_host and not is_this_host(self.server_host):
+            self.no_source_reason = f"server on {self.server_host}: no telemetry source for it"
+        else:
+            self.no_source_reason = ""
+
+    def measure_clock(self, label: str) -> None:
+        """Local samples share the windows' clock: nothing to measure (a remote source measures its offset)."""
+
+    def source_description(self) -> dict[str, Any]:
+        """Where this run's telemetry came from (sensors.json and the manifest)."""
+        return {"kind": self.source_label, "host": self.source_host, "server_host": self.server_host,
+                "no_source_reason": self.no_source_reason}
+
     def _aggregate_sensors(self) -> dict[str, dict[str, Any]]:
         """One entry per sensor: available only if every selected GPU has it; reasons name the GPU."""
         nvml = self._nvml
@@ -177,10 +201,11 @@ class Telemetry(WindowArithmetic):
     def describe(self) -> dict[str, Any]:
         """The sensors.json payload."""
         if not self.enabled:
-            return {"enabled": False, "sensors": self.sensors}
+            return {"enabled": False, "sensors": self.sensors, "source": self.source_description()}
         nvml = self._nvml
         return {
             "enabled": True,
+            "source": self.source_description(),
             "power_hz": self.settings.power_hz,
             "slow_hz": self.settings.slow_hz,
             "sensors": self.sensors,
@@ -260,14 +285,11 @@ class Telemetry(WindowArithmetic):
             t_ns = time.perf_counter_ns()
             t_unix = time.time()
             values: dict[str, float] = {}
-            gpu_rows = []
             for gpu in self._gpus:
                 fast = self._nvml.read_fast(gpu, t_unix)
                 slow_values = self._nvml.read_slow(gpu) if slow else {"temp": NAN, "clock": NAN, "throttle": NAN}
-                merged = {**fast, **slow_values}
-                for key, value in merged.items():
+                for key, value in {**fast, **slow_values}.items():
                     values[f"{key}@{gpu.slot}"] = value
-                gpu_rows.append((gpu.index, merged))
             values["rapl_uj"] = self._safe("rapl", self._rapl.read)
             if self._soc_ok:
                 assert self._soc is not None
@@ -281,21 +303,29 @@ class Telemetry(WindowArithmetic):
                 # readings go at the slow rate. Window edges are full ticks and CPU figures are counters, so
                 # window values stay exact; only RSS/MemAvailable peaks are sampled at slow_hz.
                 self._read_host(values)
-            self._series.append(t_ns, t_unix, values)
-            self._ticks += 1
-            host = [values.get("cpu_percent", NAN), values.get("server_rss", NAN), values.get("server_cpu", NAN),
-                    values["rapl_uj"], values.get("mem_avail", NAN), values.get("soc_w", NAN),
-                    values.get("soc_uj", NAN), values.get("soc_temp", NAN)]
-            head = f"{t_ns},{t_unix:.6f}"
-            tail = ",".join(csv_cell(v) for v in host)
-            if not gpu_rows:
-                self._rows.append(f"{head},,,,,,,,,,{tail}\n")
-            for index, m in gpu_rows:
-                throttle = csv_cell(m["throttle"])
-                stale = "" if math.isnan(m["stale"]) else ("true" if m["stale"] else "false")
-                gpu_cells = ",".join(csv_cell(m[k]) for k in ("power", "energy", "mem", "procmem", "temp", "clock"))
-                self._rows.append(f"{head},{index},{gpu_cells},{throttle},{stale},{tail}\n")
+            self._store(t_ns, t_unix, values)
             return t_ns
+
+    def _store(self, t_ns: int, t_unix: float, values: dict[str, float], remote_t_ns: int | None = None) -> None:
+        """One tick into the series and its telemetry.csv rows (caller holds _tick_lock); remote_t_ns is the
+        sample's own clock when it was read on another host."""
+        self._series.append(t_ns, t_unix, values)
+        self._ticks += 1
+        host = [values.get("cpu_percent", NAN), values.get("server_rss", NAN), values.get("server_cpu", NAN),
+                values.get("rapl_uj", NAN), values.get("mem_avail", NAN), values.get("soc_w", NAN),
+                values.get("soc_uj", NAN), values.get("soc_temp", NAN)]
+        head = f"{t_ns},{t_unix:.6f}"
+        label = f"{self.source_label},{self.source_host},{'' if remote_t_ns is None else remote_t_ns}"
+        tail = ",".join(csv_cell(v) for v in host) + "," + label
+        if not self._gpus:
+            self._rows.append(f"{head},,,,,,,,,,{tail}\n")
+        for g in self._gpus:
+            m = {k: values.get(f"{k}@{g.slot}", NAN) for k in
+                 ("power", "energy", "mem", "procmem", "temp", "clock", "throttle", "stale")}
+            throttle = csv_cell(m["throttle"])
+            stale = "" if math.isnan(m["stale"]) else ("true" if m["stale"] else "false")
+            gpu_cells = ",".join(csv_cell(m[k]) for k in ("power", "energy", "mem", "procmem", "temp", "clock"))
+            self._rows.append(f"{head},{g.index},{gpu_cells},{throttle},{stale},{tail}\n")
 
     def _read_host(self, values: dict[str, float]) -> None:
         try:
@@ -446,6 +476,16 @@ class Telemetry(WindowArithmetic):
             return []
         frame = read_windows(path)
         return frame.to_dict("records")
+
+
+def series_names(gpus: list[Any]) -> list[str]:
+    """The sampled series: host columns, then each GPU's under its slot."""
+    names = ["cpu_busy_s", "cpu_total_s", "cpu_percent", "server_rss", "server_cpu", "rapl_uj", "mem_avail",
+             "soc_uj", "soc_w", "soc_temp", "soc_pressure"]
+    for gpu in gpus:
+        names += [f"{key}@{gpu.slot}" for key in ("power", "energy", "mem", "procmem", "stale", "temp", "clock",
+                                                   "throttle")]
+    return names
 
 
 def _close_if_alive(ref: "weakref.ref[Telemetry]") -> None:

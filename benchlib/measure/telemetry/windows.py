@@ -14,6 +14,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from benchlib.config import metrics
+from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR
+from benchlib.measure.telemetry.boundary import window_boundary
 from benchlib.measure.telemetry.common import NAN, is_number
 from benchlib.measure.telemetry.files import WINDOW_COLUMNS
 from benchlib.measure.telemetry.nvml import MEM_SOURCE_LABELS, POWER_INSTANT_SOURCE, POWER_USAGE_SOURCE, Gpu
@@ -106,7 +108,8 @@ def _window_row(name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
     row.update(window=name, kind=kind, t_start_ns=t0, t_end_ns=t1, duration_s=(t1 - t0) / 1e9,
                t_start_unix=now_unix - (now_ns - t0) / 1e9, t_end_unix=now_unix - (now_ns - t1) / 1e9,
                counter_reset=False, n_samples=0, stale_samples=0, energy_source="", energy_reason="",
-               power_source="", temp_source="", mem_source="", throttle_seen="", unavailable="")
+               power_source="", temp_source="", mem_source="", throttle_seen="", unavailable="",
+               telemetry_source="", telemetry_host="", clock_flag="", energy_boundary="", idle_subtracted=None)
     return row
 
 
@@ -128,12 +131,27 @@ class WindowArithmetic:
     and the server process tree.
 
     A mixin of `Telemetry`: it reads the sampler's state (`_series`, `_gpus`, `_rapl`, `_soc`, `_zones`, `_nvml`,
-    `_tree`, `_windows`, `sensors` and the probe statuses) and never samples itself."""
+    `_tree`, `_windows`, `sensors` and the probe statuses) and never samples itself. The source's labels
+    (`source_label`, `source_host`), `no_source_reason` (server elsewhere, nothing sampling it) and
+    `clock_uncertainty_s` (remote samples) come from the sampler too."""
+
+    source_label = "local"
+    source_host = ""
+    no_source_reason = ""
+    clock_uncertainty_s: float | None = None
+    host_temp_label = "thermal_zone_max"
 
     def _summarise(self, name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
         row = _window_row(name, kind, t0, t1)
+        row["telemetry_source"], row["telemetry_host"] = self.source_label, self.source_host
         if not self.enabled:
             row["energy_reason"] = row["unavailable"] = "telemetry disabled"
+            row["gpus"] = ""
+            return row
+        if self.no_source_reason:
+            # the server is elsewhere and nothing samples its host (or its agent is unreachable): this host's
+            # readings would pass for the server's, so every sensor cell stays empty with the reason
+            row["energy_reason"] = row["unavailable"] = self.no_source_reason
             row["gpus"] = ""
             return row
         missing: list[str] = []
@@ -146,13 +164,29 @@ class WindowArithmetic:
         rapl_j, soc_j = self._energy(row, t, cols, t0, t1, missing)
         self._peak_power(row, t, cols, t0, t1, inside, rapl_j, soc_j, missing)
         self._net_energy(row, missing)
+        # what energy_j covers (telemetry/boundary); it is gross: net_energy_j is the idle-subtracted figure
+        row["energy_boundary"] = window_boundary(row["energy_source"], bool(self._gpus),
+                                                 self._soc if self._soc_ok else None, self._rapl)
+        row["idle_subtracted"] = False if row["energy_j"] is not None else None
         self._thermal(row, t, cols, t0, t1, missing)
         self._memory(row, t, cols, t0, t1, missing)
         self._host_side(row, t, cols, t0, t1, missing)
         if self._gpus:
             row["stale_samples"] = int(sum(np.nansum(cols[f"stale@{g.slot}"][inside]) for g in self._gpus))
         row["unavailable"] = "; ".join(missing)
+        self._clock_flag(row)
         return row
+
+    def _clock_flag(self, row: dict[str, Any]) -> None:
+        """Remote samples are placed on this clock within ± the offset's uncertainty: a window not several times
+        longer than that has edges the samples may straddle."""
+        uncertainty = self.clock_uncertainty_s
+        if uncertainty is None:
+            return
+        row["clock_uncertainty_s"] = uncertainty
+        if row["duration_s"] < CLOCK_FLAG_FACTOR * uncertainty:
+            row["clock_flag"] = (f"window {row['duration_s'] * 1e3:.3g} ms < {CLOCK_FLAG_FACTOR} × the clock "
+                                 f"offset's uncertainty ({uncertainty * 1e3:.3g} ms): edges uncertain")
 
     def _energy(self, row: dict[str, Any], t: np.ndarray, cols: dict[str, np.ndarray], t0: int, t1: int,
                 missing: list[str]) -> tuple[float | None, float | None]:
@@ -223,8 +257,8 @@ class WindowArithmetic:
                 peak = _held(t, total, t0, t1)
             if len(peak):
                 row["peak_power_w"] = float(peak.max())
-                row["power_source"] = "+".join(dict.fromkeys(
-                    "nvml_instant" if g.power == "instant" else "nvml_power_usage_1s_avg" for g in self._gpus))
+                row["power_source"] = "+".join(dict.fromkeys(g.labels.get("power") or (
+                    "nvml_instant" if g.power == "instant" else "nvml_power_usage_1s_avg") for g in self._gpus))
             else:
                 missing.append("peak_power_w: no power samples in the window")
         elif self._gpus:
@@ -277,13 +311,13 @@ class WindowArithmetic:
         if g.energy:
             delta, reset, why = _counter_delta(t, cols[f"energy@{g.slot}"], t0, t1)
             if delta is not None:
-                return delta / 1000.0, "nvml_counter", "", False
+                return delta / 1000.0, g.labels.get("energy", "nvml_counter"), "", False
             note = f"energy counter: {why}"
         else:
             note = f"no energy counter ({g.sensors['energy_counter']['reason']})"
         if g.power:
             joules = _trapezoid(t, cols[f"power@{g.slot}"], t0, t1)
-            label = POWER_INSTANT_SOURCE if g.power == "instant" else POWER_USAGE_SOURCE
+            label = g.labels.get("power_text") or (POWER_INSTANT_SOURCE if g.power == "instant" else POWER_USAGE_SOURCE)
             if joules is not None:
                 return joules, "power_trapezoid", f"{note}; integrated {label} samples", reset
             return None, "", f"{note}; power samples do not cover the window", reset
@@ -310,7 +344,7 @@ class WindowArithmetic:
         if not self._gpus:
             self._host_thermal(row, t, cols, t0, t1, missing)
             return
-        row["temp_source"] = "nvml"
+        row["temp_source"] = "+".join(dict.fromkeys(g.labels.get("temp", "nvml") for g in self._gpus))
         temps = np.concatenate([_held(t, cols[f"temp@{g.slot}"], t0, t1) for g in self._gpus])
         if len(temps):
             row["temp_avg_c"], row["temp_peak_c"] = float(temps.mean()), float(temps.max())
@@ -331,7 +365,7 @@ class WindowArithmetic:
         temps = _held(t, cols["soc_temp"], t0, t1)
         if len(temps):
             row["temp_avg_c"], row["temp_peak_c"] = float(temps.mean()), float(temps.max())
-            row["temp_source"] = "thermal_zone_max"
+            row["temp_source"] = self.host_temp_label
         else:
             missing.append(f"temp_*: no GPU ({self._nvml.reason}); {self._zones.status['reason'] or 'no samples'}")
         levels = _held(t, cols["soc_pressure"], t0, t1)
@@ -349,7 +383,8 @@ class WindowArithmetic:
             if all(g.memory for g in self._gpus):
                 parts = [cols[f"{'procmem' if g.memory == 'process_sum' else 'mem'}@{g.slot}"] for g in self._gpus]
                 series = np.sum(parts, axis=0)
-                row["mem_source"] = "+".join(dict.fromkeys(MEM_SOURCE_LABELS[g.memory] for g in self._gpus))
+                row["mem_source"] = "+".join(dict.fromkeys(g.labels.get("mem") or MEM_SOURCE_LABELS[g.memory]
+                                                           for g in self._gpus))
             else:
                 missing.append(f"mem_*: {self.sensors['memory']['reason']}")
         elif self._tree is not None or not np.all(np.isnan(cols["server_rss"])):

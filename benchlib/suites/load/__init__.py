@@ -30,20 +30,33 @@ budget, optionally a shared prefix. Per level: offered, sent and achieved rates 
 steady-state window (ramp-up and drain left out), TTFT/TPOT/ITL/e2e p50 and p99, goodput under the SLOs, the
 scheduler's lag; the highest rate that meets the SLOs. Rules: benchlib.analysis.serving.
 
+Workloads — after the rate sweep, each off unless enabled (params sweep.workloads; params/studies/traffic.yaml turns
+them on): multi-turn conversations (task "multiturn", variant "t<turn>", repeat = the conversation), every turn
+carrying the whole history with the model's own answers, think time between turns, up to max_concurrency
+conversations at once; shared prefixes (task "prefix": k run-unique prefix texts × m suffixes, seeded interleaved
+order); a Mooncake JSONL trace replayed open loop at its scaled timestamps (task "trace", repeat = its line; prompts
+built from the hash_ids' blocks, benchlib.measure.traces). Seeded and resumable like the rate sweep. Per workload:
+TTFT/ITL/e2e p50 and p99, goodput under sweep.slo, cache-hit share (cached ÷ prompt tokens the server reported, and
+vLLM's prefix-cache counters from /metrics), energy from the workload's window; per turn, TTFT median with its
+bootstrap interval (turn 1 against the later, cached turns); per replayed request, planned vs actual send offset.
+
 Outputs (outputs/<host>/<model>/load/): requests.csv (one row per request, suite "load"), sweep_concurrency.csv
 and sweep_context.csv (per level, written atomically), summary.csv (per task, with max_concurrency_ok /
 max_context_ok: the largest level / length that ran with no failures), figures load_concurrency.png and
-load_context.png; sweep_rate.csv, rate_plan.json and load_rate.png.
+load_context.png; sweep_rate.csv, rate_plan.json and load_rate.png; sweep_workloads.csv, workload_turns.csv,
+workload_replay.csv and workload_plan.json.
 
 Modules here: concurrency (the concurrency sweep), context (the prompt-length sweep), rate (the rate sweep),
-suite (run_load: the three sweeps on one server start, then the suite summary). What they build on lives in its
-layer: measure.client_health, measure.prompt_fitting, measure.workload; analysis.load_levels, analysis.serving;
-the notebook's figures and tables in views.load_display.
+workloads (multi-turn, shared prefix, trace replay), suite (run_load: the sweeps and workloads on one server
+start, then the suite summary). What they build on lives in its layer: measure.client_health,
+measure.prompt_fitting, measure.workload, measure.traces; analysis.load_levels, analysis.serving; the notebook's
+figures and tables in views.load_display.
 """
 
 from benchlib.suites.load.concurrency import run_concurrency_sweep
 from benchlib.suites.load.context import run_context_sweep
 from benchlib.suites.load.rate import run_rate_sweep
 from benchlib.suites.load.suite import LoadResult, run_load
+from benchlib.suites.load.workloads import run_workloads
 
-__all__ = ["LoadResult", "run_concurrency_sweep", "run_context_sweep", "run_load", "run_rate_sweep"]
+__all__ = ["LoadResult", "run_concurrency_sweep", "run_context_sweep", "run_load", "run_rate_sweep", "run_workloads"]

@@ -16,6 +16,7 @@ from benchlib.analysis.load_levels import (
     concurrency_levels,
     level_energy,
     level_server_metrics,
+    level_steady,
     level_window,
 )
 from benchlib.records.rows import write_csv_atomic
@@ -100,6 +101,7 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
     requests = session.run_requests()
     frame = concurrency_levels(requests, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), CONCURRENCY_TASK, "concurrency")
+    frame = level_steady(frame, requests, CONCURRENCY_TASK, "concurrency", session.telemetry)
     frame = level_server_metrics(frame, session.server_windows(), CONCURRENCY_TASK, "concurrency")
     write_csv_atomic(session.out_dir / CONCURRENCY_CSV, frame)
     return frame

@@ -12,6 +12,16 @@ estimate, and `prompt_exact_share` shows it) and its max_tokens is a drawn outpu
 shared_prefix > 0 every prompt starts with the same text of that share of the mean prompt length, the unique
 request id after it, so a server's prefix cache can take it (cached_tokens shows whether it did).
 
+Workers (sweep.rate.workers, benchlib.measure.workers): an open-loop level with more than one worker is sent
+from that many processes at one common schedule (started before its window opens); the rows come back to this
+process, which scores and appends them as they arrive. The count is resolved per level ("auto": by its offered
+rate) and kept in rate_plan.json, so a resume splits a level as before.
+
+Search (sweep.rate.search; SEARCH RULE in benchlib.analysis.serving): instead of `points` rates, after the
+throughput level each next open-loop level is the bisection's next rate, decided from the levels run so far; the
+levels and the search's state are stored in rate_plan.json after each level, so a run cut mid-search resumes at
+the level it was cut in and goes on from there.
+
 Resume: finished keys are skipped; an open-loop level cut short sends its missing requests at their own
 offsets (from the first missing one) and is marked `resumed` (its rates then mix two sessions). The rates
 between synchronous and throughput are stored in rate_plan.json, so a resumed run uses the same ones."""
@@ -21,13 +31,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from benchlib.measure.backends import ChatRequest
 from benchlib.suites.load.concurrency import read_previous, row_identity
 from benchlib.suites.load.context import calibrate
 from benchlib.measure.client_health import client_health
-from benchlib.analysis.load_levels import level_energy, level_server_metrics, level_window
+from benchlib.analysis.load_levels import level_energy, level_server_metrics, level_steady, level_window
 from benchlib.measure.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.analysis.serving import (
     RATE_COLUMNS,
@@ -36,9 +47,12 @@ from benchlib.analysis.serving import (
     SYNC,
     THROUGHPUT,
     level_name,
+    passes,
     rate_levels,
+    search_next,
     sweep_rates,
 )
+from benchlib.measure.workers import WorkerPool, merged_health, resolve_workers, split_jobs
 from benchlib.measure.workload import lengths, level_size, offsets
 from benchlib.config.params import RateParams
 from benchlib.records.rows import write_atomic, write_csv_atomic
@@ -65,8 +79,9 @@ def level_plans(rp: RateParams) -> list[dict[str, Any]]:
 
 
 def open_plan(rp: RateParams, rate: float) -> dict[str, Any]:
+    n = level_size(rate, rp.duration_s, rp.min_requests)
     return {"level": level_name(rate), "mode": rp.arrival, "offered_rps": rate, "max_concurrency": rp.max_concurrency,
-            "n": level_size(rate, rp.duration_s, rp.min_requests)}
+            "n": n, "workers": resolve_workers(rp.workers, rate, n)}
 
 
 class PromptMaker:
@@ -162,17 +177,23 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
                 if items:
                     plan["resumed"] = bool(already) or plan.get("resumed", False)
                     bar.set_postfix_str(plan["level"])
-                    with client_health(len(items)) as figures, \
-                            session.window(level_window(RATE_TASK, plan["level"]), kind="level"):
-                        session.execute(items, concurrency=int(plan["max_concurrency"]), progress=bar, offsets=due)
-                    health[plan["level"]] = figures
-                if plan["level"] == THROUGHPUT and not any(p["mode"] not in ("synchronous", "throughput")
-                                                           for p in plans):
+                    health[plan["level"]] = send_level(session, plan, items, due, bar)
+                if rp.search and index == len(plans) - 1 and (plan["level"] == THROUGHPUT or "search_step" in plan):
+                    step = next_step(session, plans, slo, rp, health)
+                    mine["search"] = {k: None if v != v else v for k, v in step.items() if k != "next"}  # JSON
+                    if step["next"] is not None:
+                        extra = {**open_plan(rp, step["next"]), "search_step": int(step["levels"]) + 1}
+                        plans.append(extra)
+                        bar.total += int(extra["n"])
+                        bar.refresh()
+                elif not rp.search and plan["level"] == THROUGHPUT and not any(
+                        p["mode"] not in ("synchronous", "throughput") for p in plans):
                     extra = [open_plan(rp, r) for r in between(session, plans, slo, rp)]
                     plans.extend(extra)
                     bar.total += sum(int(p["n"]) for p in extra)
                     bar.refresh()
-                stored[session.run_id] = {"levels": plans, "prefix_words": words, "method": maker.method}
+                stored[session.run_id] = {"levels": plans, "prefix_words": words, "method": maker.method,
+                                          **({"search": mine["search"]} if "search" in mine else {})}
                 write_atomic(plan_path, json.dumps(stored, indent=2))
                 index += 1
     finally:
@@ -180,6 +201,7 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
             tokenizer.close()
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health, identity=row_identity(session))
     frame = level_energy(frame, session.telemetry.windows_frame(), RATE_TASK, "level")
+    frame = level_steady(frame, session.run_requests(), RATE_TASK, "level", session.telemetry, rp.ramp_share)
     frame = level_server_metrics(frame, session.server_windows(), RATE_TASK, "level")
     write_csv_atomic(session.out_dir / RATE_CSV, frame)
     return frame
@@ -192,3 +214,42 @@ def between(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams)
     if SYNC not in frame.index or THROUGHPUT not in frame.index:
         return []
     return sweep_rates(float(frame.at[SYNC, "rate_rps"]), float(frame.at[THROUGHPUT, "rate_rps"]), rp.points)
+
+
+def send_level(session: Any, plan: dict[str, Any], items: list[Planned], due: list[float] | None,
+               bar: Any) -> dict[str, Any]:
+    """Send a level's pending requests inside its window; returns its client health. An open-loop level with
+    more than one worker goes through benchlib.measure.workers (processes started before the window opens);
+    their records are scored and appended here, in batches, as they arrive."""
+    cap, window = int(plan["max_concurrency"]), level_window(RATE_TASK, plan["level"])
+    workers = int(plan.get("workers") or 1)
+    if due is None or workers <= 1:
+        with client_health(len(items)) as figures, session.window(window, kind="level"):
+            session.execute(items, concurrency=cap, progress=bar, offsets=due)
+        return figures
+    by_key = {item.record.request_key: item for item in items}
+    params = session.params
+
+    def arrived(records: list[Any]) -> None:
+        for record in records:
+            session.after_request(Planned(record, by_key[record.request_key].request), cap)
+        session.log.append_many(records)
+        bar.update(len(records))
+
+    jobs = split_jobs(params.server, params.run, [(i.record, i.request) for i in items], due, cap, workers)
+    with WorkerPool(jobs) as pool, session.window(window, kind="level"):
+        per_worker = pool.run(arrived)
+    return merged_health(per_worker)
+
+
+def next_step(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams,
+              health: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The search's next rate and state from the levels run so far (SEARCH RULE)."""
+    frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health).set_index("level")
+    if SYNC not in frame.index or THROUGHPUT not in frame.index:
+        return search_next(np.nan, np.nan, [], rp.precision, rp.max_levels)
+    ok = passes(frame)
+    tried = [(float(p["offered_rps"]), bool(ok.get(p["level"], False)))
+             for p in sorted((p for p in plans if "search_step" in p), key=lambda p: p["search_step"])]
+    return search_next(float(frame.at[SYNC, "rate_rps"]), float(frame.at[THROUGHPUT, "rate_rps"]), tried,
+                       rp.precision, rp.max_levels, sync_passes=bool(ok.get(SYNC, False)))

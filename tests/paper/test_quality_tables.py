@@ -1,0 +1,60 @@
+"""The paper's graded-set tables: per deployment and set the accuracy with its n and interval (and under load), and
+the paired verdicts between deployments on the items both answered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchlib.analysis import paired, stats
+from benchlib.paper.quality_tables import graded_table, paired_table
+from benchlib.paper.runs import META_COLUMNS, Runs
+
+NAMES = {"strong": "tiny-instruct · llama-cpp-python · local", "weak": "tiny-base · llama-cpp-python · local"}
+
+
+def runs(passes: dict[tuple[str, str], list[bool]]) -> Runs:
+    """Runs of two deployments (models 'strong', 'weak' on host 'h') with per-item outcomes per task."""
+    requests, summary = [], []
+    for (model, task), outcomes in passes.items():
+        for index, ok in enumerate(outcomes):
+            requests.append({"host": "h", "model": model, "suite": "quality", "task": task, "variant": f"s1-{index}",
+                             "repeat": index, "status": "ok", "is_warmup": False, "passed": ok})
+        low, high = stats.wilson_interval(sum(outcomes), len(outcomes))
+        summary.append({"host": "h", "model": model, "suite": "quality", "task": task, "checker": "reasoning_gym",
+                        "n_scored": len(outcomes), "n_passed": sum(outcomes), "accuracy": sum(outcomes) / len(outcomes),
+                        "accuracy_lo": low, "accuracy_hi": high, "joules_per_correct": 2.5, "tokens_per_joule": 4.0})
+    summary.append({"host": "h", "model": "strong", "suite": "quality", "task": "tool_calling", "checker": "tool_call",
+                    "n_scored": 8, "n_passed": 8, "accuracy": 1.0})  # a seed task: not a graded set
+    meta = pd.DataFrame([{"host": "h", "model": m, "system": NAMES[m]} for m in NAMES]).reindex(columns=META_COLUMNS)
+    return Runs(Path("outputs"), pd.DataFrame(summary), pd.DataFrame(requests), pd.DataFrame(), meta)
+
+
+def test_each_deployments_sets_with_n_interval_and_the_pass_under_load():
+    table = graded_table(runs({("strong", "arithmetic"): [True] * 9 + [False], ("weak", "arithmetic"): [False] * 10,
+                               ("strong", "arithmetic@c4"): [True] * 5 + [False] * 5}))
+    data = table.data
+    assert set(data["set"]) == {"arithmetic"} and "tool_calling" not in set(data["set"])
+    strong = data[(data["deployment"] == NAMES["strong"])].set_index("in_flight")
+    assert strong.loc[1, "n"] == 10 and strong.loc[1, "accuracy"] == 0.9 and strong.loc[4, "accuracy"] == 0.5
+    low, high = stats.wilson_interval(9, 10)
+    shown = table.display[(table.display["deployment"] == NAMES["strong"]) & (table.display["in flight"] == 1)]
+    assert shown["accuracy [95% CI] (n)"].tolist() == [f"90% [{low:.0%}–{high:.0%}] (n=10)"]
+    assert graded_table(runs({})) is None
+
+
+def test_paired_verdicts_per_set_pooled_and_under_load():
+    table = paired_table(runs({("strong", "arithmetic"): [True] * 8, ("weak", "arithmetic"): [False] * 8,
+                               ("strong", "leg_counting"): [True, False], ("weak", "leg_counting"): [False, False],
+                               ("strong", "arithmetic@c4"): [True] * 8}))
+    data = table.data.set_index(["set", "a"])
+    pooled = data.loc[(paired.ALL_SETS, NAMES["strong"])]
+    assert (pooled["n"], pooled["a_only"], pooled["b_only"]) == (10, 9, 0)
+    assert pooled["verdict"] == f"{NAMES['strong']} beats {NAMES['weak']}"
+    assert pooled["p_value"] == pytest.approx(2 * 0.5 ** 9)
+    assert data.loc[("leg_counting", NAMES["strong"]), "verdict"] == "tie"  # 1 discordant item of 2
+    load = table.data[table.data["a"] == f"{NAMES['strong']} (c1)"].iloc[0]
+    assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "tie")  # the same answers at 4 in flight
+    assert paired_table(runs({("strong", "arithmetic"): [True]})) is None  # nothing to compare with
