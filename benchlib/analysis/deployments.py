@@ -112,6 +112,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
     rows = []
     if summary.empty:
         return pd.DataFrame(columns=keys + ["system"])
+    accuracy = task_accuracy(summary)  # every suite's scored tasks: the quality suite holds the graded sets
     if "suite" in summary:
         summary = summary[~summary["suite"].isin(exclude_suites)]
     for values, group in summary.groupby(keys, dropna=False, sort=False) if keys else [((), summary)]:
@@ -140,7 +141,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "asr_e2e_s": _task_value(worked, asr_tasks, "e2e_s_mean"),
             "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
         })
-    return frontier.quality_columns(pd.DataFrame(rows), task_accuracy(summary), items=items)
+    return frontier.quality_columns(pd.DataFrame(rows), accuracy, items=items)
 
 
 def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:

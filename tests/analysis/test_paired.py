@@ -137,3 +137,14 @@ def test_task_accuracy_names_the_basis_of_each_task():
                             "checker": ["contains_any", "reasoning_gym", "reasoning_gym"],
                             "n_passed": [1, 2, 1], "n_scored": [3, 4, 4]})
     assert deployments.task_accuracy(summary)["basis"].tolist() == ["measured", frontier.GRADED, frontier.UNDER_LOAD]
+
+
+def test_a_deployments_graded_sets_reach_its_quality_axis_from_the_quality_suite():
+    """The speed averages leave the quality suite out; its graded sets still decide the quality axis."""
+    summary = pd.DataFrame({"host": "h", "model": "m", "suite": ["text", "quality"], "modality": "text",
+                            "task": ["basic_qa", "arithmetic"], "checker": ["contains_any", "reasoning_gym"],
+                            "n_ok": [3, 20], "n_passed": [3, 5], "n_scored": [3, 20],
+                            "decode_tps_mean": [30.0, 10.0], "e2e_s_mean": [1.0, 1.0]})
+    systems = deployments.systems_from_summary(summary)
+    assert systems.loc[0, "avg_decode_tps"] == 30.0  # the quality suite stays out of the speed average
+    assert systems.loc[0, "accuracy_edge"] == 0.25 and systems.loc[0, "accuracy_edge_basis"] == frontier.GRADED
