@@ -109,7 +109,7 @@ def test_thinking_switch_is_sent_off_by_default(params_for):
 
 
 def test_llamacpp_timings_give_server_rates(params_for):
-    record = send(params_for({"ttft": 0.04, "itl": 0.01, "tokens": 20, "timings": True, "cached_tokens": 4}))
+    record = send(params_for({"ttft": 0.04, "itl": 0.01, "server_itl": 0.01, "tokens": 20, "timings": True, "cached_tokens": 4}))
     assert record.server_decode_tps == pytest.approx(100.0)
     assert record.server_prefill_tps == pytest.approx(12 / 0.04)
     assert record.cached_tokens == 4
