@@ -30,7 +30,7 @@ careless server might, so tests can prove the key is scrubbed from every output.
 "echo": true answers with the last user message's text, word by word (as a base model that repeats its prompt
 does); "replies": [{"when": text, "text": ..., "tool_call": {...}}] then appends the first reply whose "when"
 occurs in the request's messages (an echo followed by a correct answer), or answers with it alone; a reply with
-"busy_text" says that instead when another chat request was in the server as this one arrived or "busy_wait" (0.2) s
+"busy_text" says that instead when another such request was in the server as this one arrived or "busy_wait" (0.2) s
 later (a server whose answers change under load). "unescape": true
 decodes backslash escapes in reply and reasoning texts ("\\ud800": a lone surrogate in the stream's JSON).
 "leak": true makes a careless server echo the Authorization header it received into the answer, the reasoning
@@ -134,7 +134,7 @@ class FakeServer:
         self.counts = {"requests": 0, "prompt": 0, "generation": 0, "ttft": 0.0, "itl": 0.0, "itl_n": 0, "e2e": 0.0,
                        "running": 0}
         self.log: list[dict[str, Any]] = []
-        self.chatting = 0  # chat requests in this server right now (arrived, not yet answered)
+        self.chatting = 0  # "busy_text" requests in this server right now (arrived, not yet answered)
         self.seen_prompts: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -310,8 +310,11 @@ class FakeServer:
 
     # ---- chat --------------------------------------------------------------------------------------
     async def _chat(self, body: dict, writer: asyncio.StreamWriter, received: int, ollama: bool) -> bool:
-        body["_chatting"] = token = {"open": True}
-        self.chatting += 1
+        # only requests that ask about overlap count: a test that left a request stalled in a shared server (fault
+        # "stall" sleeps for an hour) must not make every later request look concurrent
+        watched = any("busy_text" in r for r in (body.get("fake") or {}).get("replies") or [] if isinstance(r, dict))
+        body["_chatting"] = token = {"open": watched}
+        self.chatting += watched
         try:
             return await self._chat_body(body, writer, received, ollama)
         finally:
