@@ -26,7 +26,6 @@ request. Usage: python bench/measure_accuracy.py [--levels 1,16,64,256] [--json 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -46,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchlib.measure import event_loop as aio  # noqa: E402
-from benchlib.measure.backends import ChatRequest, make_backend  # noqa: E402
+from benchlib.measure import calibration  # noqa: E402
+from benchlib.measure.backends import ChatRequest  # noqa: E402
 from benchlib.config.params import validate  # noqa: E402
 from benchlib.records.rows import RequestRecord  # noqa: E402
 
@@ -79,22 +79,9 @@ def prompt(tag: str) -> list[dict[str, str]]:
 
 
 async def drive_backend(params, level: int, tags: list[str]) -> list[RequestRecord]:
-    """Backend.execute under one gather with a semaphore: what Session._execute does, minus the CSV append."""
-    backend = make_backend(params.server, params.run, level)
-    gate = asyncio.Semaphore(level)
-    records: list[RequestRecord] = []
-
-    async def one(tag: str) -> None:
-        async with gate:
-            record = RequestRecord(variant=tag)
-            await backend.execute(ChatRequest(messages=prompt(tag), max_tokens=1024), record)
-            records.append(record)
-
-    try:
-        await asyncio.gather(*(one(tag) for tag in tags))
-    finally:
-        await backend.aclose()
-    return records
+    """Backend.execute under one gather with a semaphore: what Session._execute does, minus the CSV append (the
+    client calibration's driver)."""
+    return await calibration.drive(params.server, params.run, level, tags, prompt, 1024)
 
 
 def drive_session(params, level: int, tags: list[str]) -> list[RequestRecord]:

@@ -92,7 +92,15 @@ def start_server() -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
-async def _drive(server: ServerParams, run: RunSettings, level: int, tags: list[str]) -> list[RequestRecord]:
+def _messages(tag: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"[{tag}] calibrate"}]
+
+
+async def drive(server: ServerParams, run: RunSettings, level: int, tags: list[str],
+                messages: Callable[[str], list[dict[str, str]]] = _messages,
+                max_tokens: int = REFERENCE["tokens"]) -> list[RequestRecord]:
+    """One request per tag through Backend.execute, at most `level` in flight (Session._execute's gate, without
+    the CSV append); the tag goes into each prompt, so the stamping server's log matches it to its record."""
     backend = make_backend(server, run, level)
     gate = asyncio.Semaphore(level)
     records: list[RequestRecord] = []
@@ -100,8 +108,7 @@ async def _drive(server: ServerParams, run: RunSettings, level: int, tags: list[
     async def one(tag: str) -> None:
         async with gate:
             record = RequestRecord(variant=tag)
-            await backend.execute(ChatRequest(messages=[{"role": "user", "content": f"[{tag}] calibrate"}],
-                                              max_tokens=REFERENCE["tokens"]), record)
+            await backend.execute(ChatRequest(messages=messages(tag), max_tokens=max_tokens), record)
             records.append(record)
 
     try:
@@ -148,7 +155,7 @@ def measure(levels: list[int], http_client: str = "wire", budget_s: float = BUDG
     skipped: list[int] = []
     one_request_s = REFERENCE["ttft"] + REFERENCE["tokens"] * REFERENCE["itl"]
     try:
-        aio.run(_drive(server, run, 1, [f"warm-{i}" for i in range(WARMUPS)]))
+        aio.run(drive(server, run, 1, [f"warm-{i}" for i in range(WARMUPS)]))
         for level in sorted(set(levels)):
             n = FIRST_LEVEL_REQUESTS if level == 1 else WAVES * level
             waves = math.ceil(n / level)
@@ -156,7 +163,7 @@ def measure(levels: list[int], http_client: str = "wire", budget_s: float = BUDG
                 skipped.append(level)
                 continue
             tags = [f"c{level}-{i}" for i in range(n)]
-            records = aio.run(_drive(server, run, level, tags))
+            records = aio.run(drive(server, run, level, tags))
             log = aio.run(_fetch_log(url))
             ttft, itl = errors(records, log)
             per_level[str(level)] = {"requests": n, "ok": sum(r.status == "ok" for r in records),
