@@ -2,8 +2,8 @@
 executed notebook lands whole in the suite's folder (or not at all), and a failing suite is reported with its
 reason while the next one still runs.
 
-Notebook machinery (papermill, nbformat, zmq, jupyter_client) is imported where notebooks run: nbformat alone
-takes ~1.6 s to import, which `frontier-bench validate` should not pay.
+Notebook machinery (papermill, nbformat, zmq, jupyter_client and the kernel manager of suites/kernel.py) is
+imported where notebooks run: nbformat alone takes ~1.6 s to import, which `frontier-bench validate` should not pay.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from benchlib.suites.run_folder import (RunConflict, check_unlocked, prepare_out
                                         sync_from_store)
 
 
+# papermill's kernel manager, named for traitlets to import when a notebook runs (suites/kernel.py says why it is ours)
+KERNEL_MANAGER = "benchlib.suites.kernel.KernelManager"
+
+
 def shown_path(path: str | Path) -> str:
     """A path as the terminal shows it: relative to the project where it is inside it."""
     try:
@@ -31,37 +35,19 @@ def shown_path(path: str | Path) -> str:
         return str(path)
 
 
-def _kernel_manager_class():
-    """Kernel manager that encrypts kernel traffic (CurveZMQ) where pyzmq supports it: the kernel then has
-    nothing to warn about, and the terminal shows only the run's own output."""
-    # Notebook machinery is imported where notebooks run: nbformat alone takes ~1.6 s to import, which
-    # `frontier-bench validate` should not pay.
-    import zmq
-    from jupyter_client.manager import AsyncKernelManager
-    if not zmq.has("curve") or "transport_encryption" not in AsyncKernelManager.class_trait_names():
-        return AsyncKernelManager
-
-    class EncryptedKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.transport_encryption = "required"
-
-    return EncryptedKernelManager
-
-
 def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True,
                      manifest: Path | None = None) -> None:
     """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial.ipynb` beside
     `output`; the notebook appears under `output` only whole (validated, with the run's manifest in its
     metadata when `manifest` is given, written atomically), whether the run succeeded, failed or was
     interrupted. A full disk cannot leave a truncated notebook where the CLI points."""
-    import papermill  # see _kernel_manager_class
+    import papermill  # see the module docstring
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f".{output.stem}.partial{output.suffix}")
     try:
         papermill.execute_notebook(str(notebook), str(partial), parameters=parameters, kernel_name="python3",
                                    cwd=str(PROJECT_ROOT), progress_bar=progress,
-                                   request_save_on_cell_execute=True, kernel_manager_class=_kernel_manager_class())
+                                   request_save_on_cell_execute=True, kernel_manager_class=KERNEL_MANAGER)
     finally:
         settle_notebook(partial, output, manifest)
 
@@ -70,7 +56,7 @@ def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -
     """Move papermill's partial notebook to `output` if it is a whole notebook (manifest attached); never
     raises: a torn or unwritable notebook is one warning line, the old `output` (if any) stays as it was,
     and the partial file is removed. Returns whether `output` was written."""
-    import nbformat  # see _kernel_manager_class
+    import nbformat  # see the module docstring
     if not partial.is_file():
         return False
     try:

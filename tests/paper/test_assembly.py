@@ -18,7 +18,8 @@ from benchlib.analysis import load_levels
 from benchlib.analysis import serving as load_serving
 from benchlib.paper import systems as paper_systems
 from benchlib.paper.labels import label_problems, place_labels
-from benchlib.config.paths import PAPER_DIR, PROJECT_ROOT
+from benchlib.config.paths import PAPER_DIR
+from benchlib.suites.notebooks import execute_notebook
 
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 
@@ -247,8 +248,7 @@ def test_assemble_notebook_runs_through_papermill(tmp_path):
     root = write_synthetic_run(tmp_path / "outputs")
     out = tmp_path / "paper-out"
     executed = tmp_path / "assemble.ipynb"
-    papermill.execute_notebook(str(notebook), str(executed), parameters={"outputs_dir": str(root), "out_dir": str(out)},
-                               kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False)
+    execute_notebook(notebook, executed, {"outputs_dir": str(root), "out_dir": str(out)}, progress=False)
     missing = [str(p) for p in paper.expected_files(out) if not p.is_file() or p.stat().st_size == 0]
     assert not missing
     cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]

@@ -13,6 +13,7 @@ from benchlib.views import evidence
 from benchlib.views import explorer as explore
 from benchlib.views import timeline
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
+from benchlib.suites.notebooks import execute_notebook
 
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
 
@@ -146,8 +147,7 @@ def test_explore_notebook_runs_through_papermill(root, tmp_path):
     notebook = NOTEBOOKS_DIR / "explore.ipynb"
     assert "outputs_dir" in papermill.inspect_notebook(str(notebook))
     executed = tmp_path / "explore.ipynb"
-    papermill.execute_notebook(str(notebook), str(executed), parameters={"outputs_dir": str(root)},
-                               kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False)
+    execute_notebook(notebook, executed, {"outputs_dir": str(root)}, progress=False)  # as `frontier-bench` runs one
     cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
