@@ -25,7 +25,7 @@ from benchlib.config import graded
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
-from benchlib.config.sections import Section as _Section
+from benchlib.config.sections import Section as _Section, url_credentials
 from benchlib.config.workload_params import WorkloadParams
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
@@ -133,7 +133,7 @@ class ServerParams(_Section):
         if not value:
             return value
         parts = urllib.parse.urlsplit(value)
-        if _url_credentials(value):
+        if url_credentials(value):
             return value  # refused by _needs_url, whose message cannot quote the value back
         if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
             raise ValueError(f"not an http(s) URL: {value!r}")
@@ -156,7 +156,7 @@ class ServerParams(_Section):
     def _needs_url(self) -> "ServerParams":
         if self.kind != "embedded" and not self.base_url:
             raise ValueError(f"base_url is required for kind '{self.kind}'")
-        where = _url_credentials(self.base_url)
+        where = url_credentials(self.base_url)
         if where:
             raise ValueError(f"base_url carries {where}: it would be written to manifest.json and the notebook; "
                              "give the key through api_key_env (the NAME of an environment variable) instead")
@@ -204,18 +204,6 @@ class ServerParams(_Section):
     def auth_headers(self) -> dict[str, str]:
         """The Bearer header, sent only where the params name a key (every path sends the same)."""
         return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
-
-
-def _url_credentials(url: str) -> str:
-    """What in a URL could be a credential, in words for a message; "" when nothing could."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is not None:
-        return "a password (user:password@)"
-    if parts.username:
-        return "user info (user@)"
-    if parts.query or parts.fragment:
-        return "a query or fragment (a key in ?…)"
-    return ""
 
 
 class RunSettings(_Section):

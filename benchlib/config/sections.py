@@ -1,8 +1,10 @@
-"""The base of every params section: unknown keys rejected, no inf or nan, and never a boolean taken as a number."""
+"""The base of every params section: unknown keys rejected, no inf or nan, and never a boolean taken as a number;
+and the rule every URL field keeps (url_credentials: nothing in it that could be a credential)."""
 
 from __future__ import annotations
 
 import typing
+import urllib.parse
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -29,3 +31,16 @@ class Section(BaseModel):
                 and any(isinstance(v, bool) for v in (value if isinstance(value, list) else [value])):
             raise ValueError("a boolean (true/false) is not a number: write the number")
         return value
+
+
+def url_credentials(url: str) -> str:
+    """What in a URL could be a credential, in words for a message; "" when nothing could. A URL in params is written
+    to manifest.json and the executed notebook, so such a URL is refused, never stored."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is not None:
+        return "a password (user:password@)"
+    if parts.username:
+        return "user info (user@)"
+    if parts.query or parts.fragment:
+        return "a query or fragment (a key in ?…)"
+    return ""

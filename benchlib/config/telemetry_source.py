@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from benchlib.config.sections import Section
+from benchlib.config.sections import Section, url_credentials
 
 
 class TelemetrySourceParams(Section):
@@ -32,4 +32,10 @@ class TelemetrySourceParams(Section):
             raise ValueError("source agent needs agent_url")
         if self.source == "exporters" and not (self.dcgm_url or self.node_url):
             raise ValueError("source exporters needs dcgm_url and/or node_url")
+        for name in ("agent_url", "dcgm_url", "node_url"):
+            where = url_credentials(getattr(self, name) or "")
+            if where:
+                raise ValueError(f"{name} carries {where}: it would be written to manifest.json and the notebook; "
+                                 "the agent's token goes through agent_token_env (the NAME of an environment "
+                                 "variable) instead")
         return self

@@ -91,3 +91,15 @@ def test_credentials_in_base_url_are_refused_in_one_line(url):
         make_params(url)
     message = str(refused.value)
     assert "S3CRETPW" not in message and "\n" not in message and "api_key_env" in message
+
+
+@pytest.mark.parametrize("field, source", [("agent_url", "agent"), ("dcgm_url", "exporters"), ("node_url", "exporters")])
+@pytest.mark.parametrize("url", ["http://user:S3CRETPW@gpu-box:9101", "http://S3CRETPW@gpu-box:9400/metrics",
+                                 "http://gpu-box:9100/metrics?token=S3CRETPW"])
+def test_credentials_in_a_telemetry_url_are_refused_in_one_line(field, source, url):
+    with pytest.raises(ParamsError) as refused:
+        make_params("http://127.0.0.1:8000/v1", telemetry={"source": source, field: url})
+    message = str(refused.value)
+    assert "S3CRETPW" not in message and "\n" not in message and field in message and "agent_token_env" in message
+    # the same source with a clean URL is accepted
+    assert make_params("http://127.0.0.1:8000/v1", telemetry={"source": source, field: "http://gpu-box:9101"})
