@@ -120,30 +120,37 @@ class Exchange:
         if not self.first_byte_ns:
             self.first_byte_ns = now
         self._received += len(data)
+        over = self._received - self.max_bytes if self.max_bytes else 0
+        if over > 0:  # the bytes before the cap are still read: the head's status and the text they carry stay
+            data = data[:max(0, len(data) - over)]
         try:
-            if self.max_bytes and self._received > self.max_bytes:
+            self._consume(data, now)
+            if over > 0:
                 raise too_large(self.max_bytes, self.status or None)
-            while self._phase == _HEAD:
-                data = self._head + data if self._head else data
-                end = _HEAD_END.search(data)
-                if end is None:
-                    if len(data) > MAX_HEAD:
-                        raise RequestFailed("bad_response", f"response head over {MAX_HEAD} bytes")
-                    self._head = data
-                    return
-                self._head = b""
-                self._parse_head(data[:end.start()])
-                data = data[end.end():]
-                if 100 <= self.status < 200:  # interim response (100 Continue): the real head follows
-                    continue
-                self._phase = _BODY
-                if self._framing == _LENGTH and self._remaining == 0:
-                    self._complete(now)
-                    return
-            if data:
-                self._body(data, now)
         except BaseException as exc:  # noqa: BLE001 — a parse error or the caller's own failure ends the exchange
             self._fail(exc)
+
+    def _consume(self, data: bytes, now: int) -> None:
+        """Head, then body, of the bytes just read."""
+        while self._phase == _HEAD:
+            data = self._head + data if self._head else data
+            end = _HEAD_END.search(data)
+            if end is None:
+                if len(data) > MAX_HEAD:
+                    raise RequestFailed("bad_response", f"response head over {MAX_HEAD} bytes")
+                self._head = data
+                return
+            self._head = b""
+            self._parse_head(data[:end.start()])
+            data = data[end.end():]
+            if 100 <= self.status < 200:  # interim response (100 Continue): the real head follows
+                continue
+            self._phase = _BODY
+            if self._framing == _LENGTH and self._remaining == 0:
+                self._complete(now)
+                return
+        if data:
+            self._body(data, now)
 
     def _parse_head(self, head: bytes) -> None:
         lines = [line.rstrip("\r") for line in head.decode("latin-1").split("\n")]

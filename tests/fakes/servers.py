@@ -59,7 +59,7 @@ FakeServer(metrics_fault=...) makes /metrics misbehave: "drip" (one byte every 0
 sets streamed without end), "leak" (from the second scrape on — the first one finds the server's names — the key,
 from the Authorization header, where a sample value belongs).
 FakeServer(tokenizer_fault=...) makes /extras/tokenize answer its first call (the probe) and then fail:
-"http_500" (an error page), "count_text" ({"count": "12"}).
+"http_500" (an error page), "count_text" ({"count": "12"}), "drip" and "endless" (as metrics_fault's).
 PrefixCacheServer (the load workloads' fake) keeps a prefix cache: it reports as cached the longest prefix a request
 shares with an earlier one, answers every request with its own numbered reply and keeps what it received.
 Run standalone: python tests/fakes/servers.py [--port N]  (prints "PORT <n>" when listening).
@@ -276,6 +276,8 @@ class FakeServer:
             self.tokenize_calls += 1
             if self.tokenizer_fault == "http_500":
                 return await self._json(writer, 500, {"error": {"message": "tokenizer crashed\nTraceback: ..."}})
+            if self.tokenizer_fault in ("drip", "endless"):
+                return await self._without_end(writer, self.tokenizer_fault)
             return await self._json(writer, 200, {"count": "12"})
         if method == "POST" and path == "/extras/tokenize":  # llama-cpp-python's tokenizer route, fake tokenizer
             self.tokenize_calls += 1
@@ -295,10 +297,14 @@ class FakeServer:
             writer.write(text)
             await writer.drain()
             return True
+        return await self._without_end(writer, self.metrics_fault)
+
+    async def _without_end(self, writer: asyncio.StreamWriter, how: str) -> bool:
+        """A 200 whose body never ends: "drip" one byte every 0.05 s, else 50 lines at a time as fast as it goes."""
         self._head(writer, 200, "text/plain; version=0.0.4")
         line = b'vllm:num_requests_running{engine="0",model_name="fake-model",pad="%s"} 1\n' % (b"x" * 200)
         while True:  # until the client gives up
-            if self.metrics_fault == "drip":
+            if how == "drip":
                 for byte in line:
                     self._chunk(writer, bytes([byte]))
                     await writer.drain()

@@ -17,6 +17,8 @@ import pytest
 from benchlib.measure import event_loop as aio
 from benchlib.measure import provenance
 from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.failures import RequestFailed
+from benchlib.measure.http_response import Exchange
 from benchlib.measure.prometheus import ServerMetrics
 from benchlib.measure.prompt_fitting import ServerTokenizer, TokenizerError
 from benchlib.records.rows import RequestRecord
@@ -63,6 +65,30 @@ def test_a_server_that_ignores_max_tokens_is_cut_off_at_the_byte_cap(params_for,
     assert record.response_text.startswith("alpha bravo")  # what came before the cap is kept
 
 
+def test_a_cap_passed_inside_the_first_read_keeps_the_status_and_the_text_before_it():
+    # a fast server on a busy client: the head and more than the cap arrive in one read (the wire path once
+    # recorded no status then, as the test above saw now and again)
+    class Connection:
+        def drop(self) -> None: ...
+        def exchange_done(self, exchange) -> None: ...
+
+    lines: list[bytes] = []
+    event = b'data: {"choices":[{"delta":{"content":"alpha bravo "}}]}\n\n'
+    body = event * 400  # ~24 KB, past a 4 KB cap
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    async def one_read() -> BaseException | None:
+        exchange = Exchange(Connection(), lambda line, now: lines.append(line) and False, read_timeout=5,
+                            wire_ns=0, max_bytes=4096)
+        exchange.feed(head + b"%x\r\n" % len(body) + body + b"\r\n", now=1)
+        return exchange.future.exception()
+
+    failure = asyncio.run(one_read())
+    assert isinstance(failure, RequestFailed) and failure.kind == "response_too_large"
+    assert failure.http_status == 200
+    assert lines and lines[0].startswith(b"data: ") and 0 < sum(map(len, lines)) <= 4096  # read up to the cap
+
+
 @pytest.mark.parametrize("kind, client", PATHS)
 def test_a_server_that_drips_a_byte_at_a_time_meets_the_deadline(params_for, kind, client):
     params = params_for({"fault": "drip", "drip_s": 0.001, "ttft": 0}, kind=kind,
@@ -102,6 +128,47 @@ def test_a_provenance_probe_of_an_endpoint_that_drips_fails_within_its_deadline(
     threading.Thread(target=probe, daemon=True).start()
     assert done.wait(GUARD_S), "the probe never ended"
     assert "deadline_exceeded" in errors["/metrics"]
+
+
+def test_a_provenance_probe_of_an_endpoint_without_end_stops_at_its_size_cap(server, monkeypatch):
+    fake = server(metrics="vllm", metrics_fault="endless")
+    monkeypatch.setattr(provenance, "PROBE_MAX_BYTES", 256 * 1024)
+    errors: dict[str, str] = {}
+    done = threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=GUARD_S) as client:  # the deadline is far: only the cap can end it in time
+            provenance._probe(client, "GET", fake.url + "/metrics", errors, "/metrics")
+        done.set()
+
+    threading.Thread(target=probe, daemon=True).start()
+    assert done.wait(GUARD_S), "the probe never ended"
+    assert "response_too_large" in errors["/metrics"] and str(256 * 1024) in errors["/metrics"]
+
+
+@pytest.mark.parametrize("fault, kind", [("drip", "deadline_exceeded"), ("endless", "response_too_large")])
+def test_a_tokenizer_that_answers_without_end_after_the_probe_is_cut_off_in_one_line(server, fault, kind):
+    fake = server(tokenizer_fault=fault)
+    tokenizer = ServerTokenizer.detect(make_params(fake.url))
+    assert tokenizer is not None, "the probe is answered"
+    tokenizer.deadline_s, tokenizer.max_bytes = 1.0, 256 * 1024  # the bounds a count runs under, made small
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def count() -> None:
+        try:
+            tokenizer.count("a few words to count")
+        except BaseException as exc:  # noqa: BLE001 — handed to the test thread
+            failure.append(exc)
+        done.set()
+
+    try:
+        threading.Thread(target=count, daemon=True).start()
+        assert done.wait(GUARD_S), "the count never ended"
+    finally:
+        tokenizer.close()
+    assert len(failure) == 1 and isinstance(failure[0], TokenizerError)
+    assert kind in str(failure[0]) and "\n" not in str(failure[0])
 
 
 @pytest.mark.parametrize("fault, words", [("http_500", "HTTP 500: tokenizer crashed"),
