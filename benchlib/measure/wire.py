@@ -131,6 +131,26 @@ class _Connection(_Pooled, asyncio.Protocol):
         return not self.closed and self.transport is not None and not self.transport.is_closing()
 
 
+REALTIME_BRACKET_NS = 20_000  # a realtime read whose two monotonic neighbours lie further apart was preempted
+
+
+def _realtime_minus_monotonic() -> int:
+    """CLOCK_REALTIME − the perf_counter clock, now: the realtime read bracketed by two monotonic reads and set at
+    their midpoint. A pause between two back-to-back reads (a busy machine preempting this thread there) would shift
+    a kernel stamp by the pause, so a bracket wider than REALTIME_BRACKET_NS is read again (the narrowest of three
+    is kept)."""
+    best = None
+    for _ in range(3):
+        before = time.perf_counter_ns()
+        real = time.time_ns()
+        after = time.perf_counter_ns()
+        if best is None or after - before < best[0]:
+            best = (after - before, real - (before + after) // 2)
+        if after - before <= REALTIME_BRACKET_NS:
+            break
+    return best[1]
+
+
 class _RawConnection(_Pooled):
     """A plain-TCP keep-alive connection read with recvmsg in the loop's reader callback; each read carries the
     kernel's receive timestamp when SO_TIMESTAMPNS is on (see the module docstring)."""
@@ -164,8 +184,7 @@ class _RawConnection(_Pooled):
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
                 seconds, nanos = struct.unpack_from("qq", payload)
-                # realtime -> perf_counter, both clocks read back to back (a pause between them would shift it)
-                kernel = seconds * 1_000_000_000 + nanos - time.time_ns() + time.perf_counter_ns()
+                kernel = seconds * 1_000_000_000 + nanos - _realtime_minus_monotonic()
                 if now - 60_000_000_000 < kernel <= now:  # a clock step would put it off: keep the read time
                     stamp = kernel
                     _RawConnection.kernel_stamps_seen += 1

@@ -264,3 +264,13 @@ def test_a_pooled_connection_closed_unanswered_is_resent_once_and_counted():
     # and was sent again on a fresh one: counted on its row, not a stream_cut
     assert [r.reconnects for r in records] == [0, 1, 1]
     assert script.connections == 3 and script.requests == 5
+
+
+def test_the_realtime_offset_of_a_kernel_stamp_survives_a_preemption_between_the_clock_reads(monkeypatch):
+    # realtime runs exactly 1e18 ns ahead of the monotonic clock; the first bracket is preempted for 5 ms after
+    # its realtime read, which read back to back would shift the offset (and every stamp of that read) by 5 ms
+    monotonic = iter([0, 5_000_000, 10_000_000, 10_000_200])
+    realtime = iter([1_000_000_000_000_000_000 + 100, 1_000_000_000_000_000_000 + 10_000_100])
+    monkeypatch.setattr(wire.time, "perf_counter_ns", lambda: next(monotonic))
+    monkeypatch.setattr(wire.time, "time_ns", lambda: next(realtime))
+    assert wire._realtime_minus_monotonic() == 1_000_000_000_000_000_000
