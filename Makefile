@@ -200,6 +200,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/worker_scaling.py
 	$(PY) bench/omp_spin.py
 	$(PY) bench/telemetry_agent.py
+	$(PY) bench/notebook_kernel.py
 
 notebooks: $(VENV)/.installed-run
 	$(PY) tools/make_notebooks.py
