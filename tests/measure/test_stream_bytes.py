@@ -15,8 +15,9 @@ import pytest
 
 from benchlib.measure import event_loop as aio
 from benchlib.measure import wire
-from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.backends import ChatRequest, OllamaBackend, make_backend
 from benchlib.measure.failures import RequestFailed
+from benchlib.measure.timing import StreamState
 from benchlib.records.rows import RequestRecord
 
 from tests.helpers import make_params
@@ -266,3 +267,18 @@ def test_a_stale_connection_failure_is_still_a_failure_on_a_fresh_connection():
     with pytest.raises(RequestFailed) as failure:
         aio.run(run())
     assert failure.value.kind == "stream_cut" and "before responding" in failure.value.message
+
+
+@pytest.mark.parametrize("line, field", [
+    (b'{"message": "just text", "done": false}', "message"),
+    (b'{"message": {"role": "assistant", "content": ["a", "list"]}, "done": false}', "message.content"),
+    (b'{"message": {"role": "assistant", "thinking": 7}, "done": false}', "message.thinking"),
+    (b'{"message": {"tool_calls": {"function": {"name": "f"}}}, "done": false}', "message.tool_calls"),
+    (b'{"message": {"tool_calls": [{"function": {"name": ["f"]}}]}, "done": false}', "a tool call's name"),
+    (b'{"message": {"content": "ok"}, "done": true, "done_reason": 3}', "done_reason"),
+    (b'["not", "an", "object"]', "unexpected stream line"),
+])
+def test_an_ollama_line_of_the_wrong_shape_is_a_bad_chunk(line, field):
+    with pytest.raises(RequestFailed) as failure:
+        OllamaBackend._parse_line(line, 1, StreamState(0), RequestRecord())
+    assert failure.value.kind == "bad_chunk" and field in failure.value.message
