@@ -4,6 +4,8 @@
 # GGML_NATIVE compiles those kernels in) the batch fails: "'const struct block_q4_1' has no member named 'd'".
 # Elsewhere the files compile to nothing, which is why a CPU without AMX never shows it. They are taken out of the
 # batches and compiled on their own; the rest of ggml-cpu stays unity-built.
+# Both builds now leave the AMX kernels out (-mno-amx-*: benchlib/measure/servers/llama_server.py, NO_AMX), so this
+# matters again only for a build that lets them in (CFLAGS/CXXFLAGS without those flags).
 function(frontier_bench_amx_out_of_unity)
   foreach(target ggml-cpu)
     if(NOT TARGET ${target})
