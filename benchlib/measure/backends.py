@@ -235,6 +235,10 @@ class OpenAIBackend(Backend):
         # max_retries=0: a retry would hide a failure inside one row's timing; we retry 429 ourselves.
         self.client = openai.AsyncOpenAI(base_url=base, api_key=server.api_key(), max_retries=0,
                                          timeout=self.timeout, http_client=self.http)
+        # Each SDK request carries the Authorization header every other path sends (ServerParams.auth_headers): none
+        # where the params name no key — the SDK's own placeholder omitted, as it allows per request (its
+        # validation accepts an explicit omit only there), and no OPENAI_API_KEY from the environment read.
+        self.sdk_auth = {"Authorization": openai.omit, **server.auth_headers()}
         # The hot path: a lean HTTP/1.1 stream parsed in the loop's read callback (benchlib/measure/wire.py; the SDK +
         # httpx stack costs more CPU per chunk and stamps chunks late under load: bench/README.md). The SDK path
         # above stays for URLs an environment proxy applies to.
@@ -311,7 +315,7 @@ class OpenAIBackend(Backend):
         tag = self.new_tag()
         kwargs: dict[str, Any] = {key: body[key] for key in named}
         kwargs["extra_body"] = {key: value for key, value in body.items() if key not in named}
-        kwargs["extra_headers"] = {StampingTransport.HEADER: tag}
+        kwargs["extra_headers"] = {**self.sdk_auth, StampingTransport.HEADER: tag}
         record.started_at_unix = time.time()
         start = time.perf_counter_ns()
         record.start_ns = start

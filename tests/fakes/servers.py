@@ -35,7 +35,8 @@ later (a server whose answers change under load). "unescape": true
 decodes backslash escapes in reply and reasoning texts ("\\ud800": a lone surrogate in the stream's JSON).
 "leak": true makes a careless server echo the Authorization header it received into the answer, the reasoning
 text, a tool call's name and arguments and the final chunk's error-free usage, so tests can prove the key is
-scrubbed from every field a server controls.
+scrubbed from every field a server controls. Each chat request's log entry keeps the headers it arrived with
+("headers", names lower-cased), so a test can compare what each client path sends.
 A fault "http_429_once" answers 429 the first time a given prompt is seen, then streams normally.
 Prompt length (load sweeps): POST /extras/tokenize {"input": text} -> {"tokens": [...]} is llama-cpp-python's
 route, with a fake tokenizer of one token per whitespace-separated word; "prompt_tokens": "words" makes the
@@ -198,7 +199,8 @@ class FakeServer:
                 headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
                 length = int(headers.get("content-length", 0))
                 body = json.loads(await reader.readexactly(length)) if length else {}
-                body["_auth"] = headers.get("authorization", "") if isinstance(body, dict) else ""
+                if isinstance(body, dict):
+                    body["_auth"], body["_headers"] = headers.get("authorization", ""), headers
                 keep_open = await self._route(method, path.split("?")[0], body, writer, received)
                 if not keep_open:
                     break
@@ -386,6 +388,7 @@ class FakeServer:
             await asyncio.sleep(3600)
             return False
         entry = {"received_ns": received, "sends_ns": [], "tokens": spec["tokens"], "prompt": prompt[:200],
+                 "headers": body.get("_headers", {}),
                  "request": {k: body.get(k) for k in ("model", "think", "keep_alive", "options", "chat_template_kwargs",
                                                       "stream_options", "max_tokens") if k in body}}
         if ollama:
@@ -677,6 +680,7 @@ class FakeTranscriptionServer:
                  served: str = "fake-model"):
         self.text, self.usage_seconds, self.fault, self.served = text, usage_seconds, fault, served
         self.received: list[dict[str, tuple[str | None, str, bytes]]] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, names lower-cased
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -701,6 +705,7 @@ class FakeTranscriptionServer:
                     return self.reply(404, b'{"error": {"message": "no such route"}}')
                 parts = owner.parse(self.headers.get("Content-Type", ""), body)
                 owner.received.append(parts)
+                owner.headers.append({name.lower(): value for name, value in self.headers.items()})
                 self.reply(*owner.answer(parts))
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
