@@ -385,14 +385,18 @@ class BenchParams(_Section):
     thresholds: ThresholdParams = Field(default_factory=ThresholdParams)
     source: str = Field("", exclude=True, description="File the params came from (for messages)")
 
-    def params_hash(self) -> str:
-        """A short hash of the params that shape results (not where they came from or go, not the embedded
-        port)."""
+    def shaping_params(self) -> dict[str, Any]:
+        """The params that shape results, as plain sections: not where they came from or go, not the embedded
+        port. What params_hash covers, and what a study's settings label is read from (benchlib.config.variant)."""
         payload = self.model_dump(mode="json", exclude={"source"})
         payload["server"].pop("base_url", None)  # the embedded port changes every start
         for where in ("store", "store_every_s"):  # where results are kept does not shape them
             payload["run"].pop(where, None)
-        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return payload
+
+    def params_hash(self) -> str:
+        """A short hash of the params that shape results (shaping_params)."""
+        blob = json.dumps(self.shaping_params(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def identity_parts(self) -> dict[str, str]:

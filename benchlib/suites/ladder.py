@@ -47,7 +47,8 @@ def rung_model(base_model: str, source_type: str, qtype: str) -> str:
 
 def rung_params(base: BenchParams, qtype: str, path: Path, derived: str, bytes_per_param: float) -> BenchParams:
     """The base params with the rung's model, file, quantization and provenance; the source rung is the base
-    itself, unchanged (so it resumes into the default run's folders)."""
+    itself, unchanged (so it shares the folders of a plain run of the file, `make run PARAMS=…`, and resumes there;
+    a study that changes the file's settings writes elsewhere: benchlib.config.variant)."""
     source_type = check_type(base.server.quantization)
     if qtype == source_type:
         return base

@@ -116,7 +116,7 @@ def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | N
         if not fresh:
             raise RunConflict(f"{out_dir} holds run {existing.get('run_id')} made from {_what_changed(existing, params)}"
                               f" ({existing.get('params_file') or 'unknown file'}); rerun with --fresh to archive it "
-                              f"and start over, or give host.name another value")
+                              f"and start over, or give server.variant (or host.name) another value")
         archived = out_dir.with_name(f"{out_dir.name}.archived-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.move(str(out_dir), str(archived))
     elif fresh and out_dir.exists():

@@ -4,7 +4,9 @@ A study file (params/study-*.yaml) names deployments — each a params file (rel
 or the project root) or an inline params block, with overrides — settings shared by all of them, and grids of
 settings (every combination of the listed values; keys named together under `linked` vary together, as
 `vllm bench sweep serve` pairs max_num_seqs with max_concurrency). Each grid point is its own deployment,
-labelled by its settings (`server.variant`, e.g. "n_threads=1"), with its own output folder.
+labelled by its settings (`server.variant`, e.g. "n_threads=1"), with its own output folder; so is every deployment
+whose settings the study's overrides change ("graded_items=3": benchlib.config.variant's SETTINGS RULE) unless the
+study names them itself (its overrides set server.variant), so a study never writes into another's or a plain run's folder.
 
 The seeds measured the same way: one model served at a time ("unload all models, load the target, run a
 warm-up, then 3 runs"; "finish E2B completely before starting E4B"). So the study runs deployments strictly in
@@ -36,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, validate
 from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
+from benchlib.config.variant import changed_settings, leaves, settings_label
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.records.rows import write_atomic
 from benchlib.suites.run_folder import results_root
@@ -209,6 +212,29 @@ def point_label(point: dict[str, Any]) -> str:
     return ",".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in point.items())
 
 
+def named_settings(base: dict[str, Any], data: dict[str, Any], skip: list[str] | None = None) -> dict[str, Any]:
+    """`data` (the params file `base` with the study's overrides) with the settings it changes appended to its
+    server.variant (benchlib.config.variant's SETTINGS RULE; a grid's axes, `skip`, are labelled by its points),
+    so they name its folder; unchanged where the study names its settings itself (it sets server.variant)."""
+    variant = str((base.get("server") or {}).get("variant") or "")
+    if str((data.get("server") or {}).get("variant") or "") != variant:
+        return data
+    try:
+        mine = validate(data).shaping_params()
+    except ParamsError:
+        return data  # _deployment says what is wrong with it
+    try:
+        theirs: dict[str, Any] = validate(base).shaping_params()
+    except ParamsError:
+        theirs = base  # inline params completed by the overrides: what the file writes is its own
+    changed = {key: value for key, value in changed_settings(theirs, mine).items()
+               if not any(key[:len(axis.split("."))] == tuple(axis.split(".")) for axis in skip or [])}
+    label = settings_label(changed, list(leaves(mine)))
+    if not label:
+        return data
+    return merge(data, {"server": {"variant": f"{variant},{label}" if variant else label}})
+
+
 def _deployment(data: dict[str, Any], notebooks: list[str], origin: str) -> Deployment:
     data.pop("source", None)
     try:
@@ -239,12 +265,13 @@ def load_study(path: str | Path) -> Study:
     deployments: list[Deployment] = []
     for i, entry in enumerate(spec.deployments):
         base, origin = _base_params(entry, file.parent, f"{path}: deployments[{i}]")
-        data = merge(merge(base, spec.overrides), entry.overrides)
+        data = named_settings(base, merge(merge(base, spec.overrides), entry.overrides))
         deployments.append(_deployment(data, entry.notebooks or spec.notebooks, origin))
     for i, grid in enumerate(spec.grids):
         base, origin = _base_params(grid, file.parent, f"{path}: grids[{i}]")
+        shared = named_settings(base, merge(merge(base, spec.overrides), grid.overrides), skip=list(grid.axes))
         for point in grid_points(grid):
-            data = merge(merge(merge(base, spec.overrides), grid.overrides), point)
+            data = merge(shared, point)
             label = point_label(point)
             variant = data.setdefault("server", {}).get("variant")
             data["server"]["variant"] = f"{variant},{label}" if variant else label

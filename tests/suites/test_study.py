@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.suites import study
+from benchlib.suites import ladder, study
 
 
 def write(tmp_path: Path, data: dict, name: str = "study.yaml") -> Path:
@@ -34,14 +35,16 @@ def test_a_grid_with_a_linked_pair_expands_into_named_deployments(tmp_path):
                    "linked": [["server.extra_body.max_num_seqs", "sweep.rate.max_concurrency"]]}]})
     plan = study.load_study(path)
     variants = [d.params.server.variant for d in plan.deployments]
-    assert variants == ["max_num_seqs=1,max_concurrency=1,max_tokens=16", "max_num_seqs=1,max_concurrency=1,max_tokens=32",
-                        "max_num_seqs=4,max_concurrency=4,max_tokens=16", "max_num_seqs=4,max_concurrency=4,max_tokens=32"]
+    points = ["max_num_seqs=1,max_concurrency=1,max_tokens=16", "max_num_seqs=1,max_concurrency=1,max_tokens=32",
+              "max_num_seqs=4,max_concurrency=4,max_tokens=16", "max_num_seqs=4,max_concurrency=4,max_tokens=32"]
+    assert variants == [f"repeats=2,{point}" for point in points], "the study's override, then the grid point"
     last = plan.deployments[-1].params
     assert last.server.extra_body["max_num_seqs"] == 4 and last.sweep.rate.max_concurrency == 4
     assert last.run.max_tokens == 32 and last.run.repeats == 2
     assert len({d.params.identity() for d in plan.deployments}) == 4
     assert len({d.params.suite_dir("text") for d in plan.deployments}) == 4, "each point has its own folder"
-    assert plan.deployments[0].label == "fake-model · fake · max_num_seqs=1,max_concurrency=1,max_tokens=16 · study-host"
+    assert plan.deployments[0].label == \
+        "fake-model · fake · repeats=2,max_num_seqs=1,max_concurrency=1,max_tokens=16 · study-host"
 
 
 def test_the_shipped_studies_load(tmp_path):
@@ -50,6 +53,73 @@ def test_the_shipped_studies_load(tmp_path):
     assert "gemma3-270m-q4_k_m" in models and "smollm2-135m-instruct-q4_1" in models
     threads = study.load_study(PROJECT_ROOT / "params" / "studies" / "threads.yaml")
     assert [d.params.server.embedded.n_threads for d in threads.deployments] == [1, 2]
+
+
+def params_file(tmp_path: Path, model: str = "fake-model") -> Path:
+    return write(tmp_path, fake_params(model), "fake.yaml")
+
+
+def only(tmp_path: Path, data: dict, name: str) -> study.Deployment:
+    plan = study.load_study(write(tmp_path, {"name": name, "notebooks": ["text"], **data}, f"{name}.yaml"))
+    assert len(plan.deployments) == 1
+    return plan.deployments[0]
+
+
+def test_the_settings_a_study_changes_name_its_folder_and_a_plain_run_keeps_the_files(tmp_path):
+    """Issue 43.7 / 46.1: a quick and a fuller study of one params file, and a plain run of it, each get their own
+    folder; a study that changes nothing shares the plain run's folder and run id (it resumes there)."""
+    file = params_file(tmp_path)
+    plain = load_params(file)
+    quick = only(tmp_path, {"overrides": {"run": {"graded_items": 3}}, "deployments": [{"params": str(file)}]}, "quick")
+    full = only(tmp_path, {"deployments": [{"params": str(file), "overrides": {"run.graded_items": 20}}]}, "full")
+    same = only(tmp_path, {"overrides": {"run": {"graded_items": plain.run.graded_items}},
+                           "deployments": [{"params": str(file)}]}, "same")
+    assert quick.params.server.variant == "graded_items=3" and full.params.server.variant == "graded_items=20"
+    assert quick.label == "fake-model · fake · graded_items=3 · study-host"
+    folders = {plain.suite_dir("text"), quick.params.suite_dir("text"), full.params.suite_dir("text")}
+    assert len(folders) == 3, "each of the three has its own folder"
+    assert len({plain.identity(), quick.params.identity(), full.params.identity()}) == 3
+    assert same.params.server.variant == "" and same.params.suite_dir("text") == plain.suite_dir("text")
+    assert same.params.identity() == plain.identity(), "same settings, same folder, same run: it resumes"
+
+
+def test_a_settings_label_is_the_same_however_the_study_writes_the_settings(tmp_path):
+    file = params_file(tmp_path)
+    one = only(tmp_path, {"overrides": {"run": {"repeats": 5, "graded_items": 7}},
+                          "deployments": [{"params": str(file)}]}, "one")
+    two = only(tmp_path, {"overrides": {"run.graded_items": 7},
+                          "deployments": [{"params": str(file), "overrides": {"run": {"repeats": 5}}}]}, "two")
+    assert one.params.server.variant == two.params.server.variant == "repeats=5,graded_items=7"
+    assert one.key == two.key and one.params.identity() == two.params.identity()
+
+
+def test_a_study_that_names_its_settings_keeps_its_name_and_a_files_own_variant_comes_first(tmp_path):
+    file = params_file(tmp_path)
+    named = only(tmp_path, {"overrides": {"server": {"variant": "graded-full"}, "run": {"graded_items": 200}},
+                            "deployments": [{"params": str(file)}]}, "named")
+    assert named.params.server.variant == "graded-full"
+    tagged = write(tmp_path, {**fake_params(), "server": {**fake_params()["server"], "variant": "tp2"}}, "tagged.yaml")
+    quick = only(tmp_path, {"overrides": {"run": {"graded_items": 3}}, "deployments": [{"params": str(tagged)}]}, "t")
+    assert quick.params.server.variant == "tp2,graded_items=3"
+
+
+def test_the_default_study_the_ladders_source_rung_and_a_plain_run_do_not_share_a_folder_unless_identical():
+    """`make run`, then `make ladder`, then `make run PARAMS=params/embedded.yaml`: the study's deployments are
+    named by their settings, the ladder's source rung is the params file itself (its own folder, shared with the
+    plain run of that file, under one run id)."""
+    default = study.load_study(PROJECT_ROOT / "params" / "studies" / "default.yaml")
+    embedded = load_params(PROJECT_ROOT / "params" / "embedded.yaml")
+    source = ladder.rung_params(embedded, embedded.server.quantization, Path("unused.gguf"), "", 0.6)
+    gemma = next(d for d in default.deployments if d.params.server.model == embedded.server.model)
+    assert gemma.params.server.variant.startswith("graded_items=3,")
+    assert gemma.params.suite_dir("text") != source.suite_dir("text")
+    assert source.suite_dir("text") == embedded.suite_dir("text") and source.identity() == embedded.identity()
+    labels = [d.label for d in default.deployments] + [study.deployment_label(source)]
+    assert len(set(labels)) == len(labels), labels
+    graded = study.load_study(PROJECT_ROOT / "params" / "studies" / "graded-full.yaml")
+    full = study.load_study(PROJECT_ROOT / "params" / "studies" / "full.yaml")
+    keys = [d.key for plan in (default, graded, full) for d in plan.deployments] + ["/".join(source.deployment_parts())]
+    assert len(set(keys)) == len(keys), "the shipped studies and the ladder write to folders of their own"
 
 
 @pytest.mark.parametrize("data,expected", [
