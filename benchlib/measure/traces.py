@@ -38,12 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from benchlib.measure.timing import MAX_CONTEXT_TOKENS
+
 BLOCK_TOKENS = 512  # tokens a hash id stands for in Mooncake's trace release (and AIPerf's / Dynamo's default)
 
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 MAX_TIMESTAMP_MS = 30 * 86_400_000  # 30 days of arrivals; the Mooncake release spans an hour, Azure's a week
-MAX_TOKENS = 2**24  # 16.8M tokens: above the longest context any served model has (10M)
+MAX_TOKENS = MAX_CONTEXT_TOKENS  # a prompt or an answer longer than any served model's context
 MAX_HASH_ID = 2**63 - 1  # ids are 64-bit hashes (or counters) in every released trace
 MAX_LINE_BYTES = 16 * 2**20  # a line of MAX_TOKENS / BLOCK_TOKENS ids is ~0.7 MB; sixteen times that is no trace
 
