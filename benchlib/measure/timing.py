@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from typing import Any
 
 from benchlib.config import metrics
@@ -37,6 +38,9 @@ COUNT_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cache
 PROMPT_FIELDS = ("prompt_tokens", "cached_tokens", "server_prompt_tokens")
 MAX_CONTEXT_TOKENS = 2**24  # 16.8M: above the longest context any served model has (10M tokens)
 TOKENS_PER_DELTA = 64  # more tokens than this per streamed delta is no server's stream (vLLM batches a few at most)
+MAX_ARGUMENT_DEPTH = 64  # tool-call arguments nested deeper are kept as text (no function takes such an object)
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 BUDGET_SLACK = 2  # a server stops at max_tokens; twice it is not a miscount of one or two special tokens
 
 
@@ -194,10 +198,41 @@ def dropped_counts(record: RequestRecord) -> set[str]:
 
 
 def _decode_args(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as an object where they are JSON no deeper than MAX_ARGUMENT_DEPTH; else the text
+    as sent (the SDK hands arguments on as text whatever they hold; the checker judges it)."""
     arguments = call.get("arguments", "")
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            pass  # keep the raw text; the checker judges it
+        if json_depth(arguments) <= MAX_ARGUMENT_DEPTH:
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                pass  # keep the raw text; the checker judges it
+    elif object_depth(arguments) > MAX_ARGUMENT_DEPTH:  # an object in the chunk (Ollama): kept as its text
+        arguments = json.dumps(arguments, ensure_ascii=False)
     return {"name": call.get("name", ""), "arguments": arguments}
+
+
+def json_depth(text: str) -> int:
+    """How deep JSON text nests (brackets outside strings), counted without parsing: JSON's parser, and every
+    reader of the row after it, recurses once a level and gives up near the interpreter's limit (1,000)."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_ARGUMENT_DEPTH:
+                break
+    return deepest
+
+
+def object_depth(value: Any) -> int:
+    """How deep a decoded JSON value nests (a scalar 0, {} 1), level by level without recursion, given up past
+    MAX_ARGUMENT_DEPTH."""
+    depth, level = 0, [value]
+    while depth <= MAX_ARGUMENT_DEPTH:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            break
+        depth += 1
+        level = [child for item in containers for child in (item.values() if isinstance(item, dict) else item)]
+    return depth
