@@ -93,7 +93,8 @@ def print_summary(suite_dirs: list[Path]) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         params = load_params(args.params)
-    except ParamsError as exc:
+        store.configured(params.run.store)  # before a suite starts: $FRONTIER_BENCH_STORE, checked as run.store is
+    except (ParamsError, store.StoreError) as exc:
         return _fail(str(exc))
     notebooks = args.only.split(",") if args.only else list(params.run.notebooks)
     unknown = [n for n in notebooks if n not in NOTEBOOK_ORDER or not (NOTEBOOKS_DIR / f"{n}.ipynb").is_file()]
@@ -318,7 +319,8 @@ def cmd_telemetry_agent(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
         params = load_params(args.params)
-    except ParamsError as exc:
+        store.configured(params.run.store)  # the store $FRONTIER_BENCH_STORE names is checked as run.store is
+    except (ParamsError, store.StoreError) as exc:
         return _fail(str(exc))
     print(f"{args.params}: ok · run id {params.identity()} · notebooks {', '.join(params.run.notebooks)}")
     return 0

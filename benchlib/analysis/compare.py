@@ -12,12 +12,20 @@ interval and whether it is beyond the noise; a regression beyond a chosen thresh
 
 Measured requests are the non-warm-up ok rows of each suite's requests.csv under the root (a folder or a store
 URL), the same rows every summary uses; a deployment is the model folder (model[+variant]) on its host.
+
+A root that cannot be compared is one line naming the file and what is wrong, never a traceback or a wrong
+table: a requests.csv that is not a regular file (a FIFO, a device), whose header lacks request_key and status,
+or a measured value no request can have (not finite, below 0, or above the metric's CEILING: 10^6 tok/s
+decoding one stream, 10^6 s for a request that run.deadline_s ends within a day).
 """
 
 from __future__ import annotations
 
+import csv as csvlib
 import html
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +41,9 @@ from benchlib.records.schema import flag, optional_flag
 # metric -> (requests.csv column, kind): "mean" metrics compare means; "share" compares passed ÷ scored.
 COMPARED = {"decode_tps": ("decode_tps", "mean"), "ttft_s": ("ttft_s", "mean"), "e2e_s": ("e2e_s", "mean"),
             "accuracy": ("passed", "share")}
+CEILING = {"decode_tps": 1e6, "ttft_s": 1e6, "e2e_s": 1e6}  # above these a value is no request's (docstring)
+REQUIRED = ("request_key", "status")
+HEADER_BYTES = 1 << 16  # requests.csv's header is ~1.5 kB; a first line longer than this is no header of it
 KEYS = ["host", "deployment", "suite"]
 COLUMNS = KEYS + ["metric", "n_a", "n_b", "a", "b", "change", "change_lo", "change_hi", "unit", "verdict",
                   "regression"]
@@ -52,15 +63,46 @@ def read_root(root: str) -> pd.DataFrame:
         suite_dir = csv.parent
         if ".archived-" in suite_dir.name:
             continue
-        rows = read_requests(csv)
+        rows = _measured(csv)
         if len(rows):
             frames.append(rows.assign(host=suite_dir.parent.parent.name, deployment=suite_dir.parent.name,
                                       suite=suite_dir.name))
     if not frames:
         raise CompareError(f"{root}: no requests.csv under <host>/<model>/<suite>/")
-    rows = pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _measured(csv: Path) -> pd.DataFrame:
+    """The measured rows of one requests.csv; CompareError for a file that is none, or a value no request has."""
+    try:
+        mode = os.stat(csv).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO would block the read, /dev/zero never end it
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+                else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise CompareError(f"{csv}: {kind}, not a requests.csv")
+        with open(csv, "rb") as handle:
+            first = handle.readline(HEADER_BYTES)
+    except OSError as exc:
+        raise CompareError(f"{csv}: cannot be read ({exc.strerror or exc})") from None
+    header = next(csvlib.reader([first.decode("utf-8", "replace")]), [])
+    missing = [name for name in REQUIRED if name not in header]
+    if first and missing:
+        raise CompareError(f"{csv}: its header has no {' or '.join(missing)}, so it is no requests.csv "
+                           f"(it starts {first[:60].decode('utf-8', 'replace')!r})")
+    rows = read_requests(csv)
     warmup = rows["is_warmup"].map(flag) if "is_warmup" in rows else False
-    return rows[(rows["status"] == STATUS_OK) & ~warmup]
+    rows = rows[(rows["status"] == STATUS_OK) & ~warmup]
+    for metric, ceiling in CEILING.items():
+        column = COMPARED[metric][0]
+        if column not in rows:
+            continue
+        values = pd.to_numeric(rows[column], errors="coerce")
+        impossible = values.notna() & ~values.between(0, ceiling)  # NaN-free here: inf and −inf fail between
+        if impossible.any():
+            at = impossible.idxmax()
+            raise CompareError(f"{csv}: {column} {values[at]:g} (request {rows.at[at, 'request_key']}) is no "
+                               f"request's: a measured value is finite, >= 0 and at most {ceiling:g}")
+    return rows
 
 
 def _mean_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
@@ -71,6 +113,8 @@ def _mean_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     ratios = (rng.choice(b, (stats.RESAMPLES, len(b))).mean(axis=1)
               / rng.choice(a, (stats.RESAMPLES, len(a))).mean(axis=1)) - 1
     ratios = ratios[np.isfinite(ratios)]
+    if not len(ratios):
+        return float(b.mean() / a.mean() - 1), math.nan, math.nan
     alpha = (1 - stats.CONFIDENCE) / 2
     return float(b.mean() / a.mean() - 1), float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha))
 

@@ -5,8 +5,8 @@ accuracy is the share passed among ok rows that were scored (passed not empty). 
 failed ÷ (ok + failed): 'unsupported' rows mark a missing capability, not an error.
 
 A row whose server token counts are implausible (benchlib.measure.timing.check_counts: its `implausible_counts`,
-or, for rows written elsewhere, a completion count that is not a whole number >= 0 or claims more than
-timing.completion_limit) is counted in n_implausible and kept out of every figure computed from token counts
+or, for rows written elsewhere, a completion or prompt count that is not a whole number >= 0, a completion count
+above timing.completion_limit or a prompt count above timing.MAX_CONTEXT_TOKENS) is counted in n_implausible and kept out of every figure computed from token counts
 (TOKEN_METRICS, completion_tokens_sum); a task where more than max_error_rate of the ok rows have one is invalid.
 """
 
@@ -20,7 +20,7 @@ import pandas as pd
 
 from benchlib.config import metrics
 from benchlib.analysis import stats
-from benchlib.measure.timing import completion_limit
+from benchlib.measure.timing import MAX_CONTEXT_TOKENS, PROMPT_FIELDS, completion_limit
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag, json_value, number, numeric_column, optional_flag
 
@@ -83,14 +83,23 @@ def _pooled(column: pd.Series) -> list[float]:
 
 
 
+def _whole(count: float, limit: float = math.inf) -> bool:
+    """A token count as a row holds it: a whole number from 0 to `limit`."""
+    return math.isfinite(count) and 0 <= count <= limit and count.is_integer()
+
+
 def _count_implausible(row: Mapping[str, Any]) -> bool:
     flagged = row.get("implausible_counts")
     if isinstance(flagged, str) and flagged.strip():
         return True
+    for name in PROMPT_FIELDS:
+        prompt = number(row.get(name))
+        if not math.isnan(prompt) and not _whole(prompt, MAX_CONTEXT_TOKENS):
+            return True
     tokens = number(row.get("completion_tokens"))
     if math.isnan(tokens):
         return False  # no count: nothing to keep out
-    if not math.isfinite(tokens) or tokens < 0 or not tokens.is_integer():
+    if not _whole(tokens):
         return True
     budget, deltas = number(row.get("max_tokens")), number(row.get("client_deltas"))
     limit = completion_limit(0 if math.isnan(budget) else budget, 0 if math.isnan(deltas) else deltas)

@@ -25,7 +25,7 @@ from benchlib.config import graded
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
-from benchlib.config.sections import Section as _Section, url_credentials
+from benchlib.config.sections import Section as _Section, url_credentials, url_secret
 from benchlib.config.workload_params import WorkloadParams
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
@@ -253,6 +253,14 @@ class RunSettings(_Section):
     notebooks: list[Literal["text", "quality", "vision", "audio", "video", "load"]] = Field(
         default_factory=lambda: list(NOTEBOOK_ORDER), description="Notebooks the main job executes"
     )
+
+    @model_validator(mode="after")
+    def _store_without_secret(self) -> "RunSettings":  # after: the error then quotes no input, so not the secret
+        secret = url_secret(self.store)
+        if secret:
+            raise ValueError(f"store carries {secret}: it would be written to manifest.json and the notebook; give "
+                             "credentials through the environment or the store library's configuration instead")
+        return self
 
 
 class TelemetryParams(TelemetrySourceParams):  # source, agent_url, …: config/telemetry_source.py

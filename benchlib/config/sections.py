@@ -33,6 +33,22 @@ class Section(BaseModel):
         return value
 
 
+SECRET_QUERY = ("key", "secret", "token", "password", "signature", "sig", "credential")
+
+
+def url_secret(url: str) -> str:
+    """What in a store URL is a secret, in words for a message; "" when nothing is. Looser than url_credentials:
+    a store URL may name a user (sftp://user@host/…, the key from the SSH agent) and take options in its query,
+    but never a password or a query key that names a credential."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is not None:
+        return "a password"
+    for key, _ in urllib.parse.parse_qsl(parts.query):
+        if any(word in key.lower() for word in SECRET_QUERY):
+            return f"'{key}' in its query"
+    return ""
+
+
 def url_credentials(url: str) -> str:
     """What in a URL could be a credential, in words for a message; "" when nothing could. A URL in params is written
     to manifest.json and the executed notebook, so such a URL is refused, never stored."""

@@ -555,6 +555,9 @@ class OllamaBackend(Backend):
             chunk = json.loads(line)
         except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
             raise RequestFailed("bad_chunk", f"non-JSON stream line: {shown(line)!r}") from None
+        except RecursionError:
+            raise RequestFailed("bad_chunk", f"a stream line nested deeper than JSON's parser goes: "
+                                f"{shown(line)!r}") from None
         if not isinstance(chunk, dict):
             raise RequestFailed("bad_chunk", f"unexpected stream line: {shown(line)!r}")
         state.chunks += 1

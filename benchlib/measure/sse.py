@@ -96,6 +96,9 @@ class Events:
                     from None
             self._pending = data
             return None
+        except RecursionError:  # the SDK's parser gives up there too: no reader could take this event
+            raise RequestFailed("bad_chunk", f"an event's data nested deeper than JSON's parser goes: "
+                                f"{shown(data)!r}") from None
         self._pending = None
         return value
 

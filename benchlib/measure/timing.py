@@ -13,9 +13,12 @@ kept beside it and used only where the server gives none (labelled token_source=
 A server's count is only taken when it is plausible (check_counts): a whole number >= 0 (not text, a fraction,
 infinity or NaN); completion tokens at most the larger of BUDGET_SLACK x max_tokens and TOKENS_PER_DELTA x the
 deltas the client received (a server that ignored max_tokens and really streamed the tokens stays plausible;
-10,000,000 tokens in 3 deltas does not); reasoning tokens at most the completion tokens, cached tokens at most
-the prompt tokens. An implausible count is left empty, named in `implausible_counts`, and nothing is computed
-from it (no decode rate from client deltas either: the server's stream is suspect).
+10,000,000 tokens in 3 deltas does not); prompt tokens (the usage's, the server's own and the cached ones) at most
+MAX_CONTEXT_TOKENS, a context no served model has (a prompt's count has no bound from the deltas: it may hold a
+conversation's history and media, so the ceiling is the model's, not the request's); reasoning tokens at most
+the completion tokens, cached tokens at most the prompt tokens. An implausible count is left empty, named in
+`implausible_counts`, and nothing is computed from it (no decode rate from client deltas either: the server's
+stream is suspect; no prefill rate, neither ours nor the server's, from a prompt count left out).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from typing import Any
 
 from benchlib.config import metrics
@@ -31,7 +35,12 @@ from benchlib.records.secrets import cut
 
 NS = 1e9
 COUNT_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "server_prompt_tokens")
+PROMPT_FIELDS = ("prompt_tokens", "cached_tokens", "server_prompt_tokens")
+MAX_CONTEXT_TOKENS = 2**24  # 16.8M: above the longest context any served model has (10M tokens)
 TOKENS_PER_DELTA = 64  # more tokens than this per streamed delta is no server's stream (vLLM batches a few at most)
+MAX_ARGUMENT_DEPTH = 64  # tool-call arguments nested deeper are kept as text (no function takes such an object)
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 BUDGET_SLACK = 2  # a server stops at max_tokens; twice it is not a miscount of one or two special tokens
 
 
@@ -143,6 +152,10 @@ def check_counts(record: RequestRecord) -> set[str]:
             drop(name, f"{cut(repr(raw), 40)} is not a count")
         else:
             setattr(record, name, value)
+    for name in PROMPT_FIELDS:
+        value = getattr(record, name)
+        if value is not None and value > MAX_CONTEXT_TOKENS:
+            drop(name, f"{value} above {MAX_CONTEXT_TOKENS} (longer than any model's context)")
     limit = completion_limit(record.max_tokens, record.client_deltas)
     if record.completion_tokens is not None and limit is not None and record.completion_tokens > limit:
         drop("completion_tokens", f"{record.completion_tokens} for {record.client_deltas} deltas and max_tokens "
@@ -155,6 +168,8 @@ def check_counts(record: RequestRecord) -> set[str]:
         drop("cached_tokens", f"{record.cached_tokens} above prompt_tokens {record.prompt_tokens}")
     if "completion_tokens" in dropped:
         record.server_decode_tps = None
+    if "server_prompt_tokens" in dropped:
+        record.server_prefill_tps = None
     record.implausible_counts = "; ".join(problems)
     return dropped
 
@@ -183,10 +198,41 @@ def dropped_counts(record: RequestRecord) -> set[str]:
 
 
 def _decode_args(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as an object where they are JSON no deeper than MAX_ARGUMENT_DEPTH; else the text
+    as sent (the SDK hands arguments on as text whatever they hold; the checker judges it)."""
     arguments = call.get("arguments", "")
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            pass  # keep the raw text; the checker judges it
+        if json_depth(arguments) <= MAX_ARGUMENT_DEPTH:
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                pass  # keep the raw text; the checker judges it
+    elif object_depth(arguments) > MAX_ARGUMENT_DEPTH:  # an object in the chunk (Ollama): kept as its text
+        arguments = json.dumps(arguments, ensure_ascii=False)
     return {"name": call.get("name", ""), "arguments": arguments}
+
+
+def json_depth(text: str) -> int:
+    """How deep JSON text nests (brackets outside strings), counted without parsing: JSON's parser, and every
+    reader of the row after it, recurses once a level and gives up near the interpreter's limit (1,000)."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_ARGUMENT_DEPTH:
+                break
+    return deepest
+
+
+def object_depth(value: Any) -> int:
+    """How deep a decoded JSON value nests (a scalar 0, {} 1), level by level without recursion, given up past
+    MAX_ARGUMENT_DEPTH."""
+    depth, level = 0, [value]
+    while depth <= MAX_ARGUMENT_DEPTH:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            break
+        depth += 1
+        level = [child for item in containers for child in (item.values() if isinstance(item, dict) else item)]
+    return depth

@@ -20,6 +20,12 @@ What a replay makes of a line (benchlib.suites.load.workloads builds the text):
     lengths        input_length and the block size scaled by length_scale (a trace of 7k-token prompts replayed
                    at 1/16 on a small model keeps its sharing structure); output budget min(output_length, cap)
 
+Every field is bounded by what a replay can do (a line outside is refused, naming it): a timestamp at most
+MAX_TIMESTAMP_MS (30 days: longer than any released serving trace, and a replay runs in real time), lengths at
+most MAX_TOKENS (no served model has a context that long), hash ids 64-bit and at most one per prompt token, a
+line at most MAX_LINE_BYTES. A line that is not UTF-8, not JSON, or JSON nested or numbered beyond what the parser
+takes is the same one-line error.
+
 Lines are kept in the file's order of timestamps (a stable sort: equal timestamps keep their lines' order); a
 request's identity is its line number, so a resumed replay finds the same requests. Pure: nothing here but
 reading the file."""
@@ -30,11 +36,18 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
+from benchlib.measure.timing import MAX_CONTEXT_TOKENS
 
 BLOCK_TOKENS = 512  # tokens a hash id stands for in Mooncake's trace release (and AIPerf's / Dynamo's default)
 
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+MAX_TIMESTAMP_MS = 30 * 86_400_000  # 30 days of arrivals; the Mooncake release spans an hour, Azure's a week
+MAX_TOKENS = MAX_CONTEXT_TOKENS  # a prompt or an answer longer than any served model's context
+MAX_HASH_ID = 2**63 - 1  # ids are 64-bit hashes (or counters) in every released trace
+MAX_LINE_BYTES = 16 * 2**20  # a line of MAX_TOKENS / BLOCK_TOKENS ids is ~0.7 MB; sixteen times that is no trace
 
 
 class TraceError(ValueError):
@@ -50,11 +63,23 @@ class TraceRequest:
     hash_ids: tuple[int, ...]
 
 
-def _whole(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value != int(value) or value < low:
-        raise ValueError(f"{name} must be a whole number >= {low}, not {json.dumps(value)}")
-    return int(value)
+def _number(value: object) -> int | float | None:
+    """A JSON number as itself; None for anything else (a bool is not a number here)."""
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+
+
+def _whole(value: object, name: str, low: int, high: int) -> int:
+    number = _number(value)
+    # an int is compared as an int: a 4,000-digit one overflows float() (math.isfinite raises on it)
+    if number is None or (isinstance(number, float) and not (math.isfinite(number) and number.is_integer())) \
+            or not low <= number <= high:
+        raise ValueError(f"{name} must be a whole number >= {low} and at most {high}, not {_shown(value)}")
+    return int(number)
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text)} characters)"
 
 
 def parse_line(text: str, line: int, source: str = "trace") -> TraceRequest:
@@ -63,23 +88,46 @@ def parse_line(text: str, line: int, source: str = "trace") -> TraceRequest:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{source}:{line}: not JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:  # an integer past the interpreter's digit limit (4,300 digits)
+        raise TraceError(f"{source}:{line}: not a trace record ({str(exc).split(':')[0]})") from None
+    except RecursionError:
+        raise TraceError(f"{source}:{line}: not a trace record (nested deeper than the JSON parser goes)") from None
     try:
         if not isinstance(data, dict):
             raise ValueError(f"expected an object with {', '.join(FIELDS)}, not {type(data).__name__}")
         missing = [f for f in ("timestamp", "input_length", "output_length") if f not in data]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
-        stamp = data["timestamp"]
-        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) or stamp < 0:
-            raise ValueError(f"timestamp must be milliseconds >= 0, not {json.dumps(stamp)}")
+        stamp = _number(data["timestamp"])
+        if stamp is None or not 0 <= stamp <= MAX_TIMESTAMP_MS:  # NaN and inf fail it too
+            raise ValueError(f"timestamp must be milliseconds >= 0 and at most {MAX_TIMESTAMP_MS} (30 days), not "
+                             f"{_shown(data['timestamp'])}")
+        input_length = _whole(data["input_length"], "input_length", 1, MAX_TOKENS)
         ids = data.get("hash_ids", [])
         if not isinstance(ids, list):
-            raise ValueError(f"hash_ids must be a list of whole numbers, not {json.dumps(ids)[:60]}")
-        hash_ids = tuple(_whole(h, "every hash id", 0) for h in ids)
-        return TraceRequest(line, float(stamp), _whole(data["input_length"], "input_length", 1),
-                            _whole(data["output_length"], "output_length", 1), hash_ids)
+            raise ValueError(f"hash_ids must be a list of whole numbers, not {_shown(ids)}")
+        if len(ids) > input_length:
+            raise ValueError(f"{len(ids)} hash ids for input_length {input_length} (each stands for at least "
+                             f"one prompt token)")
+        hash_ids = tuple(_whole(h, "every hash id", 0, MAX_HASH_ID) for h in ids)
+        return TraceRequest(line, float(stamp), input_length,
+                            _whole(data["output_length"], "output_length", 1, MAX_TOKENS), hash_ids)
     except ValueError as exc:
         raise TraceError(f"{source}:{line}: {exc}") from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line, read a bounded line at a time (a FIFO or /dev/zero ends at the cap);
+    TraceError naming the line for one over MAX_LINE_BYTES or not UTF-8."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise TraceError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES} bytes")
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TraceError(f"{path}:{number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                                 f"{exc.start + 1})") from None
 
 
 def read_trace(path: str | Path, max_requests: int | None = None) -> list[TraceRequest]:
@@ -87,10 +135,9 @@ def read_trace(path: str | Path, max_requests: int | None = None) -> list[TraceR
     are skipped. TraceError on the first malformed line, or when there is no request at all."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        requests = [parse_line(text, number, str(path)) for number, text in _lines(path) if text.strip()]
     except OSError as exc:
         raise TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
-    requests = [parse_line(text, number, str(path)) for number, text in enumerate(lines, 1) if text.strip()]
     if not requests:
         raise TraceError(f"{path}: no request in the trace")
     requests.sort(key=lambda r: r.timestamp_ms)

@@ -37,18 +37,18 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.core import url_to_fs
 
 from benchlib.config.paths import cache_dir
+from benchlib.config.sections import url_secret
 from benchlib.records.rows import write_atomic
 from benchlib.records.secrets import redact_url
 
 ENV = "FRONTIER_BENCH_STORE"
 LOGS = (".csv", ".jsonl")
-SECRET_QUERY = ("key", "secret", "token", "password", "signature", "sig", "credential")
 # Stores where one put is all or nothing (an object appears whole or not at all); elsewhere a push writes aside
 # and renames, so a kill never leaves a cut file where a resume reads it.
 ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory"}
@@ -84,15 +84,12 @@ def configured(url: str = "") -> str:
 
 
 def check_url(url: str) -> None:
-    """Refuse a URL that carries a secret (a password in user:pass@, a key in the query)."""
-    parts = urlsplit(url)
-    if parts.password is not None:
-        raise StoreError(f"store URL {redact_url(url)} carries a password: give credentials through the environment "
+    """Refuse a URL that carries a secret (config.sections.url_secret: a password in user:pass@, a key in the
+    query)."""
+    secret = url_secret(url)
+    if secret:
+        raise StoreError(f"store URL {redact_url(url)} carries {secret}: give credentials through the environment "
                          f"or the store library's configuration instead")
-    for key, _ in parse_qsl(parts.query):
-        if any(word in key.lower() for word in SECRET_QUERY):
-            raise StoreError(f"store URL {redact_url(url)} carries '{key}' in its query: give credentials through the "
-                             f"environment or the store library's configuration instead")
 
 
 def join(url: str, *parts: str) -> str:

@@ -19,7 +19,11 @@ turn and, between two, waits until the previous one has let go of the machine:
 Resume: each suite resumes at request level (the runner's run id); the study keeps study.json in its folder
 (outputs/studies/<name>/), one entry per deployment with its run id, status and reason, so a rerun skips a
 deployment whose suites all finished under the same run id and redoes the rest. A deployment that cannot
-start is recorded with its reason (and its server log's tail) and the study goes on.
+start is recorded with its reason (and its server log's tail) and the study goes on; so is one whose suites ran
+but where no request succeeded (a server at a dead port), the rule by which `frontier-bench run` exits 1.
+
+A study runs at most MAX_DEPLOYMENTS deployments, grid points included; a larger one is refused before its grids
+are expanded.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
 import psutil
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -41,10 +47,13 @@ from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
 from benchlib.config.variant import changed_settings, leaves, settings_label
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.records.rows import write_atomic
+from benchlib.records.schema import read_csv
+from benchlib.records.secrets import cut
 from benchlib.suites.run_folder import results_root
 
 STUDY_JSON = "study.json"
 LOG_TAIL_LINES = 20
+MAX_DEPLOYMENTS = 1000  # a study's deployments, grid points included: each runs minutes at least, so more is weeks
 
 
 class StudyError(ValueError):
@@ -207,6 +216,13 @@ def grid_points(grid: GridSpec) -> list[dict[str, Any]]:
     return points
 
 
+def grid_size(grid: GridSpec) -> int:
+    """How many points grid_points makes, without making them: linked keys count once."""
+    grouped = {k for g in grid.linked for k in g}
+    return math.prod([len(grid.axes[g[0]]) for g in grid.linked if g]
+                     + [len(values) for key, values in grid.axes.items() if key not in grouped])
+
+
 def point_label(point: dict[str, Any]) -> str:
     """'n_threads=1,parallel=2': each key's last part and its value."""
     return ",".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in point.items())
@@ -262,6 +278,12 @@ def load_study(path: str | Path) -> Study:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         raise StudyError(f"{path}: {where}: {err['msg']}") from None
+    sizes = [grid_size(grid) for grid in spec.grids]
+    if len(spec.deployments) + sum(sizes) > MAX_DEPLOYMENTS:  # before expanding: 2M points took 3.2 GB
+        grids = ", ".join(f"grids[{i}] {' × '.join(str(len(v)) for v in g.axes.values())} = {n:,} points"
+                          for i, (g, n) in enumerate(zip(spec.grids, sizes)))
+        raise StudyError(f"{path}: {len(spec.deployments) + sum(sizes):,} deployments ({grids}); a study runs at "
+                         f"most {MAX_DEPLOYMENTS:,}: thin the axes or split the study")
     deployments: list[Deployment] = []
     for i, entry in enumerate(spec.deployments):
         base, origin = _base_params(entry, file.parent, f"{path}: deployments[{i}]")
@@ -361,6 +383,24 @@ def log_tail(suite_dirs: list[Path], lines: int = LOG_TAIL_LINES) -> str:
     return ""
 
 
+def no_request_ok(suite_dirs: list[Path]) -> str:
+    """Why none of the deployment's requests succeeded ("" when one did, or when no suite ran): from each suite's
+    summary.csv (n_ok, n_failed, failures), as `frontier-bench run` decides its exit status."""
+    if not suite_dirs:
+        return ""
+    parts = []
+    for folder in suite_dirs:
+        summary = read_csv(folder / "summary.csv", label=str(folder / "summary.csv"))
+        counts = {name: int(pd.to_numeric(summary.get(name, pd.Series(dtype=float)), errors="coerce").fillna(0)
+                            .sum()) for name in ("n_ok", "n_failed", "n_unsupported")}
+        if counts["n_ok"]:
+            return ""
+        failures = [str(f) for f in summary.get("failures", pd.Series(dtype=object)).dropna() if str(f).strip()]
+        parts.append(f"{folder.name} {counts['n_failed']} failed, {counts['n_unsupported']} unsupported"
+                     + (f" ({cut(failures[0], 120)})" if failures else ""))
+    return "no request succeeded: " + "; ".join(parts)
+
+
 # The function that runs one deployment's suites: (params, notebooks, fresh) -> (failed suites with reasons,
 # suite folders). The command line passes the papermill runner; tests pass their own.
 SuiteRunner = Callable[[BenchParams, list[str], bool], tuple[dict[str, str], list[Path]]]
@@ -405,6 +445,9 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
         failed, dirs = run_suites(dep.params, dep.notebooks, fresh)
         result.suite_dirs += dirs
         previous = server_groups(dirs)
+        none_ok = "" if failed else no_request_ok(dirs)
+        if none_ok:  # as `run` exits 1 when no request succeeded: failed, and retried on resume
+            failed = {"all suites": none_ok}
         if failed:
             reason = "; ".join(f"{suite}: {why}" for suite, why in failed.items())
             state.record(dep, status="failed", reason=reason, log_tail=log_tail(dirs),

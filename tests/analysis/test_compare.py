@@ -4,6 +4,7 @@ slowed one is flagged, and `frontier-bench compare --fail-on` exits 1 for it (an
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from benchlib.analysis import compare
 from benchlib.cli import main as cli_main
+from benchlib.records.rows import RequestRecord
 from benchlib.suites.runner import run_suite
 
 
@@ -69,3 +71,46 @@ def test_a_bad_threshold_is_one_line(text, expected):
 def test_a_root_without_results_is_one_line(tmp_path, capsys):
     assert cli_main(["compare", str(tmp_path), str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def _root(tmp_path, name, decode_tps, n=6):
+    """A results root with one suite whose n measured requests all decode at `decode_tps`."""
+    rows = [RequestRecord(run_id="r", host="h", model="m", suite="text", task="basic_qa", repeat=i,
+                          request_key=f"k{i}", decode_tps=decode_tps, ttft_s=0.1, e2e_s=1.0).to_row()
+            for i in range(n)]
+    folder = tmp_path / name / "h" / "m" / "text"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(folder / "requests.csv", index=False)
+    return tmp_path / name
+
+
+def _refused(tmp_path, capsys, a, b):
+    code = cli_main(["compare", str(a), str(b), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("value,shown", [(math.inf, "inf"), (1e308, "1e+308"), (-1e9, "-1e+09")])
+def test_a_value_no_request_can_have_is_one_line_naming_the_file_and_the_value(tmp_path, capsys, value, shown):
+    """decode tok/s of inf or 1e308 ended in an IndexError traceback, −1e9 in a −1.9e9 % regression."""
+    a, b = _root(tmp_path, "a", 10.0), _root(tmp_path, "b", value)
+    err = _refused(tmp_path, capsys, a, b)
+    assert f"{b / 'h' / 'm' / 'text' / 'requests.csv'}: decode_tps {shown} " in err
+    assert "at most 1e+06" in err
+    edge = _root(tmp_path, "edge", compare.CEILING["decode_tps"])  # the ceiling itself is a value a request may have
+    assert len(compare.read_root(str(edge))) == 6
+
+
+@pytest.mark.parametrize("make,says", [
+    (os.mkfifo, "a FIFO, not a requests.csv"),
+    (lambda path: path.symlink_to("/dev/zero"), "a device, not a requests.csv"),
+    (lambda path: path.write_text("a,b,c\n1,2,3\n"), "its header has no request_key or status"),
+], ids=["fifo", "dev-zero", "other-header"])
+def test_a_requests_csv_that_is_a_fifo_a_device_or_another_table_is_named(tmp_path, capsys, make, says):
+    """Each was reported as "no requests.csv under …"; a FIFO would block a read, /dev/zero never end one."""
+    a = _root(tmp_path, "a", 10.0)
+    csv = tmp_path / "b" / "h" / "m" / "text" / "requests.csv"
+    csv.parent.mkdir(parents=True)
+    make(csv)
+    assert _refused(tmp_path, capsys, a, tmp_path / "b").startswith(f"error: {csv}: {says}")

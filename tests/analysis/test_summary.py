@@ -224,3 +224,16 @@ def test_implausible_server_counts_are_counted_and_kept_out_of_token_rates():
     assert not bool(qa["valid"]) and "implausible server token counts in 67%" in qa["note"]
     lenient = analysis.summarize_requests(frame)
     assert "left out of token rates" in lenient.set_index("task").loc["basic_qa", "note"]
+
+
+def test_a_row_written_elsewhere_with_a_prompt_count_past_any_context_gives_no_prefill_rate():
+    """The report's row: usage prompt_tokens 10^40, its prefill rate 9.4e41 tok/s, no implausible_counts (written
+    by another tool): counted implausible like a completion count, kept out of the prefill figures."""
+    rows = [_rec("basic_qa", tps=10.0, ttft=0.1, tokens=10, repeat=r) for r in (1, 2, 3)]
+    for r in rows:
+        r.client_deltas, r.prompt_tokens = 10, 50
+    rows[2].prompt_tokens, rows[2].prefill_tps = 10**40, 9.4e41
+    frame = pd.DataFrame([r.to_row() for r in rows])
+    qa = analysis.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
+    assert qa["n_implausible"] == 1 and qa["prefill_tps_count"] == 2 and qa["prefill_tps_mean"] == pytest.approx(100)
+    assert not bool(qa["valid"]) and "implausible server token counts in 33%" in qa["note"]

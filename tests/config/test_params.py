@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params, validate
+from benchlib.cli import main as cli_main
 from benchlib.config.paths import NOTEBOOKS_DIR, PARAMS_DIR
 from benchlib.config.tasks import load_pass, load_tasks, under_load
 
@@ -65,6 +66,31 @@ def test_bad_url_missing_url_and_secret_in_env_name(tmp_path):
     leaked = {**BASE, "server": {**BASE["server"], "api_key_env": "sk-abc123-def"}}
     with pytest.raises(ParamsError, match="server.api_key_env: must be the NAME of an environment variable"):
         load_params(write(tmp_path, leaked))
+
+
+@pytest.mark.parametrize("url, says", [("s3://user:hunter2@bucket/runs", "a password"),
+                                        ("s3://bucket/runs?secret_access_key=hunter2", "'secret_access_key' in its "
+                                                                                      "query")])
+def test_a_store_url_with_a_secret_is_refused_by_validate_in_one_line(tmp_path, capsys, url, says):
+    """It passed `validate`, and `run` ended in a 24-line traceback: refused as base_url is, the secret unsaid."""
+    path = write(tmp_path, {**BASE, "run": {"store": url}})
+    with pytest.raises(ParamsError, match=f"run: store carries {says}") as caught:
+        load_params(path)
+    assert "hunter2" not in str(caught.value) and "\n" not in str(caught.value)
+    assert cli_main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "store carries" in err and "hunter2" not in err
+    user = load_params(write(tmp_path, {**BASE, "run": {"store": "sftp://me@host/runs?timeout=5"}}))
+    assert user.run.store == "sftp://me@host/runs?timeout=5"  # a user name and options are no secret
+
+
+def test_a_store_url_with_a_password_in_the_environment_is_refused_by_validate_and_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FRONTIER_BENCH_STORE", "sftp://me:hunter2@host/runs")
+    path = write(tmp_path, BASE)
+    for command in ("validate", "run"):
+        assert cli_main([command, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "carries a password" in err and "hunter2" not in err, err
 
 
 def test_unknown_task_named(tmp_path):

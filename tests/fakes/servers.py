@@ -516,9 +516,11 @@ class FakeServer:
             message = {"role": "assistant", "content": "",
                        "tool_calls": [{"function": {"name": call["name"], "arguments": call.get("arguments", {})}}]}
             return json.dumps({"model": "fake-model", "message": message, "done": False}).encode() + b"\n"
+        arguments = call.get("arguments", {})  # text is sent as it is (JSON the fake could not encode itself)
         delta = {"tool_calls": [{"index": index, "id": "call_0", "type": "function",
                                  "function": {"name": call["name"],
-                                              "arguments": json.dumps(call.get("arguments", {}))}}]}
+                                              "arguments": arguments if isinstance(arguments, str)
+                                              else json.dumps(arguments)}}]}
         chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
 from benchlib.config.params import ParamsError, TelemetryParams
 from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, read_telemetry
 from benchlib.measure.telemetry import clock
-from benchlib.measure.telemetry.agent import AgentSampler, AgentServer, serve
+from benchlib.measure.telemetry.agent import CONNECTION_THREAD, AgentSampler, AgentServer, serve
 from benchlib.measure.telemetry.clock import measure_offset
 from benchlib.suites import runner
 from benchlib.suites.runner import run_suite
@@ -209,6 +213,73 @@ def test_the_agents_buffer_is_bounded_and_says_what_was_lost(tmp_path):
     finally:
         server.httpd.server_close()
         sampler.close()
+
+
+def _handler_threads() -> int:
+    return sum(t.name == CONNECTION_THREAD for t in threading.enumerate())
+
+
+def _wait_for(condition, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def _agent(tmp_path, **bounds) -> AgentServer:
+    sampler = AgentSampler(TelemetryParams(**FAST), nvml=FakeNvml([FakeGpu()]), environ={}, powercap_root=tmp_path)
+    server = AgentServer(sampler, "tok", port=0, **bounds)
+    server.thread.start()  # the HTTP side only: no samples are asked for
+    return server
+
+
+def test_the_agent_holds_at_most_its_cap_of_connections_closing_unauthorised_ones_first(tmp_path):
+    """300 unauthenticated half-open connections made 305 threads, held for ever. With a deadline far away,
+    only the cap can bound them: the oldest unauthorised ones are closed to make room, and an authorised
+    client still gets through."""
+    server = _agent(tmp_path, max_connections=8, auth_timeout_s=600)
+    idle = []
+    try:
+        idle = [socket.create_connection(server.httpd.server_address[:2], timeout=10) for _ in range(300)]
+        assert _wait_for(lambda: _handler_threads() <= 8), f"{_handler_threads()} connection threads"
+        answer = httpx.get(f"{server.url}/clock", headers={"Authorization": "Bearer tok"}, timeout=10)
+        assert answer.status_code == 200
+        for connection in idle[:-8]:  # closed by the agent: the end of the stream, at once
+            assert connection.recv(1) == b""
+    finally:
+        for connection in idle:
+            connection.close()
+        server.close()
+
+
+def test_an_unauthorised_connection_is_closed_at_its_deadline_however_it_drips(tmp_path):
+    """The deadline counts from the connect, not per read: a client sending a byte every 20 ms is closed at it
+    like a silent one; a wrong token is answered 401 and closed at once."""
+    server = _agent(tmp_path, auth_timeout_s=1.0)
+    address = server.httpd.server_address[:2]
+    try:
+        silent = socket.create_connection(address, timeout=10)
+        dripping = socket.create_connection(address, timeout=10)
+        started, closed = time.monotonic(), False
+        for byte in b"GET /clock HTTP/1.1\r\n" + b"X-Pad: a\r\n" * 40:  # 8 s of dripping if never closed
+            try:
+                dripping.send(bytes([byte]))
+            except OSError:  # a reset or a broken pipe: the agent closed it
+                closed = True
+                break
+            time.sleep(0.02)
+            if select.select([dripping], [], [], 0)[0]:  # the end of the stream (or a reset) is readable
+                closed = True
+                break
+        assert closed and time.monotonic() - started < 8
+        assert silent.recv(1) == b""
+        wrong = socket.create_connection(address, timeout=10)
+        wrong.sendall(b"GET /clock HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer nope\r\n\r\n")
+        reply = b"".join(iter(lambda: wrong.recv(4096), b""))  # ends: the agent closes after its 401
+        assert reply.startswith(b"HTTP/1.1 401") and b"Connection: close" in reply
+        assert _wait_for(lambda: _handler_threads() == 0)
+    finally:
+        server.close()
 
 
 def test_params_need_the_sources_urls():

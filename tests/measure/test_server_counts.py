@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib.measure.timing import TOKENS_PER_DELTA, completion_limit
+from benchlib.measure.timing import MAX_CONTEXT_TOKENS, TOKENS_PER_DELTA, completion_limit
 from benchlib.suites.runner import run_suite
 
 from tests.helpers import send
 
 HUGE = {"prompt_tokens": 12, "completion_tokens": 10_000_000, "total_tokens": 10_000_012}
+HUGE_PROMPT = f'{{"prompt_tokens": {10**40}, "completion_tokens": 3}}'  # as text: params hold no 133-bit integer
 
 
 @pytest.mark.parametrize("kind, client, usage, names", [
@@ -46,6 +47,33 @@ def test_a_cached_count_above_the_prompt_is_left_out_and_no_prefill_rate_is_made
     record = send(params_for({"tokens": 3, "prompt_tokens": 12, "cached_tokens": 40}), max_tokens=64)
     assert record.cached_tokens is None and "cached_tokens 40 above prompt_tokens 12" in record.implausible_counts
     assert record.prefill_tps is None and record.decode_tps is not None
+
+
+@pytest.mark.parametrize("client", ["wire", "sdk"])
+def test_a_prompt_count_longer_than_any_context_is_left_out_like_a_completion_count(params_for, client):
+    """usage.prompt_tokens 10^40 made a prefill rate of 9.4e41 tok/s: it is flagged and left out as an
+    implausible completion count is; the plausible completion count and its decode rate stay."""
+    record = send(params_for({"tokens": 3, "usage_json": HUGE_PROMPT}, run={"http_client": client}), max_tokens=64)
+    assert record.prompt_tokens is None and record.prefill_tps is None
+    assert f"prompt_tokens {10**40} above {MAX_CONTEXT_TOKENS}" in record.implausible_counts
+    assert record.completion_tokens == 3 and record.decode_tps is not None
+    fits = send(params_for({"tokens": 3, "usage": {"prompt_tokens": MAX_CONTEXT_TOKENS, "completion_tokens": 3}},
+                           run={"http_client": client}), max_tokens=64)
+    assert fits.prompt_tokens == MAX_CONTEXT_TOKENS and fits.implausible_counts == ""  # the ceiling itself is kept
+
+
+def test_the_servers_own_prompt_count_and_its_prefill_rate_go_with_it(params_for):
+    record = send(params_for({"tokens": 3, "timings": True, "prompt_n": 10**12}), max_tokens=64)
+    assert record.server_prompt_tokens is None and record.server_prefill_tps is None
+    assert "server_prompt_tokens" in record.implausible_counts
+
+
+def test_the_summary_keeps_a_huge_prompt_count_out_of_the_prefill_rate(params_for, outputs):
+    params = params_for({"tokens": 3, "usage_json": HUGE_PROMPT}, tasks=["basic_qa"],
+                        run={"warmups": 0, "repeats": 3})
+    summary = run_suite(params, "text", progress=False).summary.set_index("task").loc["basic_qa"]
+    assert summary["n_implausible"] == 3 and summary["prefill_tps_count"] == 0
+    assert not bool(summary["valid"]) and "implausible" in summary["note"]
 
 
 def test_the_completion_limit_is_the_budget_or_the_deltas():

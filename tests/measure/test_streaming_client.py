@@ -9,6 +9,7 @@ on every run, so these bounds still fail on real defects.
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import httpx
@@ -16,7 +17,8 @@ import pytest
 
 from benchlib.measure import event_loop as aio
 from benchlib.measure.backends import ChatRequest, make_backend
-from benchlib.measure.timing import StreamState, compute_rates, finalize
+from benchlib.measure.failures import RequestFailed
+from benchlib.measure.timing import MAX_ARGUMENT_DEPTH, StreamState, compute_rates, finalize
 from benchlib.records.rows import RequestRecord
 
 from tests.fakes.servers import closed_port
@@ -96,6 +98,35 @@ def test_tool_call_deltas_are_assembled(params_for):
         record = send(params_for({"tokens": 2, "tool_call": call}, kind=kind))
         assert record.status == "ok"
         assert record.tool_calls == [call]
+
+
+@pytest.mark.parametrize("client", ["wire", "sdk"])
+def test_tool_call_arguments_nested_past_the_parser_are_kept_as_text(params_for, client):
+    """The SDK hands a tool call's arguments on as text whatever they hold; arguments nested deeper than
+    MAX_ARGUMENT_DEPTH (here 5,000 levels, past JSON's parser) stay that text, and the row is ok."""
+    deep = '{"q": ' + "[" * 5000 + "]" * 5000 + "}"
+    record = send(params_for({"tokens": 2, "tool_call": {"name": "lookup", "arguments": deep}},
+                             run={"http_client": client}))
+    assert record.tool_calls == [{"name": "lookup", "arguments": deep}]
+    assert record.status == "ok" and json.loads(record.to_row()["tool_calls"])[0]["arguments"] == deep
+    just = '{"q": ' + "[" * (MAX_ARGUMENT_DEPTH - 1) + "]" * (MAX_ARGUMENT_DEPTH - 1) + "}"
+    record = send(params_for({"tokens": 2, "tool_call": {"name": "lookup", "arguments": just}},
+                             run={"http_client": client}))
+    assert record.tool_calls == [{"name": "lookup", "arguments": json.loads(just)}]  # up to the bound: an object
+
+
+def test_a_stream_line_nested_past_the_parser_is_a_bad_chunk(params_for):
+    """Ollama sends arguments as an object inside the line: a line no JSON parser takes is bad_chunk, not a
+    client error."""
+    backend_params = params_for({"tokens": 2}, kind="ollama")
+    backend = make_backend(backend_params.server, backend_params.run)
+    record = RequestRecord()
+    line = b'{"message": {"tool_calls": [{"function": {"name": "f", "arguments": ' + b"[" * 5000 + b"]" * 5000 \
+        + b"}}]}}"
+    with pytest.raises(RequestFailed) as caught:
+        backend._parse_line(line, 0, StreamState(0), record)
+    assert caught.value.kind == "bad_chunk" and "nested deeper" in str(caught.value)
+    aio.run(backend.aclose())
 
 
 def test_thinking_switch_is_sent_off_by_default(params_for):

@@ -69,6 +69,46 @@ def test_a_malformed_line_is_one_error_naming_the_line(tmp_path, bad, why):
     assert message.startswith(f"{path}:3: ") and why in message and "\n" not in message
 
 
+GOOD = '{"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [0]}'
+
+
+@pytest.mark.parametrize("bad,why", [
+    ('{"timestamp": 5, "input_length": ' + "9" * 5000 + ', "output_length": 3}', "not a trace record"),
+    ('{"timestamp": 5, "input_length": ' + "9" * 4000 + ', "output_length": 3}', "input_length must be"),
+    ('{"timestamp": ' + "9" * 4000 + ', "input_length": 10, "output_length": 3}', "timestamp must be"),
+    ('{"timestamp": 5, "input_length": 10, "output_length": 3, "hash_ids": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "nested deeper"),
+    ("[" * 100_000, "nested deeper"),
+    ({"timestamp": 10**15, "input_length": 10, "output_length": 3}, "at most 2592000000 (30 days)"),
+    ({"timestamp": 1e300, "input_length": 10, "output_length": 3}, "timestamp must be"),
+    ({"timestamp": 5, "input_length": 10**15, "output_length": 3}, "at most 16777216"),
+    ({"timestamp": 5, "input_length": 10, "output_length": 10**15}, "output_length must be"),
+    ({"timestamp": 5, "input_length": 10, "output_length": 3, "hash_ids": [2**64]}, "every hash id must be"),
+    ({"timestamp": 5, "input_length": 2, "output_length": 3, "hash_ids": [0, 1, 2]}, "3 hash ids for input_length 2"),
+])
+def test_a_line_beyond_what_a_replay_can_do_is_one_error_naming_it(tmp_path, bad, why):
+    path = write(tmp_path / "t.jsonl", [GOOD, bad, GOOD])
+    with pytest.raises(TraceError) as caught:
+        traces.read_trace(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:2: ") and why in message and "\n" not in message and len(message) < 300
+
+
+def test_bytes_that_are_not_utf8_are_one_error_naming_the_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(GOOD.encode() + b"\n" + GOOD.encode() + b"\n" + b'{"timestamp": 5\xff\xfe}\n')
+    with pytest.raises(TraceError, match=rf"^{path}:3: not UTF-8 \(byte 0xff at column 16\)$"):
+        traces.read_trace(path)
+
+
+def test_a_line_without_end_stops_at_the_line_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(traces, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "t.jsonl"
+    path.write_text(GOOD + "\n" + " " * 5000)
+    with pytest.raises(TraceError, match=rf"^{path}:2: a line longer than 1000 bytes$"):
+        traces.read_trace(path)
+
+
 def test_an_empty_or_missing_trace_says_so(tmp_path):
     with pytest.raises(TraceError, match="no request in the trace"):
         traces.read_trace(write(tmp_path / "empty.jsonl", ["", "  "]))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
+from benchlib import cli
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.suites import ladder, study
@@ -187,3 +189,78 @@ def test_settle_gives_up_after_its_timeout_and_says_so():
                         members=lambda g: [g], available=lambda: 10.0, sleep=lambda s: None,
                         clock=lambda: next(clock))
     assert not seen["settled"] and seen["alive_groups"] == [4242] and seen["waited_s"] >= 3
+
+
+def test_a_grid_over_the_cap_is_refused_in_one_line_before_it_is_expanded(tmp_path, monkeypatch):
+    """A 200 × 100 × 100 grid printed nothing and reached 3.2 GB expanding its 2 million points."""
+    def expanded(grid):
+        raise AssertionError("the grid was expanded")
+    monkeypatch.setattr(study, "grid_points", expanded)
+    axes = {"run.max_tokens": list(range(1, 201)), "run.repeats": list(range(1, 101)),
+            "run.warmups": list(range(100))}
+    with pytest.raises(study.StudyError) as caught:
+        study.load_study(write(tmp_path, {"name": "huge", "grids": [{"params": fake_params(), "axes": axes}]}))
+    message = str(caught.value)
+    assert "2,000,000 deployments (grids[0] 200 × 100 × 100 = 2,000,000 points)" in message and "\n" not in message
+    assert f"at most {study.MAX_DEPLOYMENTS:,}" in message
+    linked = {"name": "linked", "deployments": [{"params": fake_params("listed")}],
+              "grids": [{"params": fake_params(), "axes": {"run.max_tokens": list(range(1, 41)),
+                                                           "run.repeats": list(range(1, 41)),
+                                                           "run.warmups": list(range(25))},
+                         "linked": [["run.max_tokens", "run.repeats"]]}]}
+    with pytest.raises(study.StudyError, match="1,001 deployments .*= 1,000 points"):  # linked keys count once
+        study.load_study(write(tmp_path, linked))
+
+
+def test_a_deployment_where_no_request_succeeded_is_failed_and_retried(tmp_path, monkeypatch):
+    """A server at a dead port: its suite ran, every request failed. It was "done", the study exited 0 with
+    "0 failed" and a resume skipped it for good; as `run` exits 1 for it, the study records it failed."""
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    path = write(tmp_path, {"name": "dead", "notebooks": ["text"], "settle": {"timeout_s": 0},
+                            "deployments": [{"params": fake_params("dead")}, {"params": fake_params("alive")}]})
+    plan = study.load_study(path)
+    calls = []
+
+    def runner(params, notebooks, fresh):
+        calls.append(params.server.model)
+        folder = tmp_path / "suites" / params.server.model / "text"
+        folder.mkdir(parents=True, exist_ok=True)
+        ok = 0 if params.server.model == "dead" else 3
+        pd.DataFrame([{"task": "basic_qa", "n_ok": ok, "n_failed": 3 - ok, "n_unsupported": 0,
+                       "failures": "connection_refused × 3" if not ok else ""}]).to_csv(folder / "summary.csv",
+                                                                                       index=False)
+        return {}, [folder]
+
+    first = study.run_study(plan, runner, progress=lambda line: None)
+    dead, alive = (d.label for d in plan.deployments)
+    assert first.failed == {dead: "all suites: no request succeeded: text 3 failed, 0 unsupported "
+                                  "(connection_refused × 3)"}
+    assert first.done == [alive]
+    record = json.loads((plan.folder / study.STUDY_JSON).read_text())["deployments"]
+    assert record["study-host/dead"]["status"] == "failed" and record["study-host/alive"]["status"] == "done"
+    second = study.run_study(study.load_study(path), runner, progress=lambda line: None)
+    assert calls == ["dead", "alive", "dead"] and second.skipped == [alive], "the failed one is retried on resume"
+
+
+def test_the_study_command_says_failed_and_exits_non_zero_for_it(tmp_path, monkeypatch, capsys):
+    """The terminal side, beside a deployment that answered: it was "2 done, 0 failed" and exit 0; now it says
+    failed and exits 1, as `run` does for a suite with no successful request."""
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    path = write(tmp_path, {"name": "dead-cli", "notebooks": ["text"], "settle": {"timeout_s": 0}, "paper": False,
+                            "deployments": [{"params": fake_params("dead")}, {"params": fake_params("alive")}]})
+
+    def runner(params, notebooks, fresh):
+        folder = tmp_path / "suites" / params.server.model / "text"
+        folder.mkdir(parents=True, exist_ok=True)
+        ok = 0 if params.server.model == "dead" else 3
+        pd.DataFrame([{"task": "basic_qa", "n_ok": ok, "n_failed": 3 - ok, "n_unsupported": 0, "n_scored": ok,
+                       "n_passed": ok, "decode_tps_mean": 20.0 if ok else None, "ttft_s_p50": 0.1 if ok else None,
+                       "failures": "connection_refused × 3" if not ok else ""}]).to_csv(folder / "summary.csv",
+                                                                                       index=False)
+        return {}, [folder]
+
+    monkeypatch.setattr(cli, "_suite_runner", lambda quiet: runner)
+    assert cli.main(["study", str(path), "--no-paper", "--quiet"]) == 1
+    out = capsys.readouterr()
+    assert "1 done, 0 done earlier, 1 failed" in out.out
+    assert "no request succeeded: text 3 failed" in out.err

@@ -11,10 +11,17 @@ Samples stay raw: energy counters are sent as counters and differenced per windo
 clock (each sample's t_ns) placed on the client's through the measured offset. The buffer is a ring of
 `buffer` samples (an hour at 10 Hz by default): a client that falls further behind loses the oldest and is told
 how many. Every request needs `Authorization: Bearer <token>`, the token read from an environment variable
-(compared in constant time); the agent listens on 127.0.0.1 unless told otherwise."""
+(compared in constant time); the agent listens on 127.0.0.1 unless told otherwise.
+
+Connections are bounded, since each holds a thread (300 idle ones held 305 threads for ever): at most
+MAX_CONNECTIONS open at once; one that has not sent an authorised request within AUTH_TIMEOUT_S of connecting is
+closed (also one dripping bytes: the deadline is from the connect, not per read), as is one answered 401; an
+authorised one is closed after IDLE_TIMEOUT_S without a request (the client reconnects). A connection past the cap
+closes the oldest one not yet authorised; when every open one is authorised, the newcomer is refused."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import math
@@ -42,6 +49,18 @@ DEFAULT_BUFFER = 36_000
 
 
 SAMPLES_PER_ANSWER = 2_000
+
+
+MAX_CONNECTIONS = 64  # a client uses one (the clock's round trips reuse it); a few suites at once a few more
+
+
+AUTH_TIMEOUT_S = 10.0  # from connect to an authorised request: a client sends its first at once
+
+
+CONNECTION_THREAD = "telemetry-agent-connection"
+
+
+IDLE_TIMEOUT_S = 300.0  # an authorised connection between pulls (a window's edge, the clock every 30 s)
 
 
 class AgentSampler(Telemetry):
@@ -109,15 +128,70 @@ def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with its connections counted and bounded (the module docstring): the open ones by
+    socket, each with the instant it was accepted and whether it has been authorised."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type, max_connections: int, auth_timeout_s: float):
+        super().__init__(address, handler)
+        self.max_connections = max_connections
+        self.auth_timeout_s = auth_timeout_s
+        self.lock = threading.Lock()
+        self.open: dict[socket.socket, list] = {}  # connection -> [accepted (monotonic s), authorised]
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        with self.lock:
+            self._close_late()
+            if len(self.open) >= self.max_connections:
+                waiting = [c for c, (_, authorised) in self.open.items() if not authorised]
+                if not waiting:
+                    return False  # every slot holds an authorised client: the newcomer is closed unanswered
+                self._close(min(waiting, key=lambda c: self.open[c][0]))
+            self.open[request] = [time.monotonic(), False]
+        return True
+
+    def authorised(self, connection: socket.socket) -> None:
+        with self.lock:
+            if connection in self.open:
+                self.open[connection][1] = True
+
+    def service_actions(self) -> None:  # serve_forever calls it every poll (0.5 s)
+        with self.lock:
+            self._close_late()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.lock:
+            self.open.pop(request, None)
+        super().shutdown_request(request)
+
+    def _close_late(self) -> None:
+        now = time.monotonic()
+        for connection in [c for c, (at, authorised) in self.open.items()
+                           if not authorised and now - at > self.auth_timeout_s]:
+            self._close(connection)
+
+    def _close(self, connection: socket.socket) -> None:
+        """End a connection from outside its thread: the thread's read returns at once and the thread ends."""
+        self.open.pop(connection, None)
+        with contextlib.suppress(OSError):  # its own thread may be closing it at this instant
+            connection.shutdown(socket.SHUT_RDWR)
+
+
 class AgentServer:
     """The agent's HTTP server in a thread; `url` once started. `token` None refuses every request."""
 
-    def __init__(self, sampler: AgentSampler, token: str | None, host: str = "127.0.0.1", port: int = DEFAULT_PORT):
+    def __init__(self, sampler: AgentSampler, token: str | None, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 max_connections: int = MAX_CONNECTIONS, auth_timeout_s: float = AUTH_TIMEOUT_S,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S):
         self.sampler = sampler
         self.token = token
-        handler = type("Handler", (_Handler,), {"agent": self})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
+        self.idle_timeout_s = idle_timeout_s
+        # a connection's reads wait at most auth_timeout_s until it is authorised (setup), then idle_timeout_s
+        handler = type("Handler", (_Handler,), {"agent": self, "timeout": auth_timeout_s})
+        self.httpd = _BoundedHTTPServer((host, port), handler, max_connections, auth_timeout_s)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="telemetry-agent", daemon=True)
 
     @property
@@ -146,6 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the clock's round trips must not each pay a TCP handshake
 
     def setup(self) -> None:
+        threading.current_thread().name = CONNECTION_THREAD  # one per open connection: what the cap bounds
         super().setup()
         # headers and body go out in two writes: without this, Nagle's algorithm and the client's delayed ACK
         # hold the body ~40 ms, and every clock round trip with it
@@ -159,14 +234,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
     def do_GET(self) -> None:  # noqa: N802 — http.server's name
         sampler = self.agent.sampler
         if not self.agent.authorised(self.headers.get("Authorization")):
+            self.close_connection = True  # no second try on this connection
             self._send(401, {"error": "missing or wrong Bearer token"})
             return
+        self.agent.httpd.authorised(self.connection)
+        self.connection.settimeout(self.agent.idle_timeout_s)
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
         try:
