@@ -76,7 +76,8 @@ def quality_plan_table(runs: Runs) -> Table | None:
                   if last["plan"] == "compare" else
                   f"{int(last['passed'])} of {int(last['n'])} passed, ± {fmt(last['half_width'], '.1%')}")
         rows.append({"system": runs.name(host_name, model), "plan": last["plan"], "planned_n": int(last["planned_n"]),
-                     "used_n": int(last["n"]), "looks": len(group), "reason": last["reason"] or "not stopped",
+                     "used_n": int(last["n"]), "looks": len(group),
+                     "reason": last["reason"] if isinstance(last["reason"], str) and last["reason"] else "not stopped",
                      "baseline": last.get("baseline", "") if isinstance(last.get("baseline"), str) else "",
                      "alpha_at_stop": level, "detail": detail})
     frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)

@@ -27,9 +27,8 @@ from benchlib.suites.study import recorded_deployment_name
 QUALITY_PLAN_CSV = "quality_plan.csv"
 
 
-def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> tuple[dict[tuple[str, str], bool] | None, str]:
-    """The baseline's (task, item) -> passed in its current run of `suite`, and its folder's name; None when it
-    has no such run (yet)."""
+def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[str, str], bool] | None:
+    """The baseline's (task, item) -> passed in its current run of `suite`; None when it has no such run (yet)."""
     for model_dir in sorted(p for p in host_dir.iterdir() if p.is_dir()) if host_dir.is_dir() else []:
         folder = model_dir / suite
         if not (folder / "requests.csv").is_file():
@@ -47,8 +46,8 @@ def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> tuple[dict[t
         if run_id and "run_id" in rows:
             rows = rows[rows["run_id"] == run_id]
         items = paired.item_results(rows.assign(system=model_dir.name))
-        return paired.outcomes(items, model_dir.name), model_dir.name
-    return None, baseline
+        return paired.outcomes(items, model_dir.name)
+    return None
 
 
 def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:
@@ -61,9 +60,9 @@ def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) 
               and items[0].request is not None and load_pass(name)[1] == 1]
     if not plan.sequential or not graded:
         return set()
-    baseline, against, kind = None, "", plan.plan
+    baseline, kind = None, plan.plan
     if kind == "compare":
-        baseline, against = baseline_outcomes(session.out_dir.parent.parent, plan.baseline, session.suite)
+        baseline = baseline_outcomes(session.out_dir.parent.parent, plan.baseline, session.suite)
         if baseline is None:
             print(f"quality plan: baseline {plan.baseline!r} has no {session.suite} results on this host yet; "
                   "sending every planned item", flush=True)
@@ -92,7 +91,7 @@ def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) 
         b_only = sum(baseline[key] and not ok for key, ok in mine.items()) if baseline else 0
         look = sequential.decide(
             kind, number, len(mine), total, sum(mine.values()), a_only=a_only, b_only=b_only, earlier=earlier,
-            alpha=plan.alpha, target_half_width=plan.half_width, baseline=against, last=share >= 1.0,
+            alpha=plan.alpha, target_half_width=plan.half_width, baseline=plan.baseline if baseline else "", last=share >= 1.0,
             over_budget=plan.budget_s is not None and time.monotonic() - started >= plan.budget_s)
         looks.append({"run_id": session.run_id, **look.__dict__})
         print("quality plan · " + look.line(), flush=True)
