@@ -300,11 +300,15 @@ def metric_words(name: str) -> str:
         return name.replace("_", " ")
 
 
+def _either(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def in_words(text: str) -> str:
     """Eligibility reasons and axis changes with every metric identifier in words: 'no tps_per_w, peak_temp_c' →
     'no tokens/s per watt or peak temperature measured'."""
-    text = re.sub(r"\bno ((?:[a-z][a-z0-9_]*)(?:, [a-z][a-z0-9_]*)*)",
-                  lambda m: "no " + " or ".join(metric_words(n) for n in m.group(1).split(", ")) + " measured", text)
+    text = re.sub(r"\bno ((?:[a-z][a-z0-9_]*)(?:, [a-z][a-z0-9_]*)*)", lambda m: "no " + _either(
+        [metric_words(n) for n in m.group(1).split(", ")]) + " measured", text)
     return IDENTIFIER.sub(lambda m: metric_words(m.group(0)), text)
 
 
@@ -356,7 +360,7 @@ def _flips(changes: pd.DataFrame) -> Sentence:
     for row in flips.head(MAX_FLIPS).itertuples():
         moved = ", ".join(filter(None, [f"{row.joined} would join" if row.joined else "",
                                         f"{row.left} would leave" if row.left else ""]))
-        named.append(f"{_change_words(row.change)} ({moved})")
+        named.append(f"{_change_words(row.change)}: {moved}")
     more = f"; {len(flips) - MAX_FLIPS} more single changes flip it" if len(flips) > MAX_FLIPS else ""
     return Sentence("Would flip if " + "; or if ".join(named) + more + ".", SENSITIVITY)
 
