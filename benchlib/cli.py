@@ -65,12 +65,19 @@ def read_summaries(suite_dirs: list[Path]) -> pd.DataFrame:
 
 
 def paired_lines(suite_dirs: list[Path]) -> list[str]:
-    """One line per pair of deployments that answered the same items (benchlib.analysis.paired)."""
+    """The paired verdicts (benchlib.analysis.paired.verdicts, ONE BASIS): per pair of deployments, the verdict on
+    the graded sets, then the seeds' smoke tasks beside it, each under its heading."""
     frames = [read_requests(d / "requests.csv").assign(system=_deployment_name(d))
               for d in suite_dirs if (d / "requests.csv").is_file()]
     items = paired.item_results(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
-    table = paired.pairwise(items) if len(items) else pd.DataFrame()
-    return ["  " + paired.Paired(**row).line() for row in table.to_dict("records")]
+    table = paired.verdicts(items) if len(items) else pd.DataFrame(columns=["basis"])
+    lines = []
+    for basis, heading in ((paired.GRADED, "the verdict, on the graded sets"),
+                           (paired.SMOKE, "beside it, the seeds' smoke tasks (not part of the verdict)")):
+        rows = table[table["basis"] == basis].drop(columns="basis").to_dict("records")
+        if rows:
+            lines += [f"{heading}:"] + ["  " + paired.Paired(**row).line() for row in rows]
+    return lines
 
 
 def print_summary(suite_dirs: list[Path]) -> bool:
@@ -86,7 +93,7 @@ def print_summary(suite_dirs: list[Path]) -> bool:
         verdicts = paired_lines(suite_dirs)
         if verdicts:
             print("\npaired, item by item on the answers both deployments gave (Newcombe 95 % interval of the "
-                  "difference, exact McNemar test):\n" + "\n".join(verdicts))
+                  "difference, exact McNemar test) —\n" + "\n".join(verdicts))
     return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
 
 

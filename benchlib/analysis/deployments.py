@@ -9,11 +9,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import frontier, stats
+from benchlib.analysis import frontier, paired, stats
 from benchlib.config import metrics
-from benchlib.config.tasks import load_pass
 from benchlib.records.schema import flag
-from benchlib.scoring.graded import GRADED_CHECKERS
 
 # The long format's columns: our rows and the published reference rows (paper/reference/*.csv) alike.
 LONG_COLUMNS = ["source", "section", "host", "hardware", "model", "quantization", "server", "task",
@@ -152,9 +150,7 @@ def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=frontier.QUALITY_LONG_COLUMNS)
     system = [" @ ".join(str(v) for v in pair) for pair in zip(summary.get("model", ""), summary.get("host", ""))]
     checkers = summary["checker"] if "checker" in summary else pd.Series("", index=summary.index)
-    basis = [frontier.UNDER_LOAD if load_pass(str(task))[1] > 1 else
-             frontier.GRADED if checker in GRADED_CHECKERS else "measured"
-             for task, checker in zip(summary["task"], checkers)]
+    basis = [{paired.SMOKE: "measured"}.get(b, b) for b in map(paired.basis_of, summary["task"].astype(str), checkers)]
     return pd.DataFrame({"system": system, "task": summary["task"],
                          "passed": pd.to_numeric(summary["n_passed"], errors="coerce"),
                          "scored": pd.to_numeric(summary["n_scored"], errors="coerce"),

@@ -51,8 +51,8 @@ TEXT_TASKS = ("basic_qa", "reasoning", "coding", "multilingual", "summarization"
 PAPER_TASKS = TEXT_TASKS + ("image_description", "color_identification", "transcription", "audio_qa",
                             "video_analysis")
 QUALITY_FLOOR = 0.5  # a deployment that gets fewer than half of its regime's tasks right is not a candidate
-GRADED = "graded sets"  # accuracy basis of a graded set's items (benchlib.config.graded), first pass
-UNDER_LOAD = "graded sets under load"  # the same items again at run.graded_concurrency: never a quality axis
+GRADED = paired.GRADED  # accuracy basis of a graded set's items (benchlib.config.graded), first pass
+UNDER_LOAD = paired.UNDER_LOAD  # the same items again at run.graded_concurrency: never a quality axis
 
 # The paper's §7 regimes, on the columns of reference.paper_systems() / analysis.systems_from_summary().
 REGIMES: dict[str, Regime] = {

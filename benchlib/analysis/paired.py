@@ -17,8 +17,12 @@ items are fixed by its seed, so every deployment gets the same ones):
                                      on a handful of items the score interval can exclude 0 where the exact test
                                      cannot tell (4 of 4 against 1 of 4: interval above 0, p = 0.25)
 
-The frontier's quality axis uses these verdicts wherever both deployments have per-item results on the axis's tasks
-(benchlib.analysis.frontier); item_results() builds the long per-item frame from request rows.
+ONE BASIS: the verdict between two deployments is the paired comparison over every graded set's first pass, the
+items both answered pooled (`verdicts`, basis GRADED). The seeds' smoke tasks (a handful of fixed prompts, repeated)
+are compared beside it (basis SMOKE), never pooled into it; a graded set's pass under load is neither. The terminal
+(cli), the summary's "On this host" and the frontier's quality axis (benchlib.analysis.frontier, GRADED RULE) all
+read the GRADED basis, so they cannot disagree; item_results() builds the long per-item frame from request rows,
+with each item's basis.
 
 Accuracy under load (under_load): one deployment's graded set answered twice — one request at a time, and again
 with N in flight (the task "<set>@c<N>", benchlib.config.tasks.under_load) — is the same comparison with the two
@@ -39,9 +43,11 @@ from scipy import stats as scipy_stats
 from benchlib.analysis import stats
 from benchlib.config.tasks import load_pass
 from benchlib.records.schema import flag, optional_flag
+from benchlib.scoring.graded import GRADED_CHECKERS
 
 ALPHA = 0.05  # the exact McNemar test's level, matching the 95 % interval
-ITEM_COLUMNS = ["system", "task", "item", "passed"]
+GRADED, SMOKE, UNDER_LOAD = "graded sets", "smoke tasks", "graded sets under load"  # an item's basis
+ITEM_COLUMNS = ["system", "task", "item", "passed", "basis"]
 LOAD_COLUMNS = ["system", "task", "concurrency"]  # + PAIR_COLUMNS, a = the first pass, b = the pass under load
 PAIR_COLUMNS = ["a", "b", "n", "both", "a_only", "b_only", "neither", "accuracy_a", "accuracy_b", "difference",
                 "difference_lo", "difference_hi", "p_value", "verdict"]
@@ -131,8 +137,8 @@ def compare(a: Mapping[object, bool], b: Mapping[object, bool], a_name: str = "A
 
 def item_results(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per scored, measured answer: system (a `system` column where the rows carry one, else 'model @ host'
-    as the summaries name it), task, item ('<variant>#<repeat>') and passed (bool). Warm-ups, failed and unscored
-    rows are left out; a key recorded twice keeps its last row."""
+    as the summaries name it), task, item ('<variant>#<repeat>'), passed (bool) and basis (`basis_of`). Warm-ups,
+    failed and unscored rows are left out; a key recorded twice keeps its last row."""
     needed = {"task", "variant", "repeat", "passed"} | ({"system"} if "system" in requests else {"model", "host"})
     if requests is None or requests.empty or not needed <= set(requests.columns):
         return pd.DataFrame(columns=ITEM_COLUMNS)
@@ -147,8 +153,31 @@ def item_results(requests: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"system": system.astype(str),
                         "task": rows["task"].astype(str),
                         "item": rows["variant"].astype(str) + "#" + rows["repeat"].astype(str),
-                        "passed": rows["passed"].astype(bool)}, columns=ITEM_COLUMNS)
+                        "passed": rows["passed"].astype(bool),
+                        "basis": [basis_of(t, c) for t, c in zip(rows["task"].astype(str),
+                                                                 rows.get("checker", pd.Series("", index=rows.index)))]},
+                       columns=ITEM_COLUMNS)
     return out.drop_duplicates(["system", "task", "item"], keep="last").reset_index(drop=True)
+
+
+def basis_of(task: str, checker: object) -> str:
+    """GRADED for a graded set's first pass (its checker is a graded scorer), UNDER_LOAD for its pass under load,
+    else SMOKE (the seeds' tasks)."""
+    if load_pass(task)[1] > 1:
+        return UNDER_LOAD
+    return GRADED if checker in GRADED_CHECKERS else SMOKE
+
+
+def verdicts(items: pd.DataFrame) -> pd.DataFrame:
+    """THE paired verdicts (ONE BASIS): every pair of systems on the graded sets' items both answered, pooled
+    (basis GRADED), then beside them on the smoke tasks (basis SMOKE); one row each (PAIR_COLUMNS + basis)."""
+    frames = []
+    for basis in (GRADED, SMOKE):
+        mine = items[items["basis"] == basis] if len(items) and "basis" in items else items.iloc[0:0]
+        if len(mine):
+            frames.append(pairwise(mine).assign(basis=basis))
+    return (pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames)
+            else pd.DataFrame(columns=PAIR_COLUMNS + ["basis"]))
 
 
 def outcomes(items: pd.DataFrame, system: str, tasks: Sequence[str] | None = None) -> dict[tuple[str, str], bool]:

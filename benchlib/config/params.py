@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from benchlib.config import graded
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
+from benchlib.config.quality_plan import QualityPlan
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
 from benchlib.config.sections import Section as _Section, url_credentials, url_secret
@@ -214,6 +215,8 @@ class RunSettings(_Section):
         "of its pool. Sets the precision: the 95 % Wilson half-width at 50 % accuracy is ±35 points at n=4, ±17 "
         "at 30, ±9.6 at 100, ±4.9 at 400. The default fits the first run's time budget (5 sets × 4 = 20 items a "
         "deployment); params/studies/graded-full.yaml sends every item")
+    quality: QualityPlan = Field(default_factory=QualityPlan, description="How many graded items, and when to "
+                                 "stop: fixed, a target precision, or a comparison to decide (config/quality_plan.py)")
     graded_concurrency: int = Field(
         1, ge=1, le=4096, description="Accuracy under load: above 1, each graded set's items are sent a second time "
         "with this many in flight (task '<set>@c<n>'), and the quality suite compares the two passes item by item "

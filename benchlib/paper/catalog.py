@@ -21,6 +21,7 @@ from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
+from benchlib.paper.on_this_host import fig_on_this_host, host_table, quality_plan_table
 from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.published_tables import (
     bandwidth_law_table,
@@ -113,6 +114,8 @@ class Section:
 LONG_TABLE = "published_and_runs_long"  # every published row plus ours, tidy, with a source column
 
 PAPER_TABLES: tuple[PaperTable, ...] = (
+    PaperTable("on_this_host", lambda i: host_table(i.runs, i.systems), optional=True),
+    PaperTable("quality_plan", lambda i: quality_plan_table(i.runs), optional=True),
     PaperTable("runs", lambda i: runs_table(i.runs)),
     PaperTable("setup", lambda i: setup_table(i.ref, i.runs)),
     PaperTable("platform", lambda i: platform_table(i.ref, i.runs)),
@@ -146,6 +149,10 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
 )
 
 PAPER_FIGURES: tuple[PaperFigure, ...] = (
+    PaperFigure("on_this_host", lambda t, r, s: fig_on_this_host(t, r),
+                "Our deployments on this host, axis by axis, each with its 95 % interval (answers: accuracy on "
+                "the graded items both answered, Wilson interval); the paired verdict itself is in the table.",
+                optional=True),
     PaperFigure("throughput_by_task", lambda t, r, s: fig_throughput(t, r),
                 "Decode tok/s per task and system; our runs hatched with ± sd whiskers."),
     PaperFigure("latency", lambda t, r, s: fig_latency(t, r),
@@ -182,6 +189,8 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
 )
 
 SECTIONS: tuple[Section, ...] = (
+    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan"),
+            ("on_this_host",)),
     Section("Runs", ("runs",)),
     Section("1. Experimental setup (000 §2)", ("setup",)),
     Section("2. Hardware platforms (000 §3)", ("platform",)),

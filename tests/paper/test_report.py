@@ -59,7 +59,8 @@ def test_the_report_opens_with_the_verdict_and_every_sentence_links_to_what_it_r
     report = (out / "report.md").read_text(encoding="utf-8")
     title = two.summary.title
     headings = re.findall(r"^## (.+)$", report, re.M)
-    assert headings[0] == title and headings[1] == "Runs"  # before the long tables, not in section 6
+    # before the long tables, not in section 6; our own deployments against each other first, then the runs
+    assert headings[0] == title and headings[1:3] == ["On this host: our deployments against each other", "Runs"]
     summary = _section(report, f"## {title}")
     sentences = [line for line in summary.splitlines() if line.startswith("- ")]
     assert len(sentences) >= 12
@@ -91,23 +92,29 @@ def test_the_summary_says_which_local_deployment_wins_how_sure_and_why_not(two):
     assert "accuracy_workstation (paired: difference interval includes 0)" in work
     assert f"{FAST} 100% vs {SLOW} 75% on 8 items, difference +25% [" in work
     assert "tie (the difference's interval includes 0)" in work
-    assert "Would flip if add tps_per_w ↑ (+ Phi-4 Multimodal @ RTX 3090 host" in work
+    assert "Would flip if tokens/s per watt were judged too (higher is better): Phi-4 Multimodal @ RTX 3090 host" \
+        in work  # the change in words, not 'add tps_per_w ↑'
+    flip = next(line for line in work.splitlines() if line.startswith("- Would flip if"))
+    assert "tps_per_w" not in flip and "↑" not in flip
     assert "more single changes flip it" in work
     # no energy sensor: neither can be judged on the edge regime, and the summary says so with each one's quality
     edge = _section(report, "### Energy- and thermal-constrained edge inference (tps_per_w ↑, peak_temp_c ↓, "
                             "context_window_k ↑, accuracy_edge ↑)")
     assert "None of our 2 deployments is eligible, so none of ours wins this regime" in edge
-    assert f"**{SLOW}** — no tps_per_w, peak_temp_c (accuracy_edge 67% [30%–90%], measured)" in edge
-    assert f"**{FAST}** — no tps_per_w, peak_temp_c (accuracy_edge 100% [61%–100%], measured)" in edge
-    # where the quality floor is what excludes one, its interval stands beside the floor
+    assert f"**{SLOW}** — no tokens/s per watt or peak temperature measured (accuracy 67% [30%–90%], measured)" \
+        in edge
+    assert f"**{FAST}** — no tokens/s per watt or peak temperature measured (accuracy 100% [61%–100%], measured)" \
+        in edge
+    # where the quality floor is what excludes one, its interval stands beside the floor, said in words
     below = SimpleNamespace(system=SLOW, dominated_by="not eligible: no tps_per_w; accuracy_edge 67% < floor 80%")
     assert summary_text._reason(frontier.REGIMES["edge"], below, two.tables["_systems"].data) == \
-        "no tps_per_w; accuracy_edge 67% [30%–90%] < floor 80% (measured)"
+        ("no tokens/s per watt measured; accuracy 67% [30%–90%] (measured) is below the 80% accuracy floor that the "
+         "edge regime asks")
     serving = _section(report, "### Multi-user serving on one box (serving_tps ↑, max_concurrency_ok ↑, "
                                "max_context_ok_k ↑, accuracy_serving ↑)")
     assert "No system is on the frontier: none is eligible." in serving and "Robust:" in serving
-    assert "Not eligible among the published: **Gemma 4 E2B @ RTX 3090 host** [seed 000] — no max_concurrency_ok" \
-        in serving
+    assert ("Not eligible among the published: **Gemma 4 E2B @ RTX 3090 host** [seed 000] — no most concurrent "
+            "streams without a failure") in serving
     # per deployment: its thresholds PASS/FAIL, and where it sits under its roofline
     each = _section(report, "### Each of our deployments")
     assert (f"**{SLOW}**: WAIT under the heros_swap thresholds (its params set none) — tok/s 15.5 vs ≥40 tok/s: "

@@ -1,0 +1,192 @@
+"""On this host: the user's own deployments against each other, before any comparison with published systems.
+
+Per pair of deployments and per axis, who is better and the interval that decides it:
+
+    decode speed          mean decode tok/s of the text suite's measured requests, 95 % bootstrap interval
+    time to first token   mean TTFT of the same requests (lower is better), 95 % bootstrap interval
+    answers (graded sets) THE paired verdict (paired.verdicts, basis GRADED): the accuracy difference on the items
+                          both answered, Newcombe's interval and the exact McNemar test
+    energy                tokens per joule where both were measured within one energy boundary (one window
+                          each: no interval, so a difference under ENERGY_MARGIN counts as a tie)
+
+Speed and TTFT are better only when the two intervals do not overlap (the frontier's rule, analysis.frontier);
+otherwise tied. A deployment dominates another when it is better on one axis and worse on none measured for
+both. The seeds' smoke tasks are compared too (basis SMOKE) but kept beside the verdict, off the dominance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis import paired, stats
+from benchlib.records.schema import flag
+
+TIE, NOT_MEASURED = "tie", "not measured"
+ENERGY_MARGIN = 0.10  # tokens per joule: one window each, no interval; a smaller relative difference is a tie
+SPEED_SUITE = "text"
+
+
+@dataclass(frozen=True)
+class Axis:
+    key: str
+    words: str  # how a sentence names it
+    unit: str
+    direction: str  # "max" | "min"
+    better: str  # the comparative a sentence uses ("faster")
+
+
+AXES = (Axis("decode_tps", "decode speed", "tok/s", "max", "faster decode"),
+        Axis("ttft_ms", "time to first token", "ms", "min", "shorter time to first token"),
+        Axis("graded", "answers on the graded sets", "", "max", "better answers"),
+        Axis("tokens_per_joule", "energy", "tokens/J", "max", "more tokens per joule"))
+SMOKE_AXIS = Axis("smoke", "answers on the seeds' smoke tasks (beside the verdict)", "", "max", "")
+COLUMNS = ["a", "b", "axis", "words", "unit", "a_value", "a_lo", "a_hi", "b_value", "b_lo", "b_hi", "difference",
+           "difference_lo", "difference_hi", "better", "n", "p_value", "note"]
+
+
+def _measured(requests: pd.DataFrame) -> pd.DataFrame:
+    rows = requests
+    if "suite" in rows:
+        rows = rows[rows["suite"] == SPEED_SUITE]
+    if "status" in rows:
+        rows = rows[rows["status"] == "ok"]
+    if "is_warmup" in rows:
+        rows = rows[~rows["is_warmup"].map(flag)]
+    return rows
+
+
+def _mean(values: pd.Series) -> tuple[float, float, float]:
+    data = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
+    if not len(data):
+        return math.nan, math.nan, math.nan
+    low, high = stats.bootstrap_interval(data)
+    return float(data.mean()), low, high
+
+
+def _by_interval(axis: Axis, a: str, b: str, va: tuple, vb: tuple) -> str:
+    if any(math.isnan(v) for v in (va[0], vb[0])):
+        return NOT_MEASURED
+    if stats.overlap(*va[1:], *vb[1:]) or any(math.isnan(v) for v in (*va[1:], *vb[1:])):
+        return TIE
+    first_better = va[0] > vb[0] if axis.direction == "max" else va[0] < vb[0]
+    return a if first_better else b
+
+
+def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every pair of systems in `requests` (rows with a `system` column), one row per axis (COLUMNS), then the
+    smoke tasks' row. `energy`: system, tokens_per_joule, energy_boundary (the systems frame), where measured."""
+    systems = list(dict.fromkeys(requests["system"].astype(str))) if len(requests) else []
+    speed = _measured(requests) if len(requests) else requests
+    figures = {}
+    for name in systems:
+        mine = speed[speed["system"] == name] if len(speed) else speed
+        figures[name] = {"decode_tps": _mean(mine["decode_tps"]) if "decode_tps" in mine else (math.nan,) * 3,
+                         "ttft_ms": _mean(pd.to_numeric(mine["ttft_s"], errors="coerce") * 1000)
+                         if "ttft_s" in mine else (math.nan,) * 3}
+    table = paired.verdicts(paired.item_results(requests)) if len(requests) else pd.DataFrame()
+    energy_of = {}
+    if energy is not None and len(energy) and "tokens_per_joule" in energy:
+        for row in energy.itertuples():
+            value = pd.to_numeric(pd.Series([row.tokens_per_joule]), errors="coerce").iloc[0]
+            energy_of[str(row.system)] = (float(value), str(getattr(row, "energy_boundary", "") or ""))
+    rows = []
+    for a, b in combinations(systems, 2):
+        for axis in AXES[:2]:
+            va, vb = figures[a][axis.key], figures[b][axis.key]
+            rows.append(_row(a, b, axis, a_value=va[0], a_lo=va[1], a_hi=va[2], b_value=vb[0], b_lo=vb[1],
+                             b_hi=vb[2], better=_by_interval(axis, a, b, va, vb)))
+        for axis, basis in ((AXES[2], paired.GRADED), (SMOKE_AXIS, paired.SMOKE)):
+            rows.append(_paired_row(table, basis, axis, a, b))
+        rows.append(_energy_row(a, b, energy_of.get(a), energy_of.get(b)))
+    order = {axis.key: i for i, axis in enumerate((*AXES, SMOKE_AXIS))}
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.sort_values("axis", key=lambda s: s.map(order), kind="stable").reset_index(drop=True) \
+        if len(frame) else frame
+
+
+def _paired_row(table: pd.DataFrame, basis: str, axis: Axis, a: str, b: str) -> dict:
+    """The paired verdict of a and b on one basis, oriented a against b."""
+    row = _row(a, b, axis, note="no items both answered", n=0)
+    hit = table[(table["basis"] == basis) & (((table["a"] == a) & (table["b"] == b))
+                                             | ((table["a"] == b) & (table["b"] == a)))] if len(table) else table
+    if not len(hit):
+        return row
+    result = paired.Paired(**hit.iloc[0].drop("basis").to_dict())
+    turned = result.a != a  # pairwise lists them in its own order
+    sign = -1 if turned else 1
+    difference, low, high = sign * result.difference, *sorted((sign * result.difference_lo,
+                                                               sign * result.difference_hi))
+    row.update(a_value=result.accuracy_b if turned else result.accuracy_a,
+               b_value=result.accuracy_a if turned else result.accuracy_b,
+               difference=difference, difference_lo=low, difference_hi=high,
+               better={1: a, -1: b, 0: TIE}[sign * result.winner], n=result.n, p_value=result.p_value,
+               note=f"{result.a_only if not turned else result.b_only} vs "
+                    f"{result.b_only if not turned else result.a_only} items only one got right")
+    return row
+
+
+def _row(a: str, b: str, axis: Axis, **values: object) -> dict:
+    row = {c: math.nan for c in COLUMNS}
+    row.update(a=a, b=b, axis=axis.key, words=axis.words, unit=axis.unit, better=NOT_MEASURED, note="")
+    row.update(values)
+    return row
+
+
+def _energy_row(a: str, b: str, ea: tuple | None, eb: tuple | None) -> dict:
+    axis = AXES[3]
+    va, vb = (ea or (math.nan, ""))[0], (eb or (math.nan, ""))[0]
+    row = _row(a, b, axis, a_value=va, b_value=vb, note="no energy reading on this host")
+    if math.isnan(va) or math.isnan(vb):
+        return row
+    if ea[1] != eb[1]:
+        row["note"] = f"different energy boundaries ({ea[1] or 'not stated'} vs {eb[1] or 'not stated'})"
+        return row
+    close = abs(va - vb) <= ENERGY_MARGIN * max(va, vb)
+    row.update(better=TIE if close else (a if va > vb else b),
+               note=f"one window each, no interval: within {ENERGY_MARGIN:.0%} counts as a tie")
+    return row
+
+
+def dominance(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """Per pair: (a, b, what it comes to) — 'A dominates B (…)' or 'neither dominates: A …; B …' — over the verdict
+    axes (the smoke tasks stay out)."""
+    out = []
+    for (a, b), rows in frame.groupby(["a", "b"], sort=False):
+        rows = rows[rows["axis"] != SMOKE_AXIS.key]
+        better = {name: [AXES_BY_KEY[r.axis].better for r in rows.itertuples() if r.better == name] for name in (a, b)}
+        tied = [AXES_BY_KEY[r.axis].words for r in rows.itertuples() if r.better == TIE]
+        tie_text = f"; tied on {', '.join(tied)}" if tied else ""
+        if better[a] and not better[b]:
+            out.append((a, b, f"{a} dominates {b} ({', '.join(better[a])}{tie_text})"))
+        elif better[b] and not better[a]:
+            out.append((a, b, f"{b} dominates {a} ({', '.join(better[b])}{tie_text})"))
+        elif better[a]:
+            out.append((a, b, f"neither dominates: {a} has {', '.join(better[a])}; {b} has {', '.join(better[b])}"))
+        else:
+            out.append((a, b, f"neither dominates: no axis tells {a} and {b} apart{tie_text}"))
+    return out
+
+
+AXES_BY_KEY = {axis.key: axis for axis in (*AXES, SMOKE_AXIS)}
+
+
+def ranked(frame: pd.DataFrame) -> list[str]:
+    """The systems, most pairwise wins on the verdict axes first (ties keep their order)."""
+    names = list(dict.fromkeys([*frame["a"], *frame["b"]])) if len(frame) else []
+    rows = frame[frame["axis"] != SMOKE_AXIS.key] if len(frame) else frame
+    wins = {n: int((rows["better"] == n).sum()) for n in names}
+    return sorted(names, key=lambda n: -wins[n])
+
+
+def interval_text(value: float, low: float, high: float, spec: str) -> str:
+    """'45.2 [43.1–47.0]', or the value alone without an interval, '–' without a value."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    spread = "" if any(isinstance(v, float) and np.isnan(v) for v in (low, high)) else \
+        f" [{format(low, spec)}–{format(high, spec)}]"
+    return f"{format(value, spec)}{spread}"

@@ -1,0 +1,138 @@
+"""The report's first section: the user's own deployments against each other on this host (analysis.host), with
+the table, the one figure and the quality plan each deployment's graded items followed (planned and used n, and
+why it stopped; suites.quality_looks)."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from benchlib.analysis import host, stats
+from benchlib.config.formatting import fmt
+from benchlib.paper.format import Table
+from benchlib.paper.runs import Runs
+from benchlib.paper.settings import THIS_RUN
+from benchlib.paper.style import empty_figure, theme
+
+PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "looks", "reason", "baseline", "alpha_at_stop", "detail"]
+
+
+def _value(row: pd.Series, side: str) -> str:
+    if row["axis"] in ("graded", "smoke"):
+        return fmt(row[f"{side}_value"], ".0%")
+    spec = ".1f" if row["axis"] != "tokens_per_joule" else ".3g"
+    return host.interval_text(row[f"{side}_value"], row[f"{side}_lo"], row[f"{side}_hi"], spec)
+
+
+def _decides(row: pd.Series) -> str:
+    if row["axis"] in ("graded", "smoke"):
+        if not row["n"]:
+            return str(row["note"])
+        return (f"difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
+                f"{fmt(row['difference_hi'], '+.0%')}] on {int(row['n'])} items, McNemar p = "
+                f"{fmt(row['p_value'], '.2g')} ({row['note']})")
+    if row["axis"] == "tokens_per_joule":
+        return str(row["note"])
+    return "95 % intervals overlap" if row["better"] == host.TIE else \
+        "95 % intervals apart" if row["better"] != host.NOT_MEASURED else "no measured request"
+
+
+def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
+    """Every pair of our deployments, axis by axis (analysis.host.head_to_head); None with fewer than two."""
+    if runs.empty or runs.requests.empty:
+        return None
+    requests = runs.requests.assign(system=runs.named(runs.requests))
+    ours = systems[systems["source"] == THIS_RUN] if len(systems) and "source" in systems else systems
+    frame = host.head_to_head(requests, ours)
+    if frame.empty:
+        return None
+    display = pd.DataFrame({
+        "A": frame["a"], "B": frame["b"], "axis": frame["words"] + [f" ({u})" if u else "" for u in frame["unit"]],
+        "A [95% CI]": [_value(r, "a") for _, r in frame.iterrows()],
+        "B [95% CI]": [_value(r, "b") for _, r in frame.iterrows()],
+        "better": frame["better"], "what decides": [_decides(r) for _, r in frame.iterrows()]})
+    return Table("on_this_host", "On this host: our deployments against each other", frame, display,
+                 "Decode speed and time to first token from the text suite's measured requests (mean, 95 % bootstrap "
+                 "interval; better only where the intervals are apart); answers on the graded sets as the paired "
+                 "verdict on the items both answered (Newcombe interval, exact McNemar test) — the verdict the "
+                 "terminal and the frontier give; energy as tokens per joule where both were measured within one "
+                 "boundary. The seeds' smoke tasks are compared beside the verdict, never pooled into it.")
+
+
+def quality_plan_table(runs: Runs) -> Table | None:
+    """Per deployment that followed a sized quality plan: planned and used n, the looks and why it stopped."""
+    looks = runs.quality_plans
+    if looks is None or looks.empty:
+        return None
+    rows = []
+    for (host_name, model), group in looks.groupby(["host", "model"], sort=False):
+        last = group.iloc[-1]
+        level = last.get("nominal_alpha")
+        detail = (f"{int(last['a_only'])} vs {int(last['b_only'])} discordant, p = {fmt(last['p_value'], '.2g')}"
+                  if last["plan"] == "compare" else
+                  f"{int(last['passed'])} of {int(last['n'])} passed, ± {fmt(last['half_width'], '.1%')}")
+        rows.append({"system": runs.name(host_name, model), "plan": last["plan"], "planned_n": int(last["planned_n"]),
+                     "used_n": int(last["n"]), "looks": len(group),
+                     "reason": last["reason"] if isinstance(last["reason"], str) and last["reason"] else "not stopped",
+                     "baseline": last.get("baseline", "") if isinstance(last.get("baseline"), str) else "",
+                     "alpha_at_stop": level, "detail": detail})
+    frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    display = frame.assign(alpha_at_stop=[fmt(a, ".2g") for a in frame["alpha_at_stop"]]).rename(columns={
+        "planned_n": "planned items", "used_n": "used items", "alpha_at_stop": "level at the last look"})
+    return Table("quality_plan", "Graded items: planned, used, and why the deployment stopped", frame, display,
+                 "A sized quality plan (params run.quality) sends the graded sets look by look: 'precision reached' "
+                 "when the Wilson 95 % interval is narrow enough, 'decided' when the group-sequential paired test "
+                 "against the baseline rejects at the level its alpha-spending allows at that look (O'Brien-Fleming "
+                 "type), 'pool exhausted' when no item was left, 'budget' when its time ran out.")
+
+
+def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | None:
+    """One panel per measured axis: each deployment's value with its 95 % interval (graded answers: the accuracy
+    with its Wilson interval over the items both answered)."""
+    table = tables.get("on_this_host")
+    if table is None or table.data.empty:
+        return None
+    theme()
+    frame = table.data
+    points = []
+    for row in frame.itertuples():
+        if row.axis == "smoke" or row.better == host.NOT_MEASURED:
+            continue
+        label = host.AXES_BY_KEY[row.axis].words + (f" ({row.unit})" if row.unit else "")
+        for side, name in (("a", row.a), ("b", row.b)):
+            value, low, high = (getattr(row, f"{side}_value"), getattr(row, f"{side}_lo"), getattr(row, f"{side}_hi"))
+            if row.axis == "graded":
+                value, (low, high) = value, _wilson_of(value, row.n)
+            points.append({"axis": label, "system": name, "value": value, "low": low, "high": high})
+    data = pd.DataFrame(points).drop_duplicates(["axis", "system"])
+    if data.empty:
+        return empty_figure("On this host", "no axis measured for two deployments")
+    grid = sns.FacetGrid(data, col="axis", sharex=False, height=max(1.6, 0.45 * data["system"].nunique() + 1.2),
+                         aspect=1.5, col_wrap=min(4, data["axis"].nunique()))
+    grid.map_dataframe(_draw)
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels("", "")
+    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.04)
+    return grid.figure
+
+
+def _wilson_of(share: float, n: float) -> tuple[float, float]:
+    if not n or math.isnan(share):
+        return math.nan, math.nan
+    low, high = stats.wilson_interval(int(round(share * n)), int(n))
+    return low, high
+
+
+def _draw(data: pd.DataFrame, **_: object) -> None:
+    ax = plt.gca()
+    palette = sns.color_palette("dark", max(len(data), 1))
+    for i, row in enumerate(data.itertuples()):
+        has = not (math.isnan(row.low) or math.isnan(row.high))
+        ax.errorbar(row.value, i, xerr=[[row.value - row.low], [row.high - row.value]] if has else None,
+                    fmt="o", color=palette[i], capsize=4)
+    ax.set_yticks(range(len(data)), list(data["system"]))
+    ax.set_ylim(-0.6, len(data) - 0.4)

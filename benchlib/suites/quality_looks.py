@@ -1,0 +1,113 @@
+"""The graded sets sent look by look under a sized quality plan (params run.quality; the stopping rule is
+benchlib.analysis.sequential): at each look every graded set sends the next share of its planned items, then the
+rule says whether the evidence so far settles it. Each look is recorded in the suite folder's quality_plan.csv
+(n, planned n, the figures the rule read, and why it stopped), which the paper reads.
+
+A `compare` plan judges the items the baseline deployment answered (its quality suite's requests.csv under the
+same host folder, this run of it): only those are sent, since an item the baseline never answered says nothing
+about the comparison. Without the baseline's answers the plan sends every planned item and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchlib.analysis import paired, sequential
+from benchlib.config.paths import slug
+from benchlib.config.tasks import load_pass
+from benchlib.records.rows import read_requests, write_csv_atomic
+from benchlib.suites.study import recorded_deployment_name
+
+QUALITY_PLAN_CSV = "quality_plan.csv"
+
+
+def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[str, str], bool] | None:
+    """The baseline's (task, item) -> passed in its current run of `suite`; None when it has no such run (yet)."""
+    for model_dir in sorted(p for p in host_dir.iterdir() if p.is_dir()) if host_dir.is_dir() else []:
+        folder = model_dir / suite
+        if not (folder / "requests.csv").is_file():
+            continue
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            run_id = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("run_id")
+        except (OSError, ValueError):
+            manifest, run_id = {}, None
+        names = {model_dir.name, recorded_deployment_name(manifest.get("params") or {}, host_dir.name,
+                                                          model_dir.name)}
+        if baseline not in names and slug(baseline) != model_dir.name:
+            continue
+        rows = read_requests(folder / "requests.csv")
+        if run_id and "run_id" in rows:
+            rows = rows[rows["run_id"] == run_id]
+        items = paired.item_results(rows.assign(system=model_dir.name))
+        return paired.outcomes(items, model_dir.name)
+    return None
+
+
+def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:
+    """Send the graded sets of `by_task` look by look under the params' quality plan; the names of the tasks it
+    sent (the caller sends the rest). A fixed plan sends nothing here. A set's pass under load is cut to the items
+    its first pass used."""
+    plan = session.params.run.quality
+    graded = [name for name, items in by_task.items()
+              if items and items[0].task is not None and items[0].task.graded is not None
+              and items[0].request is not None and load_pass(name)[1] == 1]
+    if not plan.sequential or not graded:
+        return set()
+    baseline, kind = None, plan.plan
+    if kind == "compare":
+        baseline = baseline_outcomes(session.out_dir.parent.parent, plan.baseline, session.suite)
+        if baseline is None:
+            print(f"quality plan: baseline {plan.baseline!r} has no {session.suite} results on this host yet; "
+                  "sending every planned item", flush=True)
+            kind = "fixed"
+        else:
+            for name in graded:  # an item the baseline did not answer cannot inform the comparison
+                by_task[name] = [p for p in by_task[name] if (name, _item(p)) in baseline]
+    planned = {name: len(by_task[name]) for name in graded}
+    total = sum(planned.values())
+    started, earlier, looks = time.monotonic(), [], []
+    fractions = plan.looks if kind != "fixed" else [1.0]
+    for number, share in enumerate(fractions, 1):
+        for name in graded:
+            upto = math.ceil(share * planned[name] - 1e-9)
+            pending = [p for p in by_task[name][:upto] if p.record.request_key not in done]
+            if pending:
+                bar.set_postfix_str(f"{name} · look {number}")
+                with session.window(name, kind="task"):
+                    session.execute(pending, concurrency=max(p.record.concurrency for p in pending), progress=bar)
+                done |= {p.record.request_key for p in pending}
+        sent = {(name, _item(p)) for name in graded
+                for p in by_task[name][:math.ceil(share * planned[name] - 1e-9)]}
+        mine = {key: ok for key, ok in paired.outcomes(paired.item_results(session.run_requests().assign(
+            system="this")), "this").items() if key in sent}
+        a_only = sum(ok and not baseline[key] for key, ok in mine.items()) if baseline else 0
+        b_only = sum(baseline[key] and not ok for key, ok in mine.items()) if baseline else 0
+        look = sequential.decide(
+            kind, number, len(mine), total, sum(mine.values()), a_only=a_only, b_only=b_only, earlier=earlier,
+            alpha=plan.alpha, target_half_width=plan.half_width, baseline=plan.baseline if baseline else "", last=share >= 1.0,
+            over_budget=plan.budget_s is not None and time.monotonic() - started >= plan.budget_s)
+        looks.append({"run_id": session.run_id, **look.__dict__})
+        print("quality plan · " + look.line(), flush=True)
+        earlier.append(len(mine))
+        if look.stop:
+            break
+    write_csv_atomic(session.out_dir / QUALITY_PLAN_CSV, pd.DataFrame(looks))
+    used = {name: {p.record.variant for p in by_task[name][:math.ceil(share * planned[name] - 1e-9)]}
+            for name in graded}
+    for name in list(by_task):
+        base, level = load_pass(name)
+        if level > 1 and base in used:
+            by_task[name] = [p for p in by_task[name] if p.record.variant in used[base]]
+    return set(graded)
+
+
+def _item(planned: Any) -> str:
+    """The item key paired.item_results gives a planned request."""
+    return f"{planned.record.variant}#{planned.record.repeat}"

@@ -1,0 +1,73 @@
+"""On this host (analysis.host): our deployments against each other, axis by axis, each decided by its interval or
+the paired verdict, and who dominates whom."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib.analysis import host, paired
+
+
+def requests(system: str, tps: list[float], ttft_s: list[float], graded: list[bool], smoke: list[bool]) -> pd.DataFrame:
+    speed = pd.DataFrame({"system": system, "suite": "text", "task": "basic_qa", "variant": "v",
+                          "repeat": range(100, 100 + len(tps)), "status": "ok", "is_warmup": False,
+                          "decode_tps": tps, "ttft_s": ttft_s, "passed": None, "checker": "contains"})
+    quality = pd.DataFrame({"system": system, "suite": "quality", "task": "arithmetic",
+                            "variant": [f"s1-{i:04d}" for i in range(len(graded))], "repeat": range(len(graded)),
+                            "status": "ok", "is_warmup": False, "decode_tps": np.nan, "ttft_s": np.nan,
+                            "passed": graded, "checker": "reasoning_gym"})
+    seeds = pd.DataFrame({"system": system, "suite": "text", "task": "reasoning", "variant": "r",
+                          "repeat": range(len(smoke)), "status": "ok", "is_warmup": False, "decode_tps": np.nan,
+                          "ttft_s": np.nan, "passed": smoke, "checker": "contains"})
+    return pd.concat([speed, quality, seeds], ignore_index=True)
+
+
+FAST = requests("fast", [40.0, 41.0, 39.0, 40.5], [0.10, 0.11, 0.09, 0.10], [True] * 20 + [False] * 10, [True] * 3)
+SLOW = requests("slow", [20.0, 21.0, 19.5, 20.5], [0.10, 0.12, 0.08, 0.11], [False] * 30, [False] * 3)
+
+
+def test_every_axis_with_the_interval_that_decides_it():
+    table = host.head_to_head(pd.concat([FAST, SLOW], ignore_index=True)).set_index("axis")
+    speed = table.loc["decode_tps"]
+    assert speed["better"] == "fast" and speed["a_value"] == pytest.approx(40.125)
+    assert speed["a_lo"] > speed["b_hi"]  # the intervals are apart
+    assert table.loc["ttft_ms", "better"] == host.TIE  # 100 ms against 102 ms: the intervals overlap
+    graded = table.loc["graded"]
+    verdict = paired.verdicts(paired.item_results(pd.concat([FAST, SLOW]))).set_index("basis").loc[paired.GRADED]
+    assert graded["better"] == "fast" and graded["n"] == verdict["n"] == 30
+    assert (graded["difference"], graded["p_value"]) == (pytest.approx(verdict["difference"]),
+                                                         pytest.approx(verdict["p_value"]))
+    assert table.loc["tokens_per_joule", "better"] == host.NOT_MEASURED
+    smoke = table.loc["smoke"]  # beside the verdict: 3 against 0 is a tie on its own
+    assert smoke["n"] == 3 and smoke["better"] == host.TIE
+
+
+def test_the_pair_is_oriented_whichever_order_the_systems_come_in():
+    table = host.head_to_head(pd.concat([SLOW, FAST], ignore_index=True)).set_index("axis")
+    graded = table.loc["graded"]
+    assert (graded["a"], graded["better"]) == ("slow", "fast")
+    assert graded["difference"] < 0 and graded["difference_hi"] < 0
+    assert (graded["a_value"], graded["b_value"]) == (0.0, pytest.approx(2 / 3))
+
+
+def test_dominance_in_words():
+    table = host.head_to_head(pd.concat([FAST, SLOW], ignore_index=True))
+    (a, b, text), = host.dominance(table)
+    assert text == ("fast dominates slow (faster decode, better answers; tied on time to first token)")
+    mixed = requests("careful", [10.0, 10.5, 9.5, 10.2], [0.3, 0.31, 0.29, 0.3], [True] * 30, [True] * 3)
+    table = host.head_to_head(pd.concat([FAST, mixed], ignore_index=True))
+    (_, _, text), = host.dominance(table)
+    assert text.startswith("neither dominates: fast has faster decode, shorter time to first token; careful has "
+                           "better answers")
+    assert host.ranked(table)[0] == "fast"
+
+
+def test_energy_compared_within_one_boundary_only():
+    both = pd.concat([FAST, SLOW], ignore_index=True)
+    energy = pd.DataFrame({"system": ["fast", "slow"], "tokens_per_joule": [2.0, 1.0],
+                           "energy_boundary": ["CPU package", "CPU package"]})
+    row = host.head_to_head(both, energy).set_index("axis").loc["tokens_per_joule"]
+    assert row["better"] == "fast"
+    energy["energy_boundary"] = ["CPU package", "GPU board"]
+    row = host.head_to_head(both, energy).set_index("axis").loc["tokens_per_joule"]
+    assert row["better"] == host.NOT_MEASURED and "different energy boundaries" in row["note"]

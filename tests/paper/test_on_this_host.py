@@ -1,0 +1,99 @@
+"""The first screen answers the user's question: "On this host" opens the summary and the report — our two
+deployments against each other with the intervals that decide, the graded items each used and why it stopped — and
+the terminal, the summary and the frontier give one paired verdict, on the graded sets (the smoke tasks beside)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+
+import pytest
+
+from benchlib import cli, paper
+from benchlib.analysis import paired, sequential
+from benchlib.config.formatting import fmt
+from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
+
+FAST = SYN_SYSTEM
+SLOW = f"{SYN_MODEL} · {SYN_SERVER} · slow · {SYN_HOST}"
+RIGHT, ITEMS = 18, 30  # the fast one gets 18 of 30 graded items right, the slow one none: 18 vs 0 discordant
+
+
+def looks() -> list[dict]:
+    """What suites.quality_looks writes for the fast deployment: compare against the slow one, 60 planned items,
+    not decided at look 1 (15 items, 9 vs 0), decided at look 2 (30 items, 18 vs 0)."""
+    first = sequential.decide("compare", 1, 15, 60, 9, a_only=9, b_only=0, alpha=0.01, baseline="tiny-model+slow")
+    second = sequential.decide("compare", 2, 30, 60, RIGHT, a_only=RIGHT, b_only=0, earlier=[15], alpha=0.01,
+                               baseline="tiny-model+slow")
+    assert not first.stop and second.reason == sequential.DECIDED
+    return [{"run_id": "synthetic01", **asdict(look)} for look in (first, second)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = write_synthetic_run(tmp_path_factory.mktemp("outputs"), text_passed=True)
+    write_synthetic_run(root, variant="slow", speed=0.5)
+    write_graded(root, [False] * ITEMS, variant="slow")
+    write_graded(root, [True] * RIGHT + [False] * (ITEMS - RIGHT), plan=looks())
+    return root, paper.assemble(outputs_dir=root, out_dir=tmp_path_factory.mktemp("paper-out"),
+                                figure_formats=["png"])
+
+
+def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
+    _, assembled = built
+    first = assembled.summary.blocks[0]
+    assert first.heading == "On this host" and len(first.sentences) <= 10
+    pair, smoke, plan = (s.text for s in first.sentences)
+    p = paired.mcnemar_exact(RIGHT, 0)
+    assert pair.startswith(f"**{FAST}** against **{SLOW}**: decode speed 31.0 [")
+    assert "tok/s (" + FAST + " better)" in pair
+    assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
+            and f"p = {fmt(p, '.2g')} ({FAST} better)" in pair)
+    assert "energy not compared (no energy reading on this host)" in pair
+    assert pair.endswith(f"— **{FAST}** dominates **{SLOW}** (faster decode, better answers; tied on time to first "
+                         "token).")
+    assert smoke.startswith("Beside the verdict, not part of it — the seeds' smoke tasks: "
+                            f"{FAST} 100% vs {SLOW} 75% on 8 items (tie)")
+    assert plan == (f"Graded items: **{FAST}** 30 of 60 planned (decided against tiny-model+slow at look 2, "
+                    f"18 vs 0 discordant, p = {fmt(p, '.2g')}).")
+
+
+def test_the_report_shows_on_this_host_before_the_published_comparison(built):
+    _, assembled = built
+    out = assembled.settings.out_dir
+    report = (out / "report.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", report, re.M)
+    assert headings[1] == "On this host: our deployments against each other" and headings[2] == "Runs"
+    assert (out / "figures" / "on_this_host.png").is_file()
+    assert (out / "tables" / "quality_plan.md").is_file() and (out / "tables" / "on_this_host.md").is_file()
+    plan = assembled.tables["quality_plan"].data.set_index("system").loc[FAST]
+    assert (plan["planned_n"], plan["used_n"], plan["looks"], plan["reason"]) == (60, 30, 2, sequential.DECIDED)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert html.index("On this host") < html.index("General multimodal workstation")
+
+
+def test_one_basis_terminal_summary_and_frontier_agree(built):
+    """The terminal's verdict line, the summary's and the frontier's quality axis: the same 30 graded items, the
+    same winner; the 8 smoke answers stay beside (100 % vs 75 %, a tie on their own)."""
+    root, assembled = built
+    suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
+    lines = cli.paired_lines(suites)
+    verdict = lines.index("the verdict, on the graded sets:")
+    assert lines[verdict + 1].startswith(f"  {FAST} beats {SLOW}: 60% vs 0% on the same {ITEMS} items")
+    beside = lines.index("beside it, the seeds' smoke tasks (not part of the verdict):")
+    assert beside > verdict and "tie: 100% vs 75% on the same 8 items" in lines[beside + 1]
+    host = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
+    assert (host["n"], host["better"]) == (ITEMS, FAST)
+    systems = assembled.tables["_systems"].data.set_index("system")  # what the frontier's quality axis compares
+    axis = systems.loc[[FAST, SLOW], "accuracy_workstation_items"]
+    frontier_verdict = paired.compare(axis[FAST], axis[SLOW])
+    assert (frontier_verdict.n, frontier_verdict.a_only, frontier_verdict.winner) == (ITEMS, RIGHT, 1)
+    assert systems.loc[SLOW, "accuracy_workstation_basis"] == paired.GRADED  # not the 8 smoke answers
+
+
+def test_ineligibility_in_words(built):
+    _, assembled = built
+    text = assembled.summary.markdown()
+    assert (f"**{SLOW}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
+            "regime asks") in text
+    assert "< floor" not in text and "accuracy_workstation 0%" not in text
