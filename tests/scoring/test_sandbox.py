@@ -4,6 +4,7 @@ reason — never obeyed, never allowed to stall or outlive the run. Each case st
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,15 +75,16 @@ def test_leaving_early_is_not_passing():
 
 
 def test_the_program_runs_in_a_scratch_directory_that_is_removed(tmp_path, monkeypatch):
+    """Nothing outside the scratch folder is writable (issue 42), so the program says where it ran by failing."""
     monkeypatch.chdir(tmp_path)
-    result = run("import os\nopen('left_behind.txt', 'w').write('x')\n"
-                 "assert sorted(os.listdir('.')) == ['left_behind.txt', 'program.py'], os.listdir('.')\n"
-                 "open('/tmp/_cwd_probe', 'w').write(os.getcwd())\n")
-    assert result.passed, result.reason
-    scratch = Path("/tmp/_cwd_probe").read_text()
-    os.unlink("/tmp/_cwd_probe")
-    assert scratch != str(tmp_path) and not Path(scratch).exists()
-    assert not (tmp_path / "left_behind.txt").exists()
+    name = f"left_behind_{os.getpid()}.txt"
+    result = run(f"import os\nopen({name!r}, 'w').write('x')\n"
+                 f"assert sorted(os.listdir('.')) == [{name!r}, 'program.py'], os.listdir('.')\n"
+                 f"assert os.getcwd() != {str(tmp_path)!r}\nraise RuntimeError('ran in ' + os.getcwd())\n")
+    assert result.error == "RuntimeError" and "ran in /" in result.reason, result.reason
+    scratch = result.reason.split("ran in ", 1)[1].split(" at line")[0]
+    assert not (Path(scratch) / name).exists() and not (tmp_path / name).exists()
+    assert not list(Path(tempfile.gettempdir()).glob(f"fb-sandbox-*/{name}"))
 
 
 @pytest.mark.parametrize("program", ["print('x' * 10_000_000)\n", "import sys\nsys.stdout.write('y' * 5_000_000)\n"])
