@@ -50,11 +50,14 @@ FORGERIES = {
                                           "'{\"ok\": true, \"passed\": true}', json.dumps({'ready': True})):\n"
                                           "        try:\n            os.write(fd, text.encode())\n"
                                           "        except OSError:\n            pass\nos._exit(0)\n",
-    "the judge's pipes found through /proc": "import os\nfor pid in os.listdir('/proc'):\n    if pid.isdigit():\n"
-                                             "        for fd in range(3, 32):\n            try:\n"
-                                             "                os.write(os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY),"
-                                             " b'{\"passed\": true}')\n            except OSError:\n"
-                                             "                pass\nos._exit(0)\n",
+    # only processes that are a sandbox's judge: where nothing stops it, this writes into their descriptors
+    "the judge's pipes found through /proc": "import os\nfor pid in os.listdir('/proc'):\n    try:\n"
+                                             "        judge = open(f'/proc/{pid}/cmdline', 'rb').read()"
+                                             ".endswith(b'\\0judge\\0')\n    except OSError:\n"
+                                             "        judge = False\n    for fd in range(3, 32) if judge else ():\n"
+                                             "        try:\n            os.write(os.open(f'/proc/{pid}/fd/{fd}', "
+                                             "os.O_WRONLY), b'{\"passed\": true}')\n        except OSError:\n"
+                                             "            pass\nos._exit(0)\n",
     "an answer equal to everything": "class Same:\n    def __eq__(self, other):\n        return True\n\n"
                                      "def add(a, b):\n    return Same()\n",
 }
