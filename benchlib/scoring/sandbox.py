@@ -75,6 +75,7 @@ UNSHARE = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mo
            "--ipc", "--uts", "--")
 
 log = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -273,28 +274,30 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
         config = {"program": program, "limits": limits, "scratch": scratch, "namespaces": way.namespaces,
                   "mode": "program" if judge is None else "serve", "notes_fd": notes_w, "worker_fds": worker_fds,
                   "refusals": refusals}
-        processes = []
+        processes: list[subprocess.Popen] = []
         try:
-            processes.append(_spawn([*way.prefix, sys.executable, "-I", "-c", CHILD], config,
-                                    (notes_w, *worker_fds), way.user, "/" if way.namespaces else scratch))
-            if judge is not None:
-                processes.append(_spawn(
-                    [sys.executable, "-I", "-c", CHILD, "judge"],
-                    {**judge, "limits": limits, "answers_fd": answers_r, "calls_fd": calls_w, "verdict_fd": verdict_w},
-                    (answers_r, calls_w, verdict_w), None, scratch))
-        finally:
-            for fd in (notes_w, *worker_fds, *(() if judge is None else (answers_r, calls_w, verdict_w))):
-                os.close(fd)
-        try:
+            try:
+                processes.append(_spawn([*way.prefix, sys.executable, "-I", "-c", CHILD], config,
+                                        (notes_w, *worker_fds), way.user, "/" if way.namespaces else scratch))
+                if judge is not None:
+                    processes.append(_spawn(
+                        [sys.executable, "-I", "-c", CHILD, "judge"],
+                        {**judge, "limits": limits, "answers_fd": answers_r, "calls_fd": calls_w,
+                         "verdict_fd": verdict_w}, (answers_r, calls_w, verdict_w), None, scratch))
+            finally:  # the children hold these now: a pipe ends when they do
+                for fd in (notes_w, *worker_fds, *(() if judge is None else (answers_r, calls_w, verdict_w))):
+                    os.close(fd)
             if judge is None:  # the reaper's report ends the run: no other process holds its pipe
                 got, timed_out = _collect({"notes": notes_r}, deadline)
                 got["result"] = _drain(parent_fds["result"])
             else:
                 got, timed_out = _collect({"verdict": parent_fds["verdict"]}, deadline)
                 verdict = _json(got["verdict"])
-                notes_wait = deadline if verdict.get("ended") else min(deadline, time.monotonic() + 0.2)
-                more, _ = _collect({"notes": notes_r}, notes_wait, lambda g: "status" in _messages(g["notes"]))
-                got["notes"] = more["notes"]
+                if verdict.get("ended") or not verdict:  # how the worker ended says why
+                    more, _ = _collect({"notes": notes_r}, deadline, lambda g: "status" in _messages(g["notes"]))
+                    got["notes"] = more["notes"]
+                else:  # the reaper wrote its notes before the worker's first line
+                    got["notes"] = _drain(notes_r)
         finally:
             for process in processes:
                 _kill_tree(process)
@@ -304,7 +307,8 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
     reaper = _messages(got["notes"])
     notes = [str(n) for n in reaper.get("notes", [])]
     missing = "; ".join(p for p in (way.missing, *notes) if p)
-    if missing:
+    if missing and missing not in _warned:  # once per process and reason; every Execution carries it
+        _warned.add(missing)
         log.warning("sandbox degraded: %s", missing)
     context = {"seconds": seconds, "network": network, "isolation": way.in_force, "missing": missing}
     if timed_out:

@@ -16,8 +16,9 @@ from benchlib.scoring.sandbox import run_python
 
 def run(program: str, **limits):
     started = time.monotonic()
-    result = run_python(program, **{"timeout_s": 3.0, "cpu_s": 2, "memory_mb": 512, **limits})
-    assert time.monotonic() - started < 5.0, "a sandbox case took too long"
+    limits = {"timeout_s": 3.0, "cpu_s": 2, "memory_mb": 512, **limits}
+    result = run_python(program, **limits)
+    assert time.monotonic() - started < limits["timeout_s"] + 2.0, "a sandbox case outlived its wall clock"
     return result
 
 
@@ -31,7 +32,7 @@ def test_a_working_program_passes_and_a_failing_assert_says_which_line():
 
 
 def test_an_endless_loop_is_stopped_by_the_cpu_limit_and_a_sleeper_by_the_wall_clock():
-    spin = run("while True:\n    pass\n", cpu_s=1, timeout_s=4.0)
+    spin = run("while True:\n    pass\n", cpu_s=1, timeout_s=12.0)  # 1 CPU second: 4-8 s on a loaded 2-core box
     assert not spin.passed and spin.error == "cpu_limit" and "CPU time limit (1 s)" in spin.reason
     sleeper = run("import time\ntime.sleep(60)\n", timeout_s=1.0)
     assert not sleeper.passed and sleeper.error == "timeout" and "timed out after 1 s" in sleeper.reason
