@@ -8,6 +8,8 @@ Two runs (the child side is benchlib.scoring.sandbox_child):
                                     pass is the judge's, written on a pipe the worker never holds: an answer that
                                     writes a "passed" report anywhere, leaves with os._exit(0), or returns an object
                                     whose == is always True (it crosses as data or not at all) does not pass.
+                                    Arguments and results cross by value (a function that changes its
+                                    arguments in place is seen only through what it returns).
     run_python(program)             one program in the sandbox; passed = it ran to its end without an exception,
                                     which is the program's own word: for programs whose end is all that is asked.
 

@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from benchlib.records.rows import read_requests
-from benchlib.scoring import sandbox
+from benchlib.scoring import sandbox, sandbox_child
 from benchlib.scoring.checkers import Response, score
 from benchlib.scoring.verdict import Verdict
 from benchlib.suites import runner
@@ -83,6 +83,22 @@ def test_the_judge_names_the_failing_test_line_and_what_the_answer_raised():
     unreadable = sandbox.run_tests("def add(a, b):\n    return object()\n", "assert add(1, 2) == 3\n", ["add"],
                                    **LIMITS)
     assert not unreadable.passed and "cannot cross the sandbox" in unreadable.reason
+
+
+def test_values_cross_between_judge_and_answer_as_plain_data_only():
+    value = [1, -2.5, float("inf"), "s", None, True, (1, (2,)), {3, 4}, frozenset({5}), {"k": [b"\x00"], 6: 7j}]
+    again = sandbox_child.decode(json.loads(json.dumps(sandbox_child.encode(value))))
+    assert again == value and type(again[6]) is tuple and type(again[7]) is set
+    assert sandbox_child.encode(type("Int", (int,), {})(3)) == 3  # a subclass crosses as the plain value
+    deep: list = []
+    for _ in range(sandbox_child.DEPTH_LIMIT + 2):
+        deep = [deep]
+    for hostile in (object(), iter([1]), type("Same", (), {"__eq__": lambda s, o: True})(), deep):
+        with pytest.raises(sandbox_child.WireError):
+            sandbox_child.encode(hostile)
+    for malformed in (["nope", 1], ["set", ["list", 1]], ["bytes", "zz"], {"a": 1}):
+        with pytest.raises(sandbox_child.WireError):
+            sandbox_child.decode(malformed)
 
 
 # ---- item 2: no secret ------------------------------------------------------------------------------------------
