@@ -22,9 +22,10 @@ allows; every run's Execution.isolation says which were in force, and what was m
                       a fresh /proc showing only its own processes, no network interface but loopback, and a
                       reaper as the pid namespace's init — when the reaper dies, the kernel kills every process
                       in the namespace, so nothing (a setsid'd grandchild included) outlives the run
-    filesystem        inside them, the whole filesystem view read-only and without set-uid (mount_setattr), and a
-                      private tmpfs capped at SCRATCH_MB (total, plus RLIMIT_FSIZE per file) on /tmp as the scratch
-                      folder; it vanishes with the namespace; nested user namespaces are switched off
+    filesystem        inside them, a private tmpfs capped at SCRATCH_MB (total, plus RLIMIT_FSIZE per file) on /tmp
+                      as the scratch folder, which vanishes with the namespace; the benchmark user's home and /root
+                      (HIDDEN) seen empty but for the interpreter's own files; everything else read-only and without
+                      set-uid (mount_setattr); nested user namespaces switched off
     no capabilities   the worker drops every capability and may gain none (no_new_privs) before the model's code
     limits            CPU seconds (SIGXCPU), address space (MemoryError), file size, no core dumps, no new processes
     refusals          an audit hook (Python code cannot remove one) refusing process creation, signals, sockets,
@@ -35,15 +36,16 @@ allows; every run's Execution.isolation says which were in force, and what was m
 The parent kills everything at the wall-clock limit — the reaper (so the namespace), the processes under it, the
 judge — and never waits on a pipe past that limit.
 
-A boundary against: code that reads the benchmark's environment or files it may not write, signals or traces
-other processes, forges its verdict, outlives its limit, fills the disk, or opens a network connection — by any
-means, native code through ctypes included, where the namespaces and the throwaway uid are in force.
-Not a boundary against: kernel exploits (no seccomp filter: the worker can make any system call), reading what
-the read-only view shows (world-readable files; as a non-root user, that user's own files), CPU and memory of
-the machine beyond the limits above (no cgroup), or an answer that computes the tests' answers by other means
-(reading the dataset is possible). Where namespaces are unavailable (a container that forbids unshare) the
-sandbox degrades to the throwaway uid (when root) and the audit hook, with the reason in every run's isolation;
-without both, same-uid processes can be read and signalled, and only the Python-level refusals stand.
+A boundary against: code that reads the benchmark's environment, writes outside its scratch folder, fills the
+disk, signals or traces other processes, forges its verdict, outlives its limit or opens a network connection — by
+any means, native code through ctypes included, where the namespaces are in force.
+Not a boundary against: kernel exploits (no seccomp filter: the worker can make any system call), reading what the
+read-only view shows (world-readable files; files of the benchmark's uid outside the hidden home folders, e.g. the
+repository; as root mapped to root, /etc/shadow and the like), CPU and memory of the machine beyond the limits above
+(no cgroup), or an answer that finds the tests' answers by other means (the dataset is readable). Where namespaces
+are unavailable (a container that forbids unshare) the sandbox degrades to the throwaway uid (when root) and the
+audit hook, with the reason in every run's Execution.missing and the graded checkers' detail; without both,
+same-uid processes can be read and signalled, and only the Python-level refusals stand.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ CHILD = (Path(__file__).with_name("sandbox_child.py")).read_text(encoding="utf-8
 UNSHARE = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--net",
            "--ipc", "--uts", "--")
 
+# Folders the worker sees empty (but for the interpreter's own files): the benchmark user's home, root's.
+HIDDEN = sorted({str(Path.home()), "/root"})
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
@@ -144,8 +148,8 @@ def isolation() -> Isolation:
     if prefix:
         why_not_ns = _starts(prefix, None)
         if not why_not_ns:
-            missing = (f"runs as root without capabilities, not nobody, so root's own files are readable "
-                       f"(as nobody: {why_not_user})") if user is not None else ""
+            missing = (f"runs as root without capabilities, not nobody: files only root may read are readable "
+                       f"outside the hidden home folders (as nobody: {why_not_user})") if user is not None else ""
             return Isolation(prefix, None, "namespaces (user, pid, mount, net)", missing)
     if user is not None:
         why_not_user = _starts((), user)
@@ -275,7 +279,7 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
             worker_fds, parent_fds = (calls_r, answers_w), {"verdict": verdict_r}
         config = {"program": program, "limits": limits, "scratch": scratch, "namespaces": way.namespaces,
                   "mode": "program" if judge is None else "serve", "notes_fd": notes_w, "worker_fds": worker_fds,
-                  "refusals": refusals}
+                  "refusals": refusals, "hide": HIDDEN}
         processes: list[subprocess.Popen] = []
         try:
             try:

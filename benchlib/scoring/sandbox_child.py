@@ -154,7 +154,8 @@ def _file_lines(path: str) -> list[str]:
 # ---- the worker's side ------------------------------------------------------------------------------------------
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 4, 24, 38, 36
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000
-MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MS_NOSUID, MS_NODEV = 0x1, 0x2, 0x2, 0x4
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MNT_DETACH = 0x1, 0x2, 0x2, 0x4, \
+    0x1000, 0x4000, 0x2
 BLOCKED_MODULES = ("ctypes", "_ctypes", "subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing")
 PROCESS_EVENTS = {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
                   "pty.spawn", "os.startfile"}
@@ -169,9 +170,10 @@ WRITE_EVENTS = {"os.mkdir": (0,), "os.remove": (0,), "os.rmdir": (0,), "os.renam
 
 
 def _isolate(config: dict, notes: list[str], libc) -> str:
-    """In the sandbox's namespaces (the reaper is root there, nowhere else): no nested user namespace, the whole
-    filesystem read-only and without set-uid, a private size-capped tmpfs on /tmp as the scratch folder. Returns
-    the scratch folder; what could not be done goes into `notes`."""
+    """In the sandbox's namespaces (the reaper is root there, nowhere else): no nested user namespace; a private,
+    size-capped tmpfs on /tmp as the scratch folder; the benchmark user's home folders hidden under empty ones but
+    for the interpreter's own files; then the whole view read-only and without set-uid except the scratch folder.
+    Returns the scratch folder; what could not be done goes into `notes`."""
     scratch = config["scratch"]
     if not config["namespaces"]:
         return scratch
@@ -180,21 +182,65 @@ def _isolate(config: dict, notes: list[str], libc) -> str:
             handle.write("0")
     except OSError as exc:
         notes.append(f"nested user namespaces possible ({exc.strerror})")
+    options = f"size={config['limits']['scratch_mb']}m,nr_inodes=4096,mode=0700".encode()
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), options) == 0:
+        scratch = "/tmp"
+        _hide(config["hide"], libc, notes)
+    else:
+        notes.append(f"scratch folder without a total size cap (mount tmpfs: {os.strerror(ctypes.get_errno())})")
+        if libc.mount(scratch.encode(), scratch.encode(), None, ctypes.c_ulong(MS_BIND), None) != 0:
+            notes.append("filesystem writable outside the scratch folder (no mount of its own)")
+            return scratch
+    if _mount_attr(libc, "/", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0) != 0:
+        notes.append(f"filesystem writable outside the scratch folder (mount_setattr: "
+                     f"{os.strerror(ctypes.get_errno())})")
+    elif _mount_attr(libc, scratch, 0, 0, MOUNT_ATTR_RDONLY) != 0:
+        notes.append(f"scratch folder read-only (mount_setattr: {os.strerror(ctypes.get_errno())})")
+    return scratch
 
+
+def _mount_attr(libc, path: str, flags: int, add: int, clear: int) -> int:
     class MountAttr(ctypes.Structure):
         _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64),
                     ("userns_fd", ctypes.c_uint64)]
 
-    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
-    if libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), b"/", ctypes.c_uint(AT_RECURSIVE),
-                    ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))) != 0:
-        notes.append(f"filesystem writable outside the scratch folder (mount_setattr: "
-                     f"{os.strerror(ctypes.get_errno())})")
-    options = f"size={config['limits']['scratch_mb']}m,nr_inodes=4096,mode=0700".encode()
-    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), options) != 0:
-        notes.append(f"scratch folder without a total size cap (mount tmpfs: {os.strerror(ctypes.get_errno())})")
-        return scratch
-    return "/tmp"
+    attr = MountAttr(add, clear, 0, 0)
+    return libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), path.encode(), ctypes.c_uint(flags),
+                        ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
+
+
+def _hide(folders: list[str], libc, notes: list[str]) -> None:
+    """Each folder (the benchmark user's home: ~/.netrc, tokens in ~/.cache) under an empty tmpfs, with the
+    interpreter's own prefixes bound back in at their paths (staged under the scratch tmpfs meanwhile)."""
+    keep = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)})
+    for folder in folders:
+        inside = [k for k in keep if k.startswith(folder.rstrip("/") + "/")]
+        if not os.path.isdir(folder) or folder in keep or folder == "/":
+            continue
+        staged = []
+        for index, path in enumerate(inside):
+            stage = f"/tmp/.keep-{index}"
+            os.mkdir(stage)
+            if libc.mount(path.encode(), stage.encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None) != 0:
+                notes.append(f"{folder} visible (bind {path}: {os.strerror(ctypes.get_errno())})")
+                break
+            staged.append((path, stage))
+        else:
+            if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+                          b"size=1m,nr_inodes=256,mode=0755") != 0:
+                notes.append(f"{folder} visible (mount tmpfs: {os.strerror(ctypes.get_errno())})")
+            else:
+                for path, stage in staged:
+                    os.makedirs(path, exist_ok=True)
+                    if libc.mount(stage.encode(), path.encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None) != 0:
+                        notes.append(f"{path} hidden (bind back: {os.strerror(ctypes.get_errno())})")
+        for _, stage in staged:
+            libc.umount2(stage.encode(), MNT_DETACH)
+        for index in range(len(inside)):
+            try:
+                os.rmdir(f"/tmp/.keep-{index}")
+            except OSError:
+                pass
 
 
 def _drop_privileges(libc, namespaces: bool, notes: list[str]) -> None:

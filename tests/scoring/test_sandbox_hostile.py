@@ -10,10 +10,14 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
+
 import pytest
 
 from benchlib.records.rows import read_requests
@@ -124,6 +128,20 @@ def test_the_sandbox_sees_no_secret(monkeypatch, refusals):
     environment = run("import os\nassert sorted(os.environ) == ['HOME', 'LANG', 'TMPDIR'], sorted(os.environ)\n",
                       refusals=refusals)
     assert environment.passed, environment.reason
+
+
+def test_the_home_folder_is_seen_empty_but_for_the_interpreter(monkeypatch):
+    home = Path(tempfile.mkdtemp(prefix="fb-home-", dir="/var/tmp"))  # outside /tmp, which the sandbox replaces
+    try:
+        (home / ".netrc").write_text(f"password {KEY}\n")
+        monkeypatch.setattr(sandbox, "HIDDEN", [str(home)])
+        result = run(f"import os\nraise RuntimeError(repr(os.listdir({str(home)!r})))\n", refusals=False)
+        if sandbox.isolation().namespaces:
+            assert result.reason.startswith("RuntimeError: []"), result.reason
+        assert KEY not in result.reason or result.missing
+        assert run("import json, hashlib, collections\n").passed  # the standard library is still there
+    finally:
+        shutil.rmtree(home)
 
 
 def test_a_key_in_the_checkers_words_never_reaches_requests_csv(params_for, outputs, monkeypatch):
