@@ -4,15 +4,17 @@
                     by the generator's own `score_answer` (reasoning_gym.get_score_answer_fn); score = its reward
                     (partial credit where the generator gives it), passed = full credit
     human_eval      HumanEval pass@1: the answer's code (benchlib.scoring.answers.extract_code) after the problem's
-                    prompt — a whole function redefines the stub, a bare body completes it — then the problem's own
-                    `check(entry_point)`, run in the sandbox (benchlib.scoring.sandbox)
+                    prompt — a whole function redefines the stub, a bare body completes it — runs in the sandbox;
+                    the problem's own `check(entry_point)` runs in the sandbox's judge, after the prompt (its helpers),
+                    and decides (benchlib.scoring.sandbox.run_tests)
     python_code     the answer must parse and define expected["function"]; with expected["tests"] (assert lines)
-                    those run against it in the sandbox and decide
+                    those run against it the same way and decide
 
 Code checkers read the answer whole (CODE_CHECKERS): executing it is echo-proof by construction (a repeated
 prompt defines no working function), while cutting the prompt's spans out would break a correct answer that
 restates the function's signature and docstring. The runner still flags the echo.
-Sandbox limits come from checker_args: timeout_s (wall clock), cpu_s, memory_mb.
+Sandbox limits come from checker_args: timeout_s (wall clock), cpu_s, memory_mb. Where the machine gives the sandbox
+less than its full isolation, the detail says what was missing.
 """
 
 from __future__ import annotations
@@ -54,19 +56,27 @@ def _limits(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def human_eval_program(problem: dict, code: str) -> str:
-    """The program one HumanEval answer is judged by: the prompt (imports, helpers, the stub), the answer — a whole
-    `def <entry_point>` after the prompt replaces the stub, anything else continues the stub's body — then the
-    problem's test and `check(<entry_point>)`."""
+    """The program one HumanEval answer runs as: the prompt (imports, helpers, the stub), then the answer — a whole
+    `def <entry_point>` after the prompt replaces the stub, anything else continues the stub's body."""
     entry = problem["entry_point"]
-    joined = f"{problem['prompt']}\n\n{code}" if f"def {entry}(" in code else problem["prompt"] + code
-    return f"{joined}\n\n{problem['test']}\n\ncheck({entry})\n"
+    return f"{problem['prompt']}\n\n{code}\n" if f"def {entry}(" in code else f"{problem['prompt']}{code}\n"
+
+
+def human_eval_tests(problem: dict) -> str:
+    """What the judge runs after the prompt: the problem's test and `check(<entry_point>)`."""
+    return f"{problem['test']}\n\ncheck({problem['entry_point']})\n"
+
+
+def _detail(result: sandbox.Execution) -> str:
+    return f"{result.detail} [sandbox degraded: {result.missing}]" if result.missing else result.detail
 
 
 def human_eval(response: Response, expected: dict, **args: Any) -> Verdict:
     """expected: the HumanEval problem (task_id, prompt, test, entry_point)."""
     code, how = extract_code(response.text)
-    result = sandbox.run_python(human_eval_program(expected, code), **_limits(args))
-    return Verdict(result.passed, float(result.passed), f"{expected['task_id']} ({how}): {result.detail}", code)
+    result = sandbox.run_tests(human_eval_program(expected, code), human_eval_tests(expected),
+                               [expected["entry_point"]], setup=expected["prompt"], **_limits(args))
+    return Verdict(result.passed, float(result.passed), f"{expected['task_id']} ({how}): {_detail(result)}", code)
 
 
 def python_code(response: Response, expected: dict, **args: Any) -> Verdict:
@@ -83,6 +93,6 @@ def python_code(response: Response, expected: dict, **args: Any) -> Verdict:
     tests = list(expected.get("tests") or [])
     if not tests:
         return Verdict(True, 1.0, f"defines {names}")
-    result = sandbox.run_python(code + "\n\n" + "\n".join(tests) + "\n", **_limits(args))
+    result = sandbox.run_tests(code, "\n".join(tests) + "\n", [expected["function"]], **_limits(args))
     return Verdict(result.passed, float(result.passed),
-                   f"defines {names}; {len(tests)} tests ({how}): {result.detail}")
+                   f"defines {names}; {len(tests)} tests ({how}): {_detail(result)}")

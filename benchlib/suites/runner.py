@@ -244,10 +244,7 @@ class Session:
         """Server-side figures, cross-checks, unsupported-media classification and scoring."""
         record = item.record
         record.replace_unencodable()  # the checker judges the text that is written
-        if self._secret:  # a server may echo the key into any field it controls, whole or split: none may reach a file
-            clean = scrub_fields({f.name: getattr(record, f.name) for f in fields(record)}, self._secret)
-            for name, value in clean.items():
-                setattr(record, name, value)
+        self._scrub(record)  # a server may echo the key into any field it controls, whole or split
         if self.server is not None and concurrency == 1 and item.request is not None:
             self._attach_embedded_timings(record)
         crosscheck.flag_record(record, cold_load_s=self.params.run.cold_load_s,
@@ -262,6 +259,14 @@ class Session:
                     self._score(record, item.task, item.variant)
                 except Exception as exc:  # noqa: BLE001 — an answer a checker cannot take is a row, not the suite's end
                     check_error(record, item.task.checker, exc)
+                self._scrub(record)  # and so may the checker's words (check_detail, answer_read: code it ran)
+
+    def _scrub(self, record: RequestRecord) -> None:
+        """Every field of the row with the key, whole or split across fields, replaced by ***: none reaches a file."""
+        if self._secret:
+            clean = scrub_fields({f.name: getattr(record, f.name) for f in fields(record)}, self._secret)
+            for name, value in clean.items():
+                setattr(record, name, value)
 
     def _attach_embedded_timings(self, record: RequestRecord) -> None:
         timings = self.server.read_new_timings(expected=1)
