@@ -236,13 +236,9 @@ def named_settings(base: dict[str, Any], data: dict[str, Any], skip: list[str] |
     if str((data.get("server") or {}).get("variant") or "") != variant:
         return data
     try:
-        mine = validate(data).shaping_params()
-    except ParamsError:
-        return data  # _deployment says what is wrong with it
-    try:
-        theirs: dict[str, Any] = validate(base).shaping_params()
-    except ParamsError:
-        theirs = base  # inline params completed by the overrides: what the file writes is its own
+        theirs, mine = validate(base).shaping_params(), validate(data).shaping_params()
+    except ParamsError:  # inline params the overrides complete (or params _deployment will refuse): as written
+        theirs, mine = base, data
     changed = {key: value for key, value in changed_settings(theirs, mine).items()
                if not any(key[:len(axis.split("."))] == tuple(axis.split(".")) for axis in skip or [])}
     label = settings_label(changed, list(leaves(mine)))

@@ -105,6 +105,13 @@ def test_a_study_that_names_its_settings_keeps_its_name_and_a_files_own_variant_
     assert quick.params.server.variant == "tp2,graded_items=3"
 
 
+def test_inline_params_the_overrides_complete_are_labelled_by_what_the_overrides_write(tmp_path):
+    partial = {"server": fake_params()["server"], "run": {"repeats": 2}}
+    dep = only(tmp_path, {"overrides": {"host": {"name": "study-host"}, "run": {"repeats": 4}},
+                          "deployments": [{"params": partial}]}, "inline")
+    assert dep.params.server.variant == "repeats=4,name=study-host" and dep.params.run.repeats == 4
+
+
 def test_the_default_study_the_ladders_source_rung_and_a_plain_run_do_not_share_a_folder_unless_identical():
     """`make run`, then `make ladder`, then `make run PARAMS=params/embedded.yaml`: the study's deployments are
     named by their settings, the ladder's source rung is the params file itself (its own folder, shared with the
