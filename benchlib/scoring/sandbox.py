@@ -79,7 +79,7 @@ UNSHARE = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mo
            "--ipc", "--uts", "--")
 
 # Folders the worker sees empty (but for the interpreter's own files): the benchmark user's home, root's.
-HIDDEN = sorted({str(Path.home()), "/root"})
+HIDDEN = sorted({h for h in (os.path.expanduser("~"), "/root") if h.startswith("/") and h != "/"})
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
