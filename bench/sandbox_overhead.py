@@ -55,30 +55,32 @@ def main() -> None:
         spec = importlib.util.spec_from_file_location("old_sandbox", args.baseline)
         old = sys.modules["old_sandbox"] = importlib.util.module_from_spec(spec)  # dataclasses look it up there
         spec.loader.exec_module(old)
-    for label, run in (("now", sandbox.run_python), ("baseline", old.run_python if old else None)):
-        if run is None:
-            continue
-        figures(f"{label}: empty program", [timed(lambda: run("pass\n"))[0] for _ in range(args.empty)])
-    seconds, passed, failures = [], 0, []
+    runs = {"now": sandbox.run_python, **({"baseline": old.run_python} if old else {})}
+    empty: dict[str, list[float]] = {label: [] for label in runs}
+    for _ in range(args.empty):  # interleaved, so both see the same load
+        for label, run in runs.items():
+            empty[label].append(timed(lambda: run("pass\n"))[0])
+    item: dict[str, list[float]] = {label: [] for label in runs}
+    passed, failures = dict.fromkeys(runs, 0), []
     for problem in problems:
         took, verdict = timed(lambda: human_eval(Response(text=problem["canonical_solution"]), problem))
-        seconds.append(took)
-        passed += bool(verdict.passed)
+        item["now"].append(took)
+        passed["now"] += bool(verdict.passed)
         if not verdict.passed:
             failures.append(verdict.detail)
-    figures("now: HumanEval item (judge + worker)", seconds, passed)
-    for detail in failures:
-        print("  failed:", detail)
-    if old is not None:
-        seconds, passed = [], 0
-        for problem in problems:
+        if old is not None:
             program = (f"{problem['prompt']}{problem['canonical_solution']}\n\n{problem['test']}\n\n"
                        f"check({problem['entry_point']})\n")
             took, result = timed(lambda: old.run_python(program))
-            seconds.append(took)
-            passed += bool(result.passed)
-        figures("baseline: HumanEval item (one process)", seconds, passed)
-
+            item["baseline"].append(took)
+            passed["baseline"] += bool(result.passed)
+    for label in runs:
+        figures(f"{label}: empty program", empty[label])
+    figures("now: HumanEval item (judge + worker)", item["now"], passed["now"])
+    if old is not None:
+        figures("baseline: HumanEval item (one process)", item["baseline"], passed["baseline"])
+    for detail in failures:
+        print("  failed:", detail)
 
 if __name__ == "__main__":
     main()

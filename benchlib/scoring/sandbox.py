@@ -79,7 +79,7 @@ UNSHARE = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mo
            "--ipc", "--uts", "--")
 
 # Folders the worker sees empty (but for the interpreter's own files): the benchmark user's home, root's.
-HIDDEN = sorted({str(Path.home()), "/root"})
+HIDDEN = sorted({h for h in (os.path.expanduser("~"), "/root") if h.startswith("/") and h != "/"})
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
@@ -287,7 +287,7 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
                                         (notes_w, *worker_fds), way.user, "/" if way.namespaces else scratch))
                 if judge is not None:
                     processes.append(_spawn(
-                        [sys.executable, "-I", "-c", CHILD, "judge"],
+                        [sys.executable, "-I", "-S", "-c", CHILD, "judge"],  # -S: trusted tests need no site
                         {**judge, "limits": limits, "answers_fd": answers_r, "calls_fd": calls_w,
                          "verdict_fd": verdict_w}, (answers_r, calls_w, verdict_w), None, scratch))
             finally:  # the children hold these now: a pipe ends when they do
