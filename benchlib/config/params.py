@@ -21,7 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from benchlib.config import graded
+from benchlib.config import graded, graded_run
+from benchlib.config.graded_run import GradedRunSettings
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
@@ -36,12 +37,6 @@ MAX_DEPTH = 32  # nesting levels of a params file (extra_body needs a handful)
 MAX_INT_BITS = 63  # every integer fits in 64 bits with its sign
 MAX_HOST_NAME = 120  # host.name is a folder name (NAME_MAX is 255 bytes) ...
 MAX_DEPLOYMENT_NAME = 200  # ... and so is model[+variant], with room for what is put beside it
-# Graded items in flight on a server that is not embedded, unless run.graded_in_flight says: a GPU server batches
-# what arrives together, and 16 keeps a small server's queue short (bench/README.md: graded_speed.py)
-AUTO_GRADED_IN_FLIGHT = 16
-ALL_ITEMS = "all"
-GradedCount = typing.Annotated[int, Field(ge=0, le=100_000)] | Literal["all"]
-GradedItems = typing.Annotated[int, Field(ge=1, le=100_000)] | Literal["all"] | dict[str, GradedCount]
 
 
 class ParamsError(ValueError):
@@ -212,27 +207,9 @@ class ServerParams(_Section):
         return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
 
 
-class RunSettings(_Section):
+class RunSettings(GradedRunSettings):  # graded_items, graded_in_flight, graded_concurrency: config/graded_run.py
     warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
     repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
-    graded_items: GradedItems = Field(
-        "all", description="Items per graded set (a task with `graded:`), each sent once: the first n of its pool. "
-        "'all' (the default: a real deployment answers every item; a GPU server sends them concurrently), a number "
-        "for every set, or a mapping of set name to number or 'all' ('*' for the sets not named; a set neither "
-        "named nor covered sends none). Sets the precision: the 95 % Wilson half-width at 50 % accuracy is ±35 "
-        "points at n=4, ±17 at 30, ±9.6 at 100, ±4.9 at 400. Fewer than the pool is a reduced run: its manifest "
-        "says so (graded.reduced) and the paper prints 'reduced demo: N of M items'")
-    graded_in_flight: int | None = Field(
-        None, ge=1, le=4096, description="Graded items in flight in the first pass (each row records it as its "
-        "concurrency): null = 1 on an embedded server (one slot on this machine's CPU) and "
-        f"{AUTO_GRADED_IN_FLIGHT} on any other (a GPU server batches what arrives together); set it to the server's "
-        "parallel slots (llama-server --parallel, OLLAMA_NUM_PARALLEL). With graded_concurrency above 1 the first "
-        "pass is the one-at-a-time reference: 1")
-    graded_concurrency: int = Field(
-        1, ge=1, le=4096, description="Accuracy under load: above 1, each graded set's items are sent a second time "
-        "with this many in flight (task '<set>@c<n>'), and the quality suite compares the two passes item by item "
-        "(a server that preempts, a quantized KV cache or a batch-dependent kernel shows there); the first pass is "
-        "then sent one at a time")
     max_tokens: int = Field(128, ge=1, le=1_048_576, description="Completion token budget (tasks may lower it)")
     temperature: float = Field(0.0, ge=0, le=2)
     seed: int | None = Field(1234)
@@ -270,20 +247,6 @@ class RunSettings(_Section):
     )
 
 
-    @model_validator(mode="after")
-    def _graded_passes(self) -> "RunSettings":
-        if self.graded_concurrency > 1 and (self.graded_in_flight or 1) > 1:
-            raise ValueError(f"graded_concurrency {self.graded_concurrency} compares the graded sets under load with "
-                             f"a first pass sent one at a time: leave graded_in_flight unset (or 1), not "
-                             f"{self.graded_in_flight}")
-        return self
-
-    def graded_count(self, task: str, pool: int) -> int:
-        """How many of a graded set's `pool` items a run sends (the first n)."""
-        size = self.graded_items
-        if isinstance(size, dict):
-            size = size.get(task, size.get("*", 0))
-        return pool if size == ALL_ITEMS else min(int(size), pool)
 
 class TelemetryParams(TelemetrySourceParams):  # source, agent_url, …: config/telemetry_source.py
     enabled: bool = True
@@ -442,13 +405,8 @@ class BenchParams(_Section):
         return self.host.name, model
 
     def graded_in_flight(self) -> int:
-        """Graded items in flight in the first pass: run.graded_in_flight, else 1 on an embedded server and
-        AUTO_GRADED_IN_FLIGHT on any other; 1 where a second pass under load compares against it."""
-        if self.run.graded_concurrency > 1:
-            return 1
-        if self.run.graded_in_flight is not None:
-            return self.run.graded_in_flight
-        return 1 if self.server.kind == "embedded" else AUTO_GRADED_IN_FLIGHT
+        """Graded items in flight in the first pass (config.graded_run.in_flight)."""
+        return graded_run.in_flight(self.run, self.server.kind)
 
     def suite_dir(self, suite: str, root: Path | None = None) -> Path:
         """outputs/<host>/<model>[+<variant>]/<suite>/ (each part made a safe folder name): where this
@@ -562,14 +520,9 @@ def _check_task_names(params: BenchParams) -> None:
         known = load_tasks()
     except TaskError as exc:  # a task file or its media is broken: same one-line, exit-2 treatment
         raise ParamsError(str(exc)) from None
-    if isinstance(params.run.graded_items, dict):
-        graded = [name for name, task in known.items() if task.graded is not None]
-        for name in params.run.graded_items:
-            if name != "*" and name not in graded:
-                close = difflib.get_close_matches(name, graded, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else \
-                    f" (graded sets: {', '.join(graded)}; '*' for the rest)"
-                raise ParamsError(f"{params.source or 'params'}: run.graded_items: '{name}' is no graded set{hint}")
+    unknown = graded_run.unknown_sets(params.run, known)
+    if unknown:
+        raise ParamsError(f"{params.source or 'params'}: run.graded_items: {unknown}")
     for name in params.tasks:
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)

@@ -494,8 +494,7 @@ class OllamaBackend(Backend):
         options: dict[str, Any] = {"num_predict": request.max_tokens, "temperature": request.temperature}
         if request.seed is not None:
             options["seed"] = request.seed
-        if request.stop:
-            options["stop"] = list(request.stop)
+        options.update({"stop": list(request.stop)} if request.stop else {})
         body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
                                 "think": request.thinking, "keep_alive": ollama_keep_alive(self.server.keep_alive),
                                 "options": options}

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import paired, stats
-from benchlib.config.params import AUTO_GRADED_IN_FLIGHT, load_params
+from benchlib.config.graded_run import AUTO_GRADED_IN_FLIGHT
+from benchlib.config.params import load_params
 from benchlib.config.paths import PARAMS_DIR
 from benchlib.config.tasks import load_tasks
 from benchlib.scoring.graded import stop_refusal
