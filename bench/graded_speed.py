@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 from benchlib.analysis import paired  # noqa: E402
 from benchlib.config.params import load_params, validate  # noqa: E402
 from benchlib.config.tasks import load_tasks  # noqa: E402
+from benchlib.scoring import checkers  # noqa: E402
+from benchlib.scoring.verdict import Response  # noqa: E402
 from benchlib.suites.runner import run_suite  # noqa: E402
 
 MODELS = ["params/embedded.yaml", "params/embedded-smollm2.yaml"]
@@ -46,6 +48,16 @@ MODELS = ["params/embedded.yaml", "params/embedded-smollm2.yaml"]
 
 def graded_sets() -> list[str]:
     return [name for name, task in load_tasks().items() if task.graded is not None]
+
+
+def warm_scorers(sets: list[str]) -> None:
+    """Each set's scorer built once before anything is timed (reasoning-gym imports and builds it on first use,
+    seconds that would fall into the first model's window of that set)."""
+    tasks = load_tasks()
+    for name in sets:
+        task = tasks[name]
+        if task.checker == "reasoning_gym":
+            checkers.score(task.checker, Response(text="0"), task.variants[0].expected, task.checker_args)
 
 
 def bench_params(path: str, sets: list[str], items: int, in_flight: int | None):
@@ -88,6 +100,7 @@ def main() -> None:
             task.stop = []
     print(f"{platform.node()} · {platform.processor() or platform.machine()} · {args.items} items a set · "
           f"stop {args.stop}\n")
+    warm_scorers(sets)
     frames, requests = [], []
     with tempfile.TemporaryDirectory(prefix="graded-speed-") as scratch:
         for path in args.params:
