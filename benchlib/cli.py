@@ -27,6 +27,7 @@ from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJE
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
+from benchlib.paper.runs import reduced_note
 from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
@@ -80,6 +81,19 @@ def paired_lines(suite_dirs: list[Path]) -> list[str]:
     return lines
 
 
+def reduced_lines(suite_dirs: list[Path]) -> list[str]:
+    """'<deployment>: reduced demo: 33 of 964 graded items' for each quality run that sent fewer than the pools."""
+    lines = []
+    for suite_dir in suite_dirs:
+        try:
+            plan = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8")).get("graded")
+        except (OSError, ValueError):
+            continue
+        if reduced_note(plan):
+            lines.append(f"  {_deployment_name(suite_dir)}: {reduced_note(plan)} (run.graded_items)")
+    return lines
+
+
 def print_summary(suite_dirs: list[Path]) -> bool:
     """Per-task table on the terminal (and, for several deployments, one line each); returns whether any
     request succeeded."""
@@ -87,6 +101,9 @@ def print_summary(suite_dirs: list[Path]) -> bool:
     if summary.empty:
         return False
     print("\n" + console_table(summary))
+    reduced = reduced_lines(suite_dirs)  # the graded sets' accuracy above rests on part of their pools
+    if reduced:
+        print("\ngraded sets, part of their pools:\n" + "\n".join(reduced))
     if summary["model"].nunique() > 1:
         print("\nper deployment (speed from the text suite; accuracy over every scored answer, 95 % Wilson):\n"
               + deployment_overview(summary).to_string(index=False))

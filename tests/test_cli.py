@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -165,3 +166,16 @@ def test_run_with_a_store_url_mirrors_the_suite_and_its_notebook_and_the_paper_r
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"1 run(s) from 1 host(s) under {store_dir.as_uri()}" in result.stdout
     assert (out / "report.md").is_file()
+
+
+def test_the_terminal_says_which_runs_sent_part_of_the_graded_pools(tmp_path):
+    from benchlib import cli
+
+    params = {"host": {"name": "h"}, "server": {"model": "m", "kind": "embedded", "software": "llama-cpp-python"}}
+    reduced, full = tmp_path / "h" / "m" / "quality", tmp_path / "h" / "n" / "quality"
+    for folder, plan in ((reduced, {"reduced": True, "items": 33, "pool": 964}),
+                         (full, {"reduced": False, "items": 964, "pool": 964})):
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"params": params, "graded": plan}))
+    lines = cli.reduced_lines([reduced, full, tmp_path / "missing"])
+    assert len(lines) == 1 and lines[0].endswith(": reduced demo: 33 of 964 items (run.graded_items)")

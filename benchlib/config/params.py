@@ -21,7 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from benchlib.config import graded
+from benchlib.config import graded, graded_run
+from benchlib.config.graded_run import GradedRunSettings
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.quality_plan import QualityPlan
 from benchlib.config.tasks import TaskError, load_tasks
@@ -207,20 +208,11 @@ class ServerParams(_Section):
         return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
 
 
-class RunSettings(_Section):
+class RunSettings(GradedRunSettings):  # graded_items, graded_in_flight, graded_concurrency: config/graded_run.py
     warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
     repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
-    graded_items: int = Field(
-        4, ge=1, le=100_000, description="Items per graded set (a task with `graded:`), each sent once: the first n "
-        "of its pool. Sets the precision: the 95 % Wilson half-width at 50 % accuracy is ±35 points at n=4, ±17 "
-        "at 30, ±9.6 at 100, ±4.9 at 400. The default fits the first run's time budget (5 sets × 4 = 20 items a "
-        "deployment); params/studies/graded-full.yaml sends every item")
     quality: QualityPlan = Field(default_factory=QualityPlan, description="How many graded items, and when to "
                                  "stop: fixed, a target precision, or a comparison to decide (config/quality_plan.py)")
-    graded_concurrency: int = Field(
-        1, ge=1, le=4096, description="Accuracy under load: above 1, each graded set's items are sent a second time "
-        "with this many in flight (task '<set>@c<n>'), and the quality suite compares the two passes item by item "
-        "(a server that preempts, a quantized KV cache or a batch-dependent kernel shows there)")
     max_tokens: int = Field(128, ge=1, le=1_048_576, description="Completion token budget (tasks may lower it)")
     temperature: float = Field(0.0, ge=0, le=2)
     seed: int | None = Field(1234)
@@ -426,6 +418,10 @@ class BenchParams(_Section):
         model = f"{self.server.model}+{self.server.variant}" if self.server.variant else self.server.model
         return self.host.name, model
 
+    def graded_in_flight(self) -> int:
+        """Graded items in flight in the first pass (config.graded_run.in_flight)."""
+        return graded_run.in_flight(self.run, self.server.kind)
+
     def suite_dir(self, suite: str, root: Path | None = None) -> Path:
         """outputs/<host>/<model>[+<variant>]/<suite>/ (each part made a safe folder name): where this
         deployment's suite writes."""
@@ -538,6 +534,9 @@ def _check_task_names(params: BenchParams) -> None:
         known = load_tasks()
     except TaskError as exc:  # a task file or its media is broken: same one-line, exit-2 treatment
         raise ParamsError(str(exc)) from None
+    unknown = graded_run.unknown_sets(params.run, known)
+    if unknown:
+        raise ParamsError(f"{params.source or 'params'}: run.graded_items: {unknown}")
     for name in params.tasks:
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -58,6 +58,11 @@ class Task(BaseModel):
     transcribes: bool = Field(False, description="Each variant's answer is its audio's transcript (or nothing, for "
                               "audio without speech): a speech model behind a transcription endpoint "
                               "(server.api: transcription) takes this task, its prompt unused")
+    stop: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, max_length=4, description="Stop sequences sent with each request (OpenAI `stop`, "
+        "Ollama options.stop): [\"\\n\"] for a set whose answer is one line and whose reading rule reads no further "
+        "(checker_args read: first_line), so a model that goes on, or repeats the question, stops at the line's end "
+        "instead of its budget")
     graded: GradedSource | None = Field(None, description="Items drawn from a library (generated variants)")
     variants: list[Variant] = Field(min_length=1)
 

@@ -59,6 +59,7 @@ class ChatRequest:
     thinking: bool = False
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | None = None
+    stop: list[str] = field(default_factory=list)  # the task's stop sequences (config.tasks.Task.stop)
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
@@ -260,6 +261,8 @@ class OpenAIBackend(Backend):
                                 "temperature": request.temperature}
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.stop:
+            body["stop"] = list(request.stop)
         if request.tools:
             body["tools"] = request.tools
             if request.tool_choice:
@@ -495,6 +498,7 @@ class OllamaBackend(Backend):
         options: dict[str, Any] = {"num_predict": request.max_tokens, "temperature": request.temperature}
         if request.seed is not None:
             options["seed"] = request.seed
+        options.update({"stop": list(request.stop)} if request.stop else {})
         body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
                                 "think": request.thinking, "keep_alive": ollama_keep_alive(self.server.keep_alive),
                                 "options": options}

@@ -481,6 +481,8 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
                                     "command": embedded.command_line, "openmp": embedded.openmp()}
     if getattr(session, "client_calibration", None) is not None:
         extra["client_calibration"] = session.client_calibration
+    if getattr(session, "graded_plan", None):  # items sent of each graded set's pool; reduced: fewer than the pools
+        extra["graded"] = session.graded_plan
     scraper = getattr(session, "metrics", None)
     if scraper is not None:
         extra["server_metrics"] = {"url": scraper.url, "software": scraper.software, "available": scraper.available,

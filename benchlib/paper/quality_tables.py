@@ -16,7 +16,7 @@ from benchlib.paper.runs import Runs
 from benchlib.scoring.graded import GRADED_CHECKERS
 
 GRADED_COLUMNS = ["deployment", "set", "in_flight", "n", "passed", "accuracy", "accuracy_lo", "accuracy_hi",
-                  "joules_per_correct", "tokens_per_joule"]
+                  "joules_per_correct", "tokens_per_joule", "reduced"]
 PAIRED_COLUMNS = ["set", "a", "b", "n", "a_only", "b_only", "accuracy_a", "accuracy_b", "difference", "difference_lo",
                   "difference_hi", "p_value", "verdict"]
 
@@ -37,7 +37,8 @@ def graded_table(runs: Runs) -> Table | None:
     data = []
     for row in rows.to_dict("records"):
         name, level = load_pass(str(row["task"]))
-        data.append({"deployment": runs.name(row["host"], row["model"]), "set": name, "in_flight": level,
+        data.append({"deployment": runs.name(row["host"], row["model"]), "set": name,
+                     "in_flight": _in_flight(runs.requests, row, level), "reduced": _reduced(runs.meta, row),
                      "n": int(row["n_scored"]), "passed": int(row["n_passed"]), "accuracy": row["accuracy"],
                      "accuracy_lo": row["accuracy_lo"], "accuracy_hi": row["accuracy_hi"],
                      "joules_per_correct": row.get("joules_per_correct"),
@@ -47,16 +48,37 @@ def graded_table(runs: Runs) -> Table | None:
         "deployment": frame["deployment"], "set": frame["set"], "in flight": frame["in_flight"],
         "accuracy [95% CI] (n)": [interval(r.accuracy, r.accuracy_lo, r.accuracy_hi, ".0%", n=r.n)
                                   for r in frame.itertuples()],
+        "run size": frame["reduced"].replace("", "full pools"),
         "J per correct": [fmt(v, ".1f") for v in frame["joules_per_correct"]],
         "tok/J": [fmt(v, ".2f") for v in frame["tokens_per_joule"]]})
     return Table("graded_sets", "Accuracy on the graded sets, per deployment", frame.reset_index(drop=True),
                  display.reset_index(drop=True),
                  "Items drawn from reasoning-gym's generators and HumanEval (testdata/tasks/quality_graded.yaml), the "
                  "same items for every deployment; scored by each set's own scorer, HumanEval's code run against its "
-                 "tests in a sandbox. Wilson 95 % intervals; n = items scored. 'in flight' > 1: the same items sent "
-                 "again with that many requests at once (run.graded_concurrency). Energy per correct answer over the "
+                 "tests in a sandbox. Wilson 95 % intervals; n = items scored. 'in flight': requests sent at once "
+                 "(run.graded_in_flight; a set's row named '<set>@c<n>' is its second pass under load, "
+                 "run.graded_concurrency). 'run size': 'reduced demo: N of M items' where the run sent fewer than "
+                 "the pools (the embedded CPU demo), else every item. Energy per correct answer over the "
                  f"set's task window (its boundary in the energy tables). These sets are the frontier's quality axis "
                  f"('{frontier.GRADED}') for the deployments that ran them.")
+
+
+def _in_flight(requests: pd.DataFrame, row: dict, level: int) -> int:
+    """The requests in flight a set's rows record (their concurrency); the pass's level where rows lack it."""
+    if requests.empty or "concurrency" not in requests:
+        return level
+    mine = requests[(requests["host"] == row["host"]) & (requests["model"] == row["model"])
+                    & (requests["task"] == row["task"])]
+    values = pd.to_numeric(mine["concurrency"], errors="coerce").dropna()
+    return int(values.max()) if len(values) else level
+
+
+def _reduced(meta: pd.DataFrame, row: dict) -> str:
+    """'reduced demo: N of M items' for a deployment whose run sent fewer graded items than the pools."""
+    if meta.empty or "graded_reduced" not in meta:
+        return ""
+    mine = meta[(meta["host"] == row["host"]) & (meta["model"] == row["model"])]["graded_reduced"]
+    return next((str(v) for v in mine if isinstance(v, str) and v), "")
 
 
 def paired_table(runs: Runs) -> Table | None:

@@ -102,11 +102,11 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
                 "bytes_per_param_source", "weights_read_gb", "weights_file",
                 "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds",
-                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error"]
+                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced"]
 
 
 REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup", "checker",
-                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed",
+                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency",
                 "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
 
 
@@ -227,6 +227,8 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         entry["paths"].add(str(path.parent))
         if manifest.get("run_id"):
             entry["run_ids"].add(str(manifest["run_id"]))
+        if isinstance(manifest.get("graded"), dict):  # the quality suite's plan of its graded sets
+            entry["graded"] = manifest["graded"]
         if len(wins):
             entry["windows"].append(wins)
     summary = pd.concat([s for s in summaries if len(s)], ignore_index=True) if any(len(s) for s in summaries) \
@@ -303,7 +305,16 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "git_commit": str(manifest.get("git_commit") or ""),
         "path": ", ".join(sorted(entry["paths"])),
         **_client_error(manifest.get("client_calibration")),
+        "graded_reduced": reduced_note(entry.get("graded")),
     }
+
+
+def reduced_note(plan: Any) -> str:
+    """'reduced demo: 15 of 964 items' for a run that sent fewer graded items than its pools (the manifest's
+    `graded`), else ""."""
+    if not isinstance(plan, Mapping) or not plan.get("reduced"):
+        return ""
+    return f"reduced demo: {int(number(plan.get('items')))} of {int(number(plan.get('pool')))} items"
 
 
 def _client_error(recorded: Any) -> dict[str, Any]:

@@ -9,7 +9,10 @@ raw answer stays in response_text). Under every rule an <answer>…</answer> tag
 wins when the model wrote one (the last tag counts):
     last_number   the last number in the text ("2 + 8 = 10" -> "10"; "1,000" -> "1000"; "3.0" -> "3"); number
                   words count too ("appears only once" -> "1"; zero to twenty, once, twice, thrice)
-    first_line    the first non-empty line, without markdown emphasis (* and `), quotes or a trailing full stop
+    first_line    the first non-empty line, without markdown emphasis (* and `), quotes or a trailing full stop; a set
+                  read by it may stop each answer at the first line break (Task.stop, ONE_LINE_RULES): the answer
+                  is then the first line the model wrote, so an answer that opens with a blank line or a restated
+                  question (cut as an echo) reads as none
     last_line     the last non-empty line, likewise
     whole         the whole text, stripped
 Code answers: `extract_code` takes the longest fenced block (```python … ```), a fence cut off by max_tokens up to
@@ -63,6 +66,24 @@ READERS: dict[str, Callable[[str], str | None]] = {
     "last_line": lambda text: (_lines(text) or [None])[-1],
     "whole": lambda text: text.strip() or None,
 }
+
+
+# Rules that read nothing past the first line: a set read by one may stop each answer at its first line break
+# (Task.stop ["\n"]). The other rules read the whole text (last_number's last number may sit on a later line).
+ONE_LINE_RULES = frozenset({"first_line"})
+
+
+def stop_refused(rule: str, stop: list[str]) -> str:
+    """Why a task's stop sequences would cut what its reading rule reads ("" when they cut nothing it reads): only
+    line breaks, under a rule that reads the first line only."""
+    if not stop:
+        return ""
+    if rule not in ONE_LINE_RULES:
+        return (f"stop {stop!r} would cut what read {rule!r} reads (the whole answer): a stop needs a one-line "
+                f"rule ({', '.join(sorted(ONE_LINE_RULES))})")
+    if any("\n" not in sequence for sequence in stop):
+        return f"stop {stop!r}: only line breaks end a one-line answer where read {rule!r} stops reading"
+    return ""
 
 
 def read_answer(text: str, rule: str) -> str | None:

@@ -4,7 +4,7 @@ keywords, numbers or script.
 
 Rule: a run of at least `span` consecutive words of the answer that also occurs, word for word, in a prompt
 source (the user prompt as sent with its `(ref …)` id, the task's prompt text without it, and the task's
-system prompt) is an echo. `span` is
+system prompt) is an echo, and so is the prompt's `(ref …)` id repeated (REQUEST_ID). `span` is
 5 words, or the whole source when it is shorter (a 4-word greeting repeated whole is an echo too; sources
 under 3 words are ignored). A word is a run of letters, digits and combining marks (so Kannada vowel signs
 stay inside their word) and punctuation separates words: "ಹೇಗಿದ್ದೀರಾ?ayakan" is two words. Words are compared
@@ -21,6 +21,9 @@ from typing import Iterable
 
 SPAN = 5
 MIN_SOURCE_WORDS = 3
+# The request id a sent prompt opens with (suites.runner Session.unique_prompt): repeated, it is an echo however
+# short — a one-line set stops an echoing model right after it (Task.stop)
+REQUEST_ID = re.compile(r"\(ref [0-9a-f]{8}\)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ def strip_echo(answer: str, sources: Iterable[str], span: int = SPAN) -> Echo:
     spans = _words(answer)
     words = [w for _, _, w in spans]
     echoed = [False] * len(spans)
+    for request_id in {found for source in sources for found in REQUEST_ID.findall(source or "")}:
+        for match in re.finditer(re.escape(request_id), answer):
+            for index, (begin, end, _) in enumerate(spans):
+                echoed[index] = echoed[index] or (begin >= match.start() and end <= match.end())
     for source in sources:
         source_words = [w for _, _, w in _words(source or "")]
         n = min(span, len(source_words))

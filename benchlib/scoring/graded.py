@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from benchlib.scoring import sandbox
-from benchlib.scoring.answers import extract_code, read_answer
+from benchlib.scoring.answers import extract_code, read_answer, stop_refused
 from benchlib.scoring.verdict import Response, Verdict
 
 CODE_CHECKERS = frozenset({"python_code", "human_eval"})
@@ -47,6 +47,14 @@ def reasoning_gym(response: Response, expected: dict, read: str = "last_number",
     shown = answer if len(answer) <= 60 else answer[:57] + "..."
     return Verdict(score >= 1.0 - 1e-9, score, f"read {read}: {shown!r}; {expected['dataset']} score {score:.2f}",
                    answer)
+
+
+def stop_refusal(checker: str, checker_args: dict[str, Any], stop: list[str]) -> str:
+    """Why a task may not send its stop sequences ("" when it may): only a set scored by reasoning_gym under a
+    one-line reading rule (benchlib.scoring.answers.ONE_LINE_RULES) loses nothing it reads."""
+    if stop and checker != "reasoning_gym":
+        return f"stop {stop!r}: checker {checker} reads the whole answer, a stop would cut it"
+    return stop_refused(str(checker_args.get("read", "last_number")), stop)
 
 
 def _limits(args: dict[str, Any]) -> dict[str, Any]:

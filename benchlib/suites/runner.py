@@ -41,7 +41,7 @@ from benchlib.measure.transcription import TranscriptionRequest
 from benchlib.measure.timing import compute_rates
 from benchlib.scoring.answers import strip_thinking
 from benchlib.scoring.echo import strip_echo
-from benchlib.scoring.graded import CODE_CHECKERS
+from benchlib.scoring.graded import CODE_CHECKERS, stop_refusal
 from benchlib.measure.servers.llama_cpp import EmbeddedServer
 from benchlib.measure.servers.llama_server import LlamaServer
 from benchlib.measure.servers.vllm import VllmServer
@@ -59,7 +59,7 @@ from benchlib.records.rows import (
     write_csv_atomic,
 )
 from benchlib.measure.prometheus import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
-from benchlib.config.tasks import Task, Variant, tasks_for, under_load
+from benchlib.config.tasks import Task, Variant, load_pass, tasks_for, under_load
 from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, WindowKind
 
 TRANSCRIPTION_CSV = "transcription.csv"
@@ -108,6 +108,7 @@ class Session:
         self.loop_lag = aio.LoopLagSampler()  # running while the session is open: each request's client_stall_ms
         self.started_unix = time.time()
         self.task_set = task_set_hash()
+        self.graded_plan: dict[str, Any] = {}  # the manifest's `graded`: items sent of each set's pool (graded_plan)
         self._secret = params.server.secret()
 
     @contextlib.contextmanager
@@ -164,8 +165,12 @@ class Session:
             record.media_count, record.payload_bytes = payload.media_count, payload.payload_bytes
         else:
             messages.append({"role": "user", "content": text})
+        refused = stop_refusal(task.checker, task.checker_args, task.stop)
+        if refused:  # a stop that cuts what the checker reads would score the cut, not the model
+            raise ValueError(f"task {task.name}: {refused}")
         return ChatRequest(messages=messages, max_tokens=record.max_tokens, temperature=run.temperature,
-                           seed=run.seed, thinking=run.thinking, tools=task.tools, tool_choice=task.tool_choice)
+                           seed=run.seed, thinking=run.thinking, tools=task.tools, tool_choice=task.tool_choice,
+                           stop=list(task.stop))
 
     def build_transcription(self, task: Task, variant: Variant, record: RequestRecord) -> TranscriptionRequest:
         server = self.params.server
@@ -211,7 +216,11 @@ class Session:
                         record.client_stall_ms = None if stall != stall else round(stall, 3)
                     if due_ns and record.start_ns:  # late waking, task start, request building, connecting
                         record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
-                self.after_request(item, concurrency)
+                if concurrency > 1 and item.task is not None and item.task.checker in CODE_CHECKERS:
+                    # a sandboxed program runs up to its timeout: off the loop, whose other streams are being stamped
+                    await asyncio.get_running_loop().run_in_executor(None, self.after_request, item, concurrency)
+                else:
+                    self.after_request(item, concurrency)
                 # The fsync'd append runs off the loop: a loop blocked on the disk delays every other stream's
                 # reads, and their chunks then coalesce under one late stamp.
                 await asyncio.get_running_loop().run_in_executor(None, self.log.append, record)
@@ -308,9 +317,10 @@ class Session:
     # ---- planning ------------------------------------------------------------------------------------
     def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
         """Warm-ups, then per task `repeats` requests cycling through its variants, or a graded task's first
-        `graded_items` items once each (Task.planned_variants); unsupported tasks become one row each with the
-        reason, without a request. With run.graded_concurrency N > 1 every graded set follows a second time, N in
-        flight, as its own task (config.tasks.under_load): accuracy under load, on the same items."""
+        run.graded_count items once each (Task.planned_variants), params.graded_in_flight() of them in flight (each
+        row records that, or the set's size where smaller, as its concurrency); unsupported tasks become one row
+        each with the reason, without a request. With run.graded_concurrency N > 1 every graded set follows a second
+        time, N in flight, as its own task (config.tasks.under_load): accuracy under load, on the same items."""
         run, server = self.params.run, self.params.server
         warmups: list[Planned] = []
         by_task: dict[str, list[Planned]] = {}
@@ -331,7 +341,8 @@ class Session:
                                         f"{self.params.source or 'params'}); no request sent")
                 by_task[task.name] = [Planned(record, None, task, None)]
                 continue
-            by_task[task.name] = self._plan_task(task)
+            by_task[task.name] = self._plan_task(task, self.params.graded_in_flight() if task.graded else 1)
+        self.graded_plan = graded_plan(self.params, [t for t in supported if t.graded is not None])
         if run.graded_concurrency > 1:  # accuracy under load: the graded sets again, after every first pass
             for task in supported:
                 if task.graded is not None:
@@ -340,9 +351,13 @@ class Session:
         return warmups, by_task
 
     def _plan_task(self, task: Task, concurrency: int = 1) -> list[Planned]:
+        """One task's requests; `concurrency` in flight, recorded as at most the number of requests (a set of 3
+        items sent 16 at a time had 3 in flight), so the keys stay the same when a run resumes."""
         run = self.params.run
+        variants = task.planned_variants(run.repeats, run.graded_count(load_pass(task.name)[0], len(task.variants)))
+        concurrency = max(1, min(concurrency, len(variants)))
         items = []
-        for repeat, variant in enumerate(task.planned_variants(run.repeats, run.graded_items)):
+        for repeat, variant in enumerate(variants):
             record = self.base_record(task.name, variant.id, repeat, concurrency=concurrency, modality=task.requires)
             items.append(self._planned(task, variant, record))
         return items
@@ -358,6 +373,19 @@ class Session:
             record.error_message = str(exc)
             return Planned(record, None, task, variant)
         return Planned(record, request, task, variant)
+
+
+def graded_plan(params: BenchParams, graded: list[Task]) -> dict[str, Any]:
+    """What the manifest says of a run's graded sets: per set the items sent and its pool, the totals, the items in
+    flight, and `reduced` — fewer than the pools (the embedded CPU demo), which the paper prints as "reduced demo:
+    N of M items" beside the accuracy."""
+    if not graded:
+        return {}
+    sets = {t.name: {"sent": params.run.graded_count(t.name, len(t.variants)), "pool": len(t.variants)}
+            for t in graded}
+    sent, pool = sum(s["sent"] for s in sets.values()), sum(s["pool"] for s in sets.values())
+    return {"reduced": sent < pool, "items": sent, "pool": pool, "in_flight": params.graded_in_flight(),
+            "sets": sets}
 
 
 def check_error(record: RequestRecord, checker: str, exc: BaseException) -> None:
@@ -443,7 +471,10 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
     """Run every task of a suite (resuming finished keys), then write summary, windows and manifest."""
     tasks = tasks_for(suite, params.tasks)
     needs_server = any(t.requires in params.server.modalities for t in tasks)
-    with open_session(params, suite, fresh=fresh, root=root, needs_server=needs_server) as session:
+    in_flight = max(params.graded_in_flight(), params.run.graded_concurrency) \
+        if any(t.graded is not None for t in tasks) else 1
+    with open_session(params, suite, fresh=fresh, root=root, needs_server=needs_server,
+                      concurrency=in_flight) as session:
         done = session.log.done_keys(session.run_id)
         warmups, by_task = session.plan_suite(tasks)
         todo = [p for p in warmups if p.record.request_key not in done]

@@ -222,3 +222,51 @@ def test_a_load_pass_is_named_after_its_set_and_read_back():
     assert loaded.name == "arithmetic@c4" and loaded.variants == task.variants and loaded.checker == task.checker
     assert load_pass("arithmetic@c4") == ("arithmetic", 4) and load_pass("arithmetic") == ("arithmetic", 1)
     assert load_pass("x@cy") == ("x@cy", 1)
+
+
+def test_a_real_server_runs_every_graded_item_and_only_the_cpu_demo_is_reduced():
+    """Every params file for a real server (the paper's RTX 3090 and GB10 deployments, the vLLM, SGLang, Ollama and
+    llama-server examples) runs the quality suite on the full pools, several items at once where the server takes
+    them; the embedded CPU demo sends a few of each set, one at a time."""
+    tasks = load_tasks()
+    graded = {name: len(task.variants) for name, task in tasks.items() if task.graded is not None}
+    real = [p for p in sorted(PARAMS_DIR.glob("*.yaml")) if not p.name.startswith("embedded")]
+    assert {p.name for p in real} >= {"rtx3090-gemma4-e2b-vllm.yaml", "rtx3090-phi4-multimodal-vllm.yaml",
+                                      "gb10-qwen3.5-4b-vllm.yaml", "gb10-gemma4-26b-a4b-nvfp4-vllm.yaml",
+                                      "vllm-example.yaml", "sglang-example.yaml", "ollama-example.yaml",
+                                      "llamacpp-server-example.yaml"}
+    for path in real:
+        params = load_params(path)
+        assert params.server.kind != "embedded", path.name
+        assert "quality" in params.run.notebooks, path.name
+        assert {name: params.run.graded_count(name, pool) for name, pool in graded.items()} == graded, path.name
+    assert load_params(PARAMS_DIR / "vllm-example.yaml").graded_in_flight() == 16  # vLLM batches what arrives
+    assert load_params(PARAMS_DIR / "ollama-example.yaml").graded_in_flight() == 1  # OLLAMA_NUM_PARALLEL=1
+    demos = [p for p in sorted(PARAMS_DIR.glob("embedded*.yaml")) if "quality" in load_params(p).run.notebooks]
+    assert len(demos) >= 4
+    for path in demos:
+        params = load_params(path)
+        sent = sum(params.run.graded_count(name, pool) for name, pool in graded.items())
+        assert 0 < sent < sum(graded.values()) and params.graded_in_flight() == 1, path.name
+
+
+def test_graded_items_per_set_all_and_the_rest(tmp_path):
+    run = validate({**BASE, "run": {"graded_items": {"arithmetic": 30, "humaneval": "all", "*": 2}}}).run
+    assert run.graded_count("arithmetic", 200) == 30 and run.graded_count("humaneval", 164) == 164
+    assert run.graded_count("word_sorting", 200) == 2
+    assert validate({**BASE, "run": {"graded_items": {"arithmetic": 5}}}).run.graded_count("leg_counting", 200) == 0
+    assert validate(BASE).run.graded_count("arithmetic", 200) == 200  # the default: the whole pool
+    assert validate({**BASE, "run": {"graded_items": 500}}).run.graded_count("arithmetic", 200) == 200
+    with pytest.raises(ParamsError, match=r"run.graded_items: 'arithmatic' is no graded set \(did you mean "
+                                          r"'arithmetic'\?\)"):
+        load_params(write(tmp_path, {**BASE, "run": {"graded_items": {"arithmatic": 5}}}))
+    with pytest.raises(ParamsError, match=r"run.graded_items"):
+        load_params(write(tmp_path, {**BASE, "run": {"graded_items": 0}}))
+
+
+def test_a_pass_under_load_needs_a_first_pass_one_at_a_time(tmp_path):
+    params = validate({**BASE, "run": {"graded_concurrency": 4}})
+    assert params.graded_in_flight() == 1
+    with pytest.raises(ParamsError, match=r"graded_concurrency 4 compares .* one at a time: leave graded_in_flight "
+                                          r"unset \(or 1\), not 8"):
+        load_params(write(tmp_path, {**BASE, "run": {"graded_concurrency": 4, "graded_in_flight": 8}}))

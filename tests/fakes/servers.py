@@ -7,7 +7,8 @@ each chunk was written are logged on time.perf_counter_ns() — the same system-
 client stamps with — and served at GET /log, so a test can compare client stamps with server sends.
 
 A request's max_tokens (Ollama: options.num_predict) caps what is streamed, reasoning included, as a real server
-stops at its budget (finish_reason "length").
+stops at its budget (finish_reason "length"); its "stop" sequences (Ollama: options.stop) end a scripted answer
+("echo", "replies") where one first appears, without it. `peak_running` is the most requests it streamed at once.
 Behaviour per request comes from the body's "fake" object (sent via params `server.extra_body`):
   {"ttft": 0.15, "itl": 0.02, "tokens": 64, "reasoning_tokens": 0, "prompt_tokens": 10,
    "fault": null | "http_500" | "http_401" | ... | "cut" | "bad_chunk" | "empty" | "no_done" | "no_finish" | "stall" | "stall_mid",
@@ -94,6 +95,13 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"\S+\s*", text)
 
 
+def _stopped(words: list[str], stops: list[str]) -> list[str]:
+    """The words up to where a stop sequence first appears, without it: a real server ends the answer there."""
+    text = "".join(words)
+    cuts = [text.find(stop) for stop in stops if isinstance(stop, str) and stop and stop in text]
+    return _tokens(text[:min(cuts)]) if cuts else words
+
+
 def _unescaped(text: str, spec: dict) -> str:
     """With "unescape": true, backslash escapes in a reply or reasoning text are decoded ("\\ud800" becomes a lone
     surrogate, which only a JSON escape can carry: the request body itself could not be encoded)."""
@@ -135,6 +143,7 @@ class FakeServer:
         self.counts = {"requests": 0, "prompt": 0, "generation": 0, "ttft": 0.0, "itl": 0.0, "itl_n": 0, "e2e": 0.0,
                        "running": 0}
         self.log: list[dict[str, Any]] = []
+        self.peak_running = 0  # the most chat requests this server streamed at once
         self.chatting = 0  # "busy_text" requests in this server right now (arrived, not yet answered)
         self.seen_prompts: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -376,6 +385,9 @@ class FakeServer:
             await asyncio.sleep(spec["busy_wait"])  # the other requests of a concurrent batch arrive meanwhile
             spec["busy"] = not alone or self.chatting > 1
         words = self._scripted_words(body, spec)
+        stops = body.get("stop") or (body.get("options") or {}).get("stop") or []
+        if words is not None and stops:
+            words = _stopped(words, stops)
         if words is not None:
             spec["tokens"] = len(words)
         budget = body.get("max_tokens") or (body.get("options") or {}).get("num_predict")
@@ -390,7 +402,7 @@ class FakeServer:
         entry = {"received_ns": received, "sends_ns": [], "tokens": spec["tokens"], "prompt": prompt[:200],
                  "headers": body.get("_headers", {}),
                  "request": {k: body.get(k) for k in ("model", "think", "keep_alive", "options", "chat_template_kwargs",
-                                                      "stream_options", "max_tokens") if k in body}}
+                                                      "stream_options", "max_tokens", "stop") if k in body}}
         if ollama:
             if body.get("keep_alive") in (0, "0", "0s"):
                 self.loaded.pop(body.get("model", ""), None)
@@ -401,6 +413,7 @@ class FakeServer:
                     "size_vram": FAKE_SIZE, "context_length": 8192}
         self.log.append(entry)
         self.counts["running"] += 1
+        self.peak_running = max(self.peak_running, self.counts["running"])
         try:
             return await self._stream(body, spec, writer, received, ollama, fault, words, entry)
         finally:

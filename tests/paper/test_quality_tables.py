@@ -10,7 +10,7 @@ import pytest
 
 from benchlib.analysis import paired, stats
 from benchlib.paper.quality_tables import graded_table, paired_table
-from benchlib.paper.runs import META_COLUMNS, Runs
+from benchlib.paper.runs import META_COLUMNS, Runs, reduced_note
 
 NAMES = {"strong": "tiny-instruct · llama-cpp-python · local", "weak": "tiny-base · llama-cpp-python · local"}
 
@@ -58,3 +58,20 @@ def test_paired_verdicts_per_set_pooled_and_under_load():
     load = table.data[table.data["a"] == f"{NAMES['strong']} (c1)"].iloc[0]
     assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "tie")  # the same answers at 4 in flight
     assert paired_table(runs({("strong", "arithmetic"): [True]})) is None  # nothing to compare with
+
+
+def test_a_reduced_run_says_so_beside_its_accuracy_and_rows_give_their_in_flight():
+    """The embedded demo's manifest marks its graded sets reduced: the table prints 'reduced demo: N of M items'
+    for that deployment, 'full pools' for the other; 'in flight' is what the rows were sent at."""
+    data = runs({("strong", "arithmetic"): [True] * 4, ("weak", "arithmetic"): [False] * 4})
+    data.requests["concurrency"] = [16 if model == "strong" else 1 for model in data.requests["model"]]
+    notes = {"weak": reduced_note({"reduced": True, "items": 20, "pool": 964}),
+             "strong": reduced_note({"reduced": False, "items": 964, "pool": 964})}
+    data.meta["graded_reduced"] = data.meta["model"].map(notes)
+    table = graded_table(data)
+    shown = table.display.set_index("deployment")
+    assert shown.loc[NAMES["weak"], "run size"] == "reduced demo: 20 of 964 items"
+    assert shown.loc[NAMES["strong"], "run size"] == "full pools"
+    assert table.data.set_index("deployment").loc[NAMES["strong"], "in_flight"] == 16
+    assert reduced_note(None) == "" and reduced_note({"reduced": True, "items": 3, "pool": 10}) == \
+        "reduced demo: 3 of 10 items"

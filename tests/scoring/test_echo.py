@@ -18,6 +18,10 @@ def test_long_spans_and_whole_short_prompts_are_cut():
     prompt = "(ref 1a2b3c4d)\nSummarize: The city council approved a new budget for parks and libraries on Monday."
     echoed = strip_echo(prompt + "\nThe council funded parks.", [prompt])
     assert echoed.found and echoed.text == "The council funded parks."
+    # the request id alone (a one-line set stops an echo after its first line) is an echo too; another id is not
+    only_id = strip_echo("(ref 1a2b3c4d)\n", [prompt])
+    assert only_id.found and only_id.text.strip() == ""
+    assert not strip_echo("(ref 99999999) parks", [prompt]).found
     question = "What is the capital of France?"
     short = f"(ref 0badcafe)\n{question}"  # as sent; the runner passes the task's own text as a source too
     assert strip_echo("what is the capital of france? Paris.", [short, question]).text == "Paris."
@@ -31,9 +35,9 @@ def test_long_spans_and_whole_short_prompts_are_cut():
     assert strip_echo(kannada, ["system words here", kannada]).text == ""
 
 
-def _params(params_for, fake):
+def _params(params_for, fake):  # 4 items of each graded set (20), not the full pools the default sends
     return params_for(fake, server={"modalities": ["text", "vision", "audio", "video"]},
-                      run={"repeats": 1, "max_tokens": 4096})
+                      run={"repeats": 1, "max_tokens": 4096, "graded_items": 4})
 
 
 def _replies():
@@ -59,8 +63,15 @@ def test_an_echo_scores_nothing_and_an_echo_then_an_answer_passes(params_for, ou
     answered = run_suite(_params(params_for, {"echo": True, "replies": _replies(), "itl": 0.0005, "ttft": 0.001}),
                          suite, fresh=True, progress=False)
     rows = answered.requests
-    assert rows["passed"].astype(bool).all(), rows.loc[~rows["passed"].astype(bool),
-                                                       ["task", "variant", "check_detail"]].to_string()
+    # a one-line set (stop ["\n"]: word sorting) ends its answer at the first line break, which an echo reaches
+    # first: there the echo is the whole answer, cut to nothing; every other task's answer after the echo passes
+    one_line = rows["task"].isin([name for name, task in load_tasks().items() if task.stop])
+    assert one_line.sum() == (4 if suite == "quality" else 0)
+    assert rows.loc[~one_line, "passed"].astype(bool).all(), rows.loc[~rows["passed"].astype(bool) & ~one_line,
+                                                                      ["task", "variant", "check_detail"]].to_string()
+    stopped = rows[one_line]
+    assert not stopped["passed"].astype(bool).any() and (stopped["finish_reason"] == "stop").all()
+    assert stopped["response_text"].str.fullmatch(r"\(ref [0-9a-f]{8}\)\s*").all()  # the prompt's first line
     assert rows["echo"].all() and rows["check_detail"].str.startswith("echo: ").all()
 
 

@@ -4,13 +4,21 @@ deployments that answered the same items get a paired verdict."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from benchlib.analysis import paired, stats
+from benchlib.config.graded_run import AUTO_GRADED_IN_FLIGHT
+from benchlib.config.params import load_params
+from benchlib.config.paths import PARAMS_DIR
 from benchlib.config.tasks import load_tasks
+from benchlib.scoring.graded import stop_refusal
 from benchlib.suites.runner import run_suite
 from benchlib.views import suite_report
+from tests.fakes.servers import FakeServer
+from tests.helpers import make_params
 
 SETS = ["arithmetic", "word_sorting", "humaneval"]
 ITEMS = 4
@@ -27,6 +35,12 @@ def wrong(task, variant) -> str:
     if task.checker == "human_eval":
         return f"```python\n{variant.expected['prompt']}    return None\n```"
     return "I do not know."
+
+
+def replies_for(name: str, items: int) -> list[dict]:
+    """The right answer to each of a set's first `items` items."""
+    task = load_tasks()[name]
+    return [{"when": variant.prompt, "text": right(task, variant)} for variant in task.variants[:items]]
 
 
 def replies(correct: dict[str, set[int]]) -> list[dict]:
@@ -142,4 +156,91 @@ def test_without_graded_concurrency_nothing_is_sent_twice(params_for, outputs):
     params = params_for({"replies": replies({}), "itl": 0.0005, "ttft": 0.001},
                         run={"graded_items": 2, "max_tokens": 64}, tasks=["arithmetic"])
     rows = run_suite(params, "quality", fresh=True, progress=False).requests
-    assert set(rows["task"]) == {"arithmetic"} and set(rows["concurrency"]) == {1}
+    # one pass; its 2 items went together (a server that is not embedded takes 16 at once): 2 in flight
+    assert set(rows["task"]) == {"arithmetic"} and set(rows["concurrency"]) == {2} and len(rows) == 2
+
+
+@pytest.fixture
+def own_server():
+    """A fake server of this test's own: its peak of requests streamed at once is this test's alone."""
+    server = FakeServer().start_thread()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("in_flight, expected", [(None, AUTO_GRADED_IN_FLIGHT), (1, 1), (5, 5)])
+def test_graded_items_go_to_the_server_as_many_at_once_as_it_takes(own_server, outputs, in_flight, expected):
+    """The first pass sends run.graded_in_flight items at once (a server that is not embedded: 16 unless set), and
+    every row records that as its concurrency; the answers are scored as one at a time."""
+    items = 2 * AUTO_GRADED_IN_FLIGHT
+    params = make_params(own_server.url, {"replies": replies_for("arithmetic", items), "itl": 0.001, "ttft": 0.15},
+                         run={"graded_items": items, "max_tokens": 32, "graded_in_flight": in_flight},
+                         tasks=["arithmetic"])
+    result = run_suite(params, "quality", fresh=True, progress=False)
+    rows = result.requests
+    assert len(rows) == items and set(rows["concurrency"]) == {expected}
+    assert own_server.peak_running == expected  # 150 ms to the first token: a whole batch overlaps
+    assert rows["passed"].astype(bool).all()
+    manifest = json.loads((result.out_dir / "manifest.json").read_text())
+    assert manifest["graded"]["in_flight"] == expected
+
+
+def test_a_set_smaller_than_the_batch_records_its_own_size_as_in_flight(own_server, outputs):
+    params = make_params(own_server.url, {"replies": replies_for("arithmetic", 3), "itl": 0.001, "ttft": 0.15},
+                         run={"graded_items": 3, "max_tokens": 32}, tasks=["arithmetic"])
+    rows = run_suite(params, "quality", fresh=True, progress=False).requests
+    assert set(rows["concurrency"]) == {3} and own_server.peak_running == 3
+
+
+def test_the_embedded_demo_sends_one_at_a_time_by_default():
+    params = load_params(PARAMS_DIR / "embedded.yaml")
+    assert params.run.graded_in_flight is None and params.graded_in_flight() == 1
+    assert make_params("http://127.0.0.1:9/v1").graded_in_flight() == AUTO_GRADED_IN_FLIGHT
+
+
+@pytest.mark.parametrize("kind", ["openai", "ollama"])
+def test_a_one_line_set_stops_at_its_first_line_break_and_the_others_do_not(own_server, outputs, kind):
+    """word_sorting's answer is its first line (read first_line): the request carries stop ["\n"] and a model that
+    goes on after the list stops there; arithmetic (read last_number: its number may sit on a later line) sends no
+    stop, and its answer arrives whole."""
+    tasks = load_tasks()
+    sort_item, sum_item = tasks["word_sorting"].variants[0], tasks["arithmetic"].variants[0]
+    listed = right(tasks["word_sorting"], sort_item)
+    said = [{"when": sort_item.prompt, "text": f"{listed}\nThat is the list, sorted by ASCII code.\nMore words"},
+            {"when": sum_item.prompt, "text": f"Let me see.\n{sum_item.expected['answer']}"}]
+    params = make_params(own_server.url, {"replies": said, "itl": 0.001, "ttft": 0.01}, kind=kind,
+                         run={"graded_items": 1, "max_tokens": 64}, tasks=["arithmetic", "word_sorting"])
+    rows = run_suite(params, "quality", fresh=True, progress=False).requests.set_index("task")
+    assert rows.loc["word_sorting", "response_text"].strip() == listed and rows.loc["word_sorting", "passed"]
+    assert rows.loc["word_sorting", "finish_reason"] == "stop"
+    assert rows.loc["arithmetic", "response_text"].startswith("Let me see.\n") and rows.loc["arithmetic", "passed"]
+    sent = {("word_sorting" if "sort" in entry["prompt"] else "arithmetic"): entry["request"]
+            for entry in own_server.log}
+    assert len(own_server.log) == 2
+    stop_of = (lambda r: (r.get("options") or {}).get("stop")) if kind == "ollama" else (lambda r: r.get("stop"))
+    assert stop_of(sent["word_sorting"]) == ["\n"] and stop_of(sent["arithmetic"]) is None
+
+
+def test_every_stop_a_task_file_declares_cuts_nothing_its_checker_reads():
+    declared = {name: task for name, task in load_tasks().items() if task.stop}
+    assert "word_sorting" in declared
+    for name, task in declared.items():
+        assert stop_refusal(task.checker, task.checker_args, task.stop) == "", name
+    assert "would cut" in stop_refusal("reasoning_gym", {"read": "last_number"}, ["\n"])
+    assert "reads the whole answer" in stop_refusal("human_eval", {}, ["\n"])
+    assert "only line breaks" in stop_refusal("reasoning_gym", {"read": "first_line"}, [","])
+
+
+def test_the_manifest_says_a_run_is_reduced_and_by_how_much(params_for, outputs):
+    params = params_for({"replies": replies({}), "itl": 0.0005, "ttft": 0.001},
+                        run={"graded_items": {"arithmetic": 3, "word_sorting": "all", "*": 0}, "max_tokens": 64},
+                        tasks=["arithmetic", "word_sorting", "humaneval"])
+    result = run_suite(params, "quality", fresh=True, progress=False)
+    counts = result.requests.groupby("task").size().to_dict()
+    pools = {name: len(load_tasks()[name].variants) for name in ("arithmetic", "word_sorting", "humaneval")}
+    assert counts == {"arithmetic": 3, "word_sorting": pools["word_sorting"]}  # '*': 0 sends no HumanEval item
+    plan = json.loads((result.out_dir / "manifest.json").read_text())["graded"]
+    assert plan["sets"] == {"arithmetic": {"sent": 3, "pool": pools["arithmetic"]},
+                            "word_sorting": {"sent": pools["word_sorting"], "pool": pools["word_sorting"]},
+                            "humaneval": {"sent": 0, "pool": pools["humaneval"]}}
+    assert plan["reduced"] is True and (plan["items"], plan["pool"]) == (3 + pools["word_sorting"], sum(pools.values()))

@@ -53,6 +53,10 @@ def test_the_shipped_studies_load(tmp_path):
     default = study.load_study(PROJECT_ROOT / "params" / "studies" / "default.yaml")
     models = [d.params.server.model for d in default.deployments]
     assert "gemma3-270m-q4_k_m" in models and "smollm2-135m-instruct-q4_1" in models
+    for deployment in default.deployments:  # the reduced demo: the cheap, deciding set sized up, one at a time
+        run = deployment.params.run
+        assert run.graded_count("arithmetic", 200) > 4 * run.graded_count("word_sorting", 200) > 0
+        assert deployment.params.graded_in_flight() == 1
     threads = study.load_study(PROJECT_ROOT / "params" / "studies" / "threads.yaml")
     assert [d.params.server.embedded.n_threads for d in threads.deployments] == [1, 2]
 
