@@ -105,7 +105,8 @@ def print_summary(suite_dirs: list[Path]) -> bool:
     if reduced:
         print("\ngraded sets, part of their pools:\n" + "\n".join(reduced))
     if summary["model"].nunique() > 1:
-        print("\nper deployment (speed from the text suite; accuracy over every scored answer, 95 % Wilson):\n"
+        print("\nper deployment (speed from the text suite; accuracy on the graded sets and, apart, on the smoke "
+              "tasks, 95 % Wilson):\n"
               + deployment_overview(summary).to_string(index=False))
         verdicts = paired_lines(suite_dirs)
         if verdicts:

@@ -205,20 +205,22 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
 
 def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
     """One line per deployment (the `model` column: model[+variant]) from per-task summaries: decode tok/s and
-    TTFT p50 averaged over the text suite's tasks, and accuracy pooled over every scored answer (passed ÷
-    scored, 95 % Wilson interval, with its n) — the same items for every deployment that ran the same suites."""
+    TTFT p50 averaged over the text suite's tasks, and accuracy on the graded sets and, apart, on the seeds' smoke
+    tasks (paired.basis_of: never pooled together), each passed ÷ scored with its 95 % Wilson interval and n."""
     rows = []
     for model, group in summary.groupby("model", sort=False):
         text = group[group["suite"] == "text"] if "suite" in group else group
         speed = text if len(text) else group
-        scored = pd.to_numeric(group.get("n_scored"), errors="coerce").fillna(0).sum()
-        passed = pd.to_numeric(group.get("n_passed"), errors="coerce").fillna(0).sum()
-        lo, hi = stats.wilson_interval(int(passed), int(scored)) if scored else (np.nan, np.nan)
-        rows.append({
-            "deployment": model,
-            "decode tok/s": round(float(pd.to_numeric(speed.get("decode_tps_mean"), errors="coerce").mean()), 1),
-            "TTFT p50 s": round(float(pd.to_numeric(speed.get("ttft_s_p50"), errors="coerce").mean()), 3),
-            "accuracy": f"{passed / scored:.0%} [{lo:.0%}–{hi:.0%}]" if scored else "–",
-            "n scored": int(scored),
-        })
+        checkers = group["checker"] if "checker" in group else pd.Series("", index=group.index)
+        basis = pd.Series(list(map(paired.basis_of, group["task"].astype(str), checkers)), index=group.index)
+        row = {"deployment": model,
+               "decode tok/s": round(float(pd.to_numeric(speed.get("decode_tps_mean"), errors="coerce").mean()), 1),
+               "TTFT p50 s": round(float(pd.to_numeric(speed.get("ttft_s_p50"), errors="coerce").mean()), 3)}
+        for name, which in (("graded sets", paired.GRADED), ("smoke tasks", paired.SMOKE)):
+            mine = group[basis == which]
+            scored = pd.to_numeric(mine.get("n_scored"), errors="coerce").fillna(0).sum()
+            passed = pd.to_numeric(mine.get("n_passed"), errors="coerce").fillna(0).sum()
+            lo, hi = stats.wilson_interval(int(passed), int(scored)) if scored else (np.nan, np.nan)
+            row[f"{name} accuracy"] = f"{passed / scored:.0%} [{lo:.0%}–{hi:.0%}] (n {int(scored)})" if scored else "–"
+        rows.append(row)
     return pd.DataFrame(rows)

@@ -10,13 +10,14 @@ from typing import Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import PercentFormatter
 
 from benchlib.analysis import host, stats
 from benchlib.config.formatting import fmt
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import THIS_RUN
-from benchlib.paper.style import empty_figure, theme
+from benchlib.paper.style import empty_figure, theme, wrap
 
 PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "looks", "reason", "baseline", "alpha_at_stop", "detail"]
 
@@ -111,12 +112,16 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
     data = pd.DataFrame(points).drop_duplicates(["axis", "system"])
     if data.empty:
         return empty_figure("On this host", "no axis measured for two deployments")
-    grid = sns.FacetGrid(data, col="axis", sharex=False, height=max(1.6, 0.45 * data["system"].nunique() + 1.2),
-                         aspect=1.5, col_wrap=min(4, data["axis"].nunique()))
-    grid.map_dataframe(_draw)
-    grid.set_titles("{col_name}")
+    order = list(dict.fromkeys(data["system"]))
+    colors = dict(zip(order, sns.color_palette("dark", len(order))))
+    panels = data["axis"].nunique()
+    grid = sns.FacetGrid(data, col="axis", sharex=False, col_wrap=min(2, panels),
+                         height=max(1.8, 0.5 * len(order) + 1.3), aspect=2.4)
+    grid.map_dataframe(_draw, order=order, colors=colors)
+    for ax, title in zip(grid.axes.flat, grid.col_names):
+        ax.set_title(wrap(title, 40), fontsize=10)
     grid.set_axis_labels("", "")
-    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.04)
+    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.02)
     return grid.figure
 
 
@@ -127,12 +132,15 @@ def _wilson_of(share: float, n: float) -> tuple[float, float]:
     return low, high
 
 
-def _draw(data: pd.DataFrame, **_: object) -> None:
+def _draw(data: pd.DataFrame, order: list[str], colors: Mapping[str, object], **_: object) -> None:
+    """One panel: each deployment's value and 95 % interval, on a row of its own (the same row in every panel)."""
     ax = plt.gca()
-    palette = sns.color_palette("dark", max(len(data), 1))
-    for i, row in enumerate(data.itertuples()):
+    for row in data.itertuples():
         has = not (math.isnan(row.low) or math.isnan(row.high))
-        ax.errorbar(row.value, i, xerr=[[row.value - row.low], [row.high - row.value]] if has else None,
-                    fmt="o", color=palette[i], capsize=4)
-    ax.set_yticks(range(len(data)), list(data["system"]))
-    ax.set_ylim(-0.6, len(data) - 0.4)
+        ax.errorbar(row.value, order.index(row.system),
+                    xerr=[[row.value - row.low], [row.high - row.value]] if has else None, fmt="o",
+                    color=colors[row.system], capsize=4)
+    ax.set_yticks(range(len(order)), [wrap(name, 34) for name in order])
+    ax.set_ylim(-0.6, len(order) - 0.4)
+    if len(data) and str(data["axis"].iloc[0]).startswith("answers"):
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))

@@ -300,7 +300,20 @@ def load_study(path: str | Path) -> Study:
             raise StudyError(f"{path}: two deployments write to the same folder ({dep.key}): {seen[dep.key]} and "
                              f"{dep.origin}; give one a server.variant")
         seen[dep.key] = dep.origin
+    _check_baselines(path, deployments)
     return Study(name=spec.name, source=str(path), deployments=deployments, settle=spec.settle, paper=spec.paper)
+
+
+def _check_baselines(path: str | Path, deployments: list[Deployment]) -> None:
+    """A compare plan (run.quality) names a deployment of the study that runs before it: its answers are what the
+    plan compares with, look by look (benchlib.suites.quality_looks)."""
+    earlier: list[str] = []
+    for dep in deployments:
+        plan = dep.params.run.quality
+        if plan.plan == "compare" and plan.baseline not in earlier:
+            raise StudyError(f"{path}: {dep.label}: run.quality.baseline {plan.baseline!r} is not a deployment that "
+                             f"runs before it (those: {', '.join(earlier[::2]) or 'none'})")
+        earlier += [dep.params.deployment_parts()[1], dep.label]
 
 
 # ---- running it -----------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import host, paired
+from benchlib.analysis.deployments import deployment_overview
 
 
 def requests(system: str, tps: list[float], ttft_s: list[float], graded: list[bool], smoke: list[bool]) -> pd.DataFrame:
@@ -71,3 +72,15 @@ def test_energy_compared_within_one_boundary_only():
     energy["energy_boundary"] = ["CPU package", "GPU board"]
     row = host.head_to_head(both, energy).set_index("axis").loc["tokens_per_joule"]
     assert row["better"] == host.NOT_MEASURED and "different energy boundaries" in row["note"]
+
+
+def test_the_terminal_overview_keeps_graded_and_smoke_accuracy_apart():
+    summary = pd.DataFrame({"model": ["m"] * 3, "suite": ["text", "text", "quality"],
+                            "task": ["basic_qa", "reasoning", "arithmetic"],
+                            "checker": ["contains", "contains", "reasoning_gym"],
+                            "n_scored": [3, 3, 15], "n_passed": [3, 3, 2],
+                            "decode_tps_mean": [30.0, 40.0, 35.0], "ttft_s_p50": [0.1, 0.1, 0.2]})
+    row = deployment_overview(summary).iloc[0]
+    assert row["graded sets accuracy"].startswith("13% [") and row["graded sets accuracy"].endswith("(n 15)")
+    assert row["smoke tasks accuracy"].startswith("100% [") and row["smoke tasks accuracy"].endswith("(n 6)")
+    assert row["decode tok/s"] == 35.0  # the text suite's tasks

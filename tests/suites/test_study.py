@@ -144,11 +144,22 @@ def test_the_default_study_the_ladders_source_rung_and_a_plain_run_do_not_share_
     ({"name": "x", "deployments": [{"params": fake_params()}, {"params": fake_params()}]}, "same folder"),
     ({"name": "x", "grids": [{"params": fake_params(), "axes": {"run.repeats": [1, 2], "run.max_tokens": [8]},
                               "linked": [["run.repeats", "run.max_tokens"]]}]}, "same number of values"),
+    ({"name": "x", "deployments": [  # a compare plan's baseline must run first: its answers are compared with
+        {"params": fake_params("b"), "overrides": {"run": {"quality": {"plan": "compare", "baseline": "a"}}}},
+        {"params": fake_params("a")}]}, "baseline 'a' is not a deployment that runs before it"),
 ])
 def test_a_bad_study_file_is_one_line(tmp_path, data, expected):
     with pytest.raises(study.StudyError, match=expected) as caught:
         study.load_study(write(tmp_path, data))
     assert "\n" not in str(caught.value)
+
+
+def test_a_compare_plan_names_an_earlier_deployment(tmp_path):
+    path = write(tmp_path, {"name": "x", "deployments": [
+        {"params": fake_params("a")},
+        {"params": fake_params("b"), "overrides": {"run": {"quality": {"plan": "compare", "baseline": "a"}}}}]})
+    plan = study.load_study(path)
+    assert plan.deployments[1].params.run.quality.baseline == "a"
 
 
 def test_failed_deployments_are_recorded_the_study_goes_on_and_a_rerun_skips_what_finished(tmp_path, monkeypatch):
