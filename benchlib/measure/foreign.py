@@ -211,7 +211,9 @@ def _aiperf_record(line: str, number: int, path: Path, phases: Mapping[str, int]
     meta, metrics = (data.get("metadata"), data.get("metrics")) if isinstance(data, dict) else (None, None)
     if not isinstance(meta, dict) or not isinstance(metrics, dict) or "request_start_ns" not in meta:
         raise ForeignError(f"{where}: not an AIPerf metric record (no metadata.request_start_ns or metrics)")
-    start = _num(meta.get("request_start_ns"), f"{where} request_start_ns")
+    start_ns = meta.get("request_start_ns")  # kept exact: a float cannot hold a nanosecond stamp
+    if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns < 0:
+        raise ForeignError(f"{where} request_start_ns: {start_ns!r} is not a nanosecond stamp")
     warmup = meta.get("phase_kind", meta.get("benchmark_phase")) == "warmup"
     task = first_task if warmup else str(meta.get("phase_name") or "profiling")
     error = data.get("error")
@@ -239,7 +241,7 @@ def _aiperf_record(line: str, number: int, path: Path, phases: Mapping[str, int]
         if failed else "",
         error_message=str((error or {}).get("message") or ("cancelled by AIPerf" if cancelled else ""))[:300],
         http_status=code if isinstance(code, int) else None,
-        started_at_unix=start / 1e9, start_ns=int(start),
+        started_at_unix=start_ns / 1e9, start_ns=start_ns,
         ttft_s=None if failed else times["ttft_s"], ttfo_s=None if failed else times["ttfo_s"],
         e2e_s=None if failed else times["e2e_s"], itl_s=[] if failed else itl_s,
         prompt_tokens=_count(_aiperf_value(metrics, "input_sequence_length", where), f"{where} input_sequence_length"),
