@@ -58,7 +58,10 @@ def _run_id(tool: str, files: list[Path], params: BenchParams) -> str:
 
 def _aggregate_row(run: foreign.ForeignRun, suite: str) -> dict[str, Any]:
     """summary.csv's one row for an import of aggregates only: the tool's figures under our column names."""
-    row: dict[str, Any] = {"suite": suite, "modality": "text", "task": suite, "valid": True, "n_unsupported": 0}
+    row: dict[str, Any] = {"suite": suite, "modality": "text", "task": suite,
+                           **{c: float("nan") for c in analysis.SUMMARY_COLUMNS},
+                           **{c: 0 for c in analysis.COUNT_COLUMNS}, "valid": True, "failures": "",
+                           "checker": "", "percentile_note": ""}
     ok, failed = run.totals or (0, 0)
     row.update({"n_requests": ok + failed, "n_ok": ok, "n_failed": failed,
                 "error_rate": failed / (ok + failed) if ok + failed else float("nan")})

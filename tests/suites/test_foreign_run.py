@@ -13,8 +13,11 @@ import pytest
 
 from benchlib import cli
 from benchlib.analysis import compare as comparison
-from benchlib.paper.runs import load_runs
+from benchlib.paper.catalog import Inputs
+from benchlib.paper.runs import load_reference_sets, load_runs
+from benchlib.paper.settings import Settings
 from benchlib.paper.systems import all_systems
+from benchlib.paper.tables import runs_table
 from benchlib.suites import llmd_report
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, write_synthetic_run
 
@@ -47,11 +50,16 @@ def test_each_tools_run_appears_in_the_paper_frontier_and_compare_marked_with_th
                                                                                       capsys):
     for tool, source in SOURCES.items():
         assert import_results(tool, source, params_file) == 0
+    write_synthetic_run(outputs, with_media=False)  # one of ours beside them
     runs = load_runs(outputs)
+    imported = {f"fake-model · fake · measured-by-{tool} · bench-box" for tool in SOURCES}
     names = set(runs.meta["system"])
-    assert names == {f"fake-model · fake · measured-by-{tool} · bench-box" for tool in SOURCES}
+    assert names == imported | {f"{SYN_MODEL} · fake-server · {SYN_HOST}"}
     systems = all_systems(pd.DataFrame(), runs)
     assert set(systems["system"]) == names and systems["avg_decode_tps"].notna().all()
+    assert imported <= set(runs_table(runs).data["system"])
+    inputs = Inputs(load_reference_sets(), runs, Settings.from_parameters(str(outputs)))
+    assert imported <= set(inputs.frontier[0].data["system"])  # judged on the frontier beside the paper's systems
     deployments = set(comparison.read_root(str(outputs))["deployment"])
     assert {d.split("measured-by-")[-1] for d in deployments} == set(SOURCES)
     manifest = json.loads(next(outputs.glob("bench-box/*aiperf/aiperf/manifest.json")).read_text())
