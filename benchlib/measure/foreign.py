@@ -106,7 +106,8 @@ VLLM_AGGREGATES = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "itl_s", "e2el": "
 def read_vllm(path: Path) -> ForeignRun:
     """`vllm bench serve --save-result --save-detailed` JSON (vllm/benchmarks/serve.py: its result dict, the lists
     `ttfts`, `itls`, `input_lens`, `output_lens`, `errors`, `generated_texts`, and since 0.11 `latencies` and
-    `start_times`). Without --save-detailed it holds aggregates only. Its file names no vLLM version."""
+    `start_times`). Without --save-detailed it holds aggregates only. Its file names no vLLM version unless the run
+    was given `--metadata vllm_version=…` (such KEY=VALUE pairs land at the top of the file)."""
     path = Path(path)
     data = _json(path)
     if not isinstance(data, dict) or not all(k in data for k in VLLM_KEYS):

@@ -87,6 +87,11 @@ def _summary_statistics(row: Mapping[str, Any], metric: str, units: str) -> dict
     return out
 
 
+def _whole(value: Any) -> int:
+    count = number(value)
+    return int(count) if math.isfinite(count) and count >= 0 else 0
+
+
 def _iso(unix: float) -> str:
     return _dt.datetime.fromtimestamp(unix, tz=_dt.timezone.utc).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
@@ -131,10 +136,16 @@ def _energy(summary: pd.DataFrame, windows: pd.DataFrame, tokens: float) -> dict
 def _quality(summary: pd.DataFrame) -> list[dict[str, Any]]:
     scored = summary[pd.to_numeric(summary.get("n_scored", pd.Series(0, index=summary.index)),
                                    errors="coerce").fillna(0) > 0] if len(summary) else summary
-    return [{"task": str(r["task"]), "checker": str(r.get("checker", "") or ""), "n_scored": int(number(r["n_scored"])),
-             "n_passed": int(number(r["n_passed"])), "accuracy": number(r["accuracy"]),
+    return [{"task": str(r["task"]), "checker": str(r.get("checker", "") or ""), "n_scored": _whole(r["n_scored"]),
+             "n_passed": _whole(r["n_passed"]), "accuracy": number(r["accuracy"]),
              "accuracy_lo": number(r["accuracy_lo"]), "accuracy_hi": number(r["accuracy_hi"])}
             for r in scored.to_dict("records")]
+
+
+def _wall_starts(rows: pd.DataFrame) -> pd.Series:
+    """Each row's wall-clock start; NaN where none was recorded (0: an import from a tool whose file has none)."""
+    starts = pd.to_numeric(rows["started_at_unix"], errors="coerce")
+    return starts.where(starts > 0)
 
 
 def _request_part(ok: pd.DataFrame, measured: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -145,7 +156,7 @@ def _request_part(ok: pd.DataFrame, measured: pd.DataFrame) -> tuple[dict[str, A
     latency = {field: statistics(ok[metric] if metric != "itl_s" else
                                  [v for cell in ok["itl_s"] for v in json_value(cell)], units)
                for metric, (field, units) in LATENCY.items()}
-    starts = pd.to_numeric(measured["started_at_unix"], errors="coerce")
+    starts = _wall_starts(measured)
     ends = starts + pd.to_numeric(measured["e2e_s"], errors="coerce")
     span = float(ends.max() - starts.min()) if starts.notna().any() and ends.notna().any() else math.nan
     throughput = {"output_token_rate": statistics(ok["decode_tps"], "tokens/s"),
@@ -174,7 +185,7 @@ def build_report(folder: Path) -> dict[str, Any]:
         summary = analysis.summarize_requests(rows, max_error_rate=(params.get("run") or {}).get("max_error_rate"))
         summary = analysis.join_windows(summary, windows) if len(windows) else summary
         requests, latency, throughput = _request_part(ok, measured)
-        starts = pd.to_numeric(measured["started_at_unix"], errors="coerce")
+        starts = _wall_starts(measured)
         ends = starts + pd.to_numeric(measured["e2e_s"], errors="coerce")
         start, end = (float(starts.min()), float(ends.max())) if starts.notna().any() else (math.nan, math.nan)
         tokens = float(pd.to_numeric(ok["completion_tokens"], errors="coerce").sum())
@@ -185,7 +196,7 @@ def build_report(folder: Path) -> dict[str, Any]:
         if summary.empty:
             raise ExportError(f"{folder}: neither requests.csv nor summary.csv holds a result")
         row = summary.iloc[0].to_dict()
-        requests = {"total": int(number(row.get("n_requests")) or 0), "failures": int(number(row.get("n_failed")) or 0)}
+        requests = {"total": _whole(row.get("n_requests")), "failures": _whole(row.get("n_failed"))}
         latency = {field: _summary_statistics(row, metric, units) for metric, (field, units) in LATENCY.items()}
         throughput = {"output_token_rate": _summary_statistics(row, "decode_tps", "tokens/s")}
         start, end = number(manifest.get("started_unix")), number(manifest.get("finished_unix"))
