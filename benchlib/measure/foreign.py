@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from benchlib.measure.timing import check_counts, compute_rates
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord, request_key
+from benchlib.records.secrets import REDACTED, SECRET_KEY
 
 TOOLS = ("aiperf", "guidellm", "vllm-bench")
 # What no other tool's file gives: they are measured around the request by our own client and sensors.
@@ -82,6 +84,20 @@ def _count(value: Any, where: str) -> int | None:
     return int(number)
 
 
+# an option's value in a recorded command line: --api-key 'sk-…', -H 'Authorization: Bearer …', --header=…
+OPTION_VALUE = re.compile(r"(?P<flag>(?:--|-)(?P<name>[A-Za-z][\w-]*))(?P<sep>=|\s+)"
+                          r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s-]\S*)")
+
+
+def redact_command(command: str) -> str:
+    """The command with the value of every secret-like option (an API key, a token, a header) replaced by ***."""
+    def hide(match: re.Match[str]) -> str:
+        name = match["name"].replace("-", "_")
+        secret = SECRET_KEY.search(name) or name in ("H", "header", "headers")
+        return f"{match['flag']}{match['sep']}{REDACTED}" if secret else match[0]
+    return OPTION_VALUE.sub(hide, command)
+
+
 def _finish(record: RequestRecord, tool: str) -> RequestRecord:
     """Our derived fields from the tool's: counts checked as ours are, then TPOT, decode and prefill rates."""
     record.token_source = tool if record.completion_tokens is not None or record.prompt_tokens is not None else ""
@@ -105,7 +121,7 @@ VLLM_AGGREGATES = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": "itl_s", "e2el": "
 
 def read_vllm(path: Path) -> ForeignRun:
     """`vllm bench serve --save-result --save-detailed` JSON (vllm/benchmarks/serve.py: its result dict, the lists
-    `ttfts`, `itls`, `input_lens`, `output_lens`, `errors`, `generated_texts`, and since 0.11 `latencies` and
+    `ttfts`, `itls`, `input_lens`, `output_lens`, `errors`, `generated_texts`, and in recent versions `latencies` and
     `start_times`). Without --save-detailed it holds aggregates only. Its file names no vLLM version unless the run
     was given `--metadata vllm_version=…` (such KEY=VALUE pairs land at the top of the file)."""
     path = Path(path)
@@ -152,7 +168,8 @@ def read_vllm(path: Path) -> ForeignRun:
                       start_ns=int(start * 1e9) if start is not None else 0,
                       ttft_s=None if failed else ttft, itl_s=[] if failed else itl_s,
                       e2e_s=None if failed else (latency if latency is not None else ttft + sum(itl_s)),
-                      prompt_tokens=_count(lists["input_lens"][i], f"{where} input_lens") if lists["input_lens"] else None,
+                      prompt_tokens=_count(lists["input_lens"][i], f"{where} input_lens")
+                      if lists["input_lens"] else None,
                       completion_tokens=None if failed else
                       _count(lists["output_lens"][i], f"{where} output_lens") if lists["output_lens"] else None,
                       client_deltas=0 if failed else len(itl_s) + 1, client_chunks=0 if failed else len(itl_s) + 1,
@@ -236,7 +253,8 @@ def _aiperf_record(line: str, number: int, path: Path, phases: Mapping[str, int]
             "metrics": {k: v for k, v in metrics.items() if k not in (*AIPERF_TIMES, "inter_chunk_latency")}}
     record = RequestRecord(
         suite="aiperf", modality="text", task=task, repeat=index, concurrency=concurrency, is_warmup=warmup,
-        request_key=request_key("aiperf", task, "", index, concurrency, warmup, extra=str(meta.get("x_request_id") or number)),
+        request_key=request_key("aiperf", task, "", index, concurrency, warmup,
+                                extra=str(meta.get("x_request_id") or number)),
         status=STATUS_FAILED if failed else STATUS_OK,
         error_kind=(f"http_{code}" if isinstance(code, int) else str((error or {}).get("type") or "cancelled"))
         if failed else "",
@@ -248,7 +266,8 @@ def _aiperf_record(line: str, number: int, path: Path, phases: Mapping[str, int]
         prompt_tokens=_count(_aiperf_value(metrics, "input_sequence_length", where), f"{where} input_sequence_length"),
         completion_tokens=_count(_aiperf_value(metrics, "output_sequence_length", where),
                                  f"{where} output_sequence_length"),
-        reasoning_tokens=_count(_aiperf_value(metrics, "reasoning_token_count", where), f"{where} reasoning_token_count"),
+        reasoning_tokens=_count(_aiperf_value(metrics, "reasoning_token_count", where),
+                                f"{where} reasoning_token_count"),
         client_deltas=len(itl_s) + 1 if times["ttft_s"] is not None else 0, client_chunks=chunks or 0, extra=kept)
     return _finish(record, "aiperf")
 
@@ -295,11 +314,13 @@ def read_aiperf(path: Path) -> ForeignRun:
               if isinstance(p, dict)}
     profiling = [name for name, p in zip(phases, config.get("phases") or []) if p.get("kind") != "warmup"]
     models = [m.get("name") for m in (config.get("models") or {}).get("items") or [] if isinstance(m, dict)]
-    run = ForeignRun(tool="aiperf", version=version, command=str((aggregate.get("run_info") or {}).get("cli_command")
-                                                                 or ""),
-                     records=[], aggregates={k: v for k, v in aggregate.items() if k != "telemetry_data"},
+    run = ForeignRun(tool="aiperf", version=version,
+                     command=redact_command(str((aggregate.get("run_info") or {}).get("cli_command") or "")),
+                     records=[], aggregates={k: v for k, v in aggregate.items() if k not in ("telemetry_data",
+                                                                                              "run_info")},
                      files=[f for f in (records_file, aggregate_file) if f], model=str(models[0] if models else ""),
                      figures=_aiperf_figures(aggregate), totals=_aiperf_totals(aggregate))
+    run.aggregates["run_info"] = {**(aggregate.get("run_info") or {}), "cli_command": run.command}
     if records_file is None:
         run.cannot_give = list(AGGREGATES_ONLY) + list(NEVER_GIVEN)
         return run

@@ -30,6 +30,7 @@ from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.measure import foreign
 from benchlib.measure.provenance import git_commit, to_json
 from benchlib.records.rows import RequestLog, write_atomic, write_csv_atomic
+from benchlib.records.secrets import redact
 from benchlib.suites.run_folder import RunConflict, results_root, run_lock
 
 
@@ -82,7 +83,8 @@ def _fill(run: foreign.ForeignRun, params: BenchParams, run_id: str) -> None:
 
 
 def _manifest(run: foreign.ForeignRun, params: BenchParams, run_id: str, suite: str, source: str) -> dict[str, Any]:
-    return {
+    """The import's provenance; values under secret-like keys (an API key in the tool's recorded config) are ***."""
+    return redact({
         "run_id": run_id, "suite": suite, "params_file": params.source,
         "started_unix": run.started_unix, "finished_unix": run.finished_unix, "imported_unix": time.time(),
         "git_commit": git_commit(), "code_version": code_version(), "identity": params.identity_parts(),
@@ -92,7 +94,7 @@ def _manifest(run: foreign.ForeignRun, params: BenchParams, run_id: str, suite: 
                         "files": [{"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
                                   for p in run.files]},
         "aggregates": run.aggregates, "cannot_give": run.cannot_give,
-    }
+    })
 
 
 def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: bool = False,
@@ -114,7 +116,8 @@ def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: 
             except (OSError, ValueError, AttributeError):
                 existing = None
             if existing == run_id and not fresh:
-                summary = pd.read_csv(out_dir / "summary.csv") if (out_dir / "summary.csv").is_file() else pd.DataFrame()
+                summary = pd.read_csv(out_dir / "summary.csv") if (out_dir / "summary.csv").is_file() \
+                    else pd.DataFrame()
                 return Imported(out_dir, run_id, run, summary, already=True)
             if not fresh:
                 raise RunConflict(f"{out_dir} holds another import (run {existing or 'unknown'}); rerun with --fresh "

@@ -219,7 +219,8 @@ def build_report(folder: Path) -> dict[str, Any]:
         "run": {"uid": hashlib.sha256(f"{run_id}/{folder.name}".encode()).hexdigest()[:32], "eid": run_id or None,
                 "time": {"start": _iso(start), "end": _iso(end), "duration": f"PT{end - start:.3f}S"}
                 if math.isfinite(start) and math.isfinite(end) else None,
-                "description": f"{name} [{folder.name}]" + (f", measured by {tool}" if tool != "frontier-bench" else "")},
+                "description": f"{name} [{folder.name}]"
+                               + (f", measured by {tool}" if tool != "frontier-bench" else "")},
         "scenario": {
             "stack": [
                 {"metadata": {"label": "server-0", "cfg_id": cfg, "description": name},
@@ -241,7 +242,8 @@ def build_report(folder: Path) -> dict[str, Any]:
                                   "energy": energy, "quality": _quality(summary),
                                   "measured_by": measured_by or None,
                                   "cannot_give": manifest.get("cannot_give") or None},
-                 "native": {"config": {"git_commit": manifest.get("git_commit"), "thresholds": params.get("thresholds")}}},
+                 "native": {"config": {"git_commit": manifest.get("git_commit"),
+                                       "thresholds": params.get("thresholds")}}},
             ],
             "load": {"metadata": {"cfg_id": cfg, "description": f"{folder.name} suite"},
                      "standardized": {"tool": tool, "tool_version": tool_version,

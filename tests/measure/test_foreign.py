@@ -164,7 +164,8 @@ def test_vllm_without_detail_is_aggregates_and_a_foreign_file_is_refused(tmp_pat
 def test_a_tool_reported_failure_is_a_failed_row_with_its_reason(tmp_path):
     """vLLM records a failed request as an error text beside ttft 0 and no gaps (RequestFuncOutput's defaults)."""
     data = json.loads(VLLM.read_text())
-    data["errors"][2], data["ttfts"][2], data["itls"][2] = "Traceback ...\nClientPayloadError: Response payload", 0.0, []
+    data["errors"][2] = "Traceback ...\nClientPayloadError: Response payload"
+    data["ttfts"][2], data["itls"][2] = 0.0, []
     (tmp_path / "failed.json").write_text(json.dumps(data))
     rows = foreign.read("vllm-bench", tmp_path / "failed.json").records
     assert [r.status for r in rows].count(STATUS_FAILED) == 1

@@ -158,3 +158,21 @@ def test_export_carries_our_energy_and_quality_and_refuses_what_breaks_the_schem
         llmd_report.validate(broken)
     assert cli.main(["export", "--format", "llm-d-report", str(tmp_path)]) == 2
     assert "not a run folder" in capsys.readouterr().err
+
+
+def test_an_api_key_the_tool_recorded_is_not_written(outputs, params_file, tmp_path):
+    """AIPerf records its command line and config as given: a key passed with --api-key or a header stays out of
+    manifest.json."""
+    folder = tmp_path / "keyed"
+    folder.mkdir()
+    shutil.copy(SOURCES["aiperf"] / "profile_export.jsonl", folder)
+    data = json.loads((SOURCES["aiperf"] / "profile_export_aiperf.json").read_text())
+    key = "sk-live-0123456789abcdef"
+    data["run_info"]["cli_command"] += f" --streaming --api-key '{key}' -H 'Authorization: Bearer {key}'"
+    data["input_config"]["endpoint"]["api_key"] = key
+    (folder / "profile_export_aiperf.json").write_text(json.dumps(data))
+    assert import_results("aiperf", folder, params_file) == 0
+    written = "".join(p.read_text() for p in outputs.rglob("*") if p.is_file())
+    assert key not in written
+    manifest = json.loads(next(outputs.rglob("manifest.json")).read_text())
+    assert manifest["measured_by"]["command"].endswith("--streaming --api-key *** -H ***")
