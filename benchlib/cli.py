@@ -32,10 +32,11 @@ from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
 from benchlib.records.secrets import redact_url
-from benchlib.suites import ladder, study
+from benchlib.measure import foreign
+from benchlib.suites import foreign_run, ladder, llmd_report, study
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
-from benchlib.suites.run_folder import results_root
+from benchlib.suites.run_folder import RunConflict, results_root
 from benchlib.views.suite_report import console_table
 
 
@@ -330,6 +331,35 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if done.skipped else 0
 
 
+def cmd_import_results(args: argparse.Namespace) -> int:
+    """Another tool's results as a run folder of the params file's deployment (benchlib.suites.foreign_run); exit 2
+    with one line naming the file and the record when they cannot be read, nothing written."""
+    try:
+        done = foreign_run.import_results(args.tool, args.path, args.params, fresh=args.fresh)
+    except (foreign.ForeignError, ParamsError, RunConflict, OSError) as exc:
+        return _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    run = done.run
+    what = f"{run.tool} {run.version or '(version unknown)'}"
+    if done.already:
+        print(f"already imported (same files, run {done.run_id}): {_display(str(done.out_dir))}")
+        return 0
+    rows = f"{len(run.records)} request rows" if run.records else "the tool's aggregates only (no request rows)"
+    print(f"imported {rows} measured by {what} → {_display(str(done.out_dir))}/")
+    for line in run.cannot_give:
+        print(f"  not in {run.tool}'s files: {line}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """A run folder in another tool's format (llm-d's Benchmark Report v0.2), validated before it is written."""
+    try:
+        target = llmd_report.export(Path(args.run_folder), Path(args.output) if args.output else None)
+    except (llmd_report.ExportError, OSError) as exc:
+        return _fail(str(exc).strip().splitlines()[0])
+    print(f"written: {_display(str(target))} (llm-d Benchmark Report v0.2, validated against its schema)")
+    return 0
+
+
 def cmd_telemetry_agent(args: argparse.Namespace) -> int:
     try:
         settings = TelemetryParams(power_hz=args.power_hz)
@@ -400,6 +430,18 @@ def build_parser() -> argparse.ArgumentParser:
                                         "member checked and extracted aside before anything moves into place)")
     imp.add_argument("bundle")
     imp.set_defaults(func=cmd_import)
+    imr = sub.add_parser("import-results", help="another tool's results (AIPerf, GuideLLM, vllm bench serve) as a run "
+                                                "of the params file's deployment, marked measured-by-<tool>")
+    imr.add_argument("--from", dest="tool", required=True, choices=foreign.TOOLS)
+    imr.add_argument("path", help="AIPerf artifact folder, GuideLLM benchmarks.json or vllm bench serve result JSON")
+    imr.add_argument("--params", required=True, help="params/<deployment>.yaml: the deployment that was measured")
+    imr.add_argument("--fresh", action="store_true", help="archive an earlier import of other files and replace it")
+    imr.set_defaults(func=cmd_import_results)
+    exp = sub.add_parser("export", help="write a run folder in another tool's format (validated)")
+    exp.add_argument("--format", required=True, choices=llmd_report.FORMATS)
+    exp.add_argument("run_folder", help="outputs/<host>/<model>/<suite>/")
+    exp.add_argument("-o", "--output", help=f"where to write (default: <run folder>/{llmd_report.REPORT_NAME})")
+    exp.set_defaults(func=cmd_export)
     agent = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
                            "serve them to a client elsewhere (telemetry.source: agent)")
     agent.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

@@ -117,6 +117,8 @@ class RequestRecord:
     queue_wait_s: float | None = None  # scheduled instant → a max-concurrency slot was free
     schedule_lag_s: float | None = None  # max(scheduled instant, slot free) → the request went on the wire
     target_prompt_tokens: int | None = None  # server-counted prompt length the workload drew
+    # a row imported from another tool (benchlib.measure.foreign): its fields that have no column here
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def replace_unencodable(self) -> bool:
         """A server may send text UTF-8 cannot encode (a lone surrogate such as \\ud800, from a JSON escape), which
@@ -140,7 +142,7 @@ class RequestRecord:
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)
-        for key in ("itl_s", "tool_calls"):
+        for key in ("itl_s", "tool_calls", "extra"):
             row[key] = json.dumps(row[key], separators=(",", ":"), ensure_ascii=False)
         return row
 
