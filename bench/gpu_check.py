@@ -270,7 +270,8 @@ def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
     manifest = {"packed_unix": time.time(), "build": "binary" if binary else "source",
                 "smollm2": {"name": smollm2.name, "bytes": size, "sha256": sha256(smollm2)},
                 "wheels_built_here": built, "parts": len(packed.files),
-                "not_carried": sorted(set(probed) - set(names)),
+                "machine_s_own": sorted(set(probed) & set(ON_THE_MACHINE)),
+                "not_in_lock": sorted(set(probed) - set(entries)),
                 "files": {str(part): {name: {"bytes": n, "sha256": sha256(dest / f"part{part}" / name)}
                                       for name, n in packed.files[part].items()} for part in packed.files}}
     (p1 / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
@@ -316,7 +317,9 @@ def plan(manifest: dict) -> str:
     lines.append(f"\nall {parts} commands: expected {device_s / 60:.1f} min of device time, plus the machine's start "
                  f"(minutes) and its idle between commands, against the 15 minutes a task is lent; a part that "
                  f"runs out of time still bundles what it measured")
-    lines.append(f"not carried (the machine's own): {', '.join(manifest.get('not_carried', []))}")
+    lines.append(f"not carried: {', '.join(manifest.get('machine_s_own', []))} (the machine's own); "
+                 f"{', '.join(manifest.get('not_in_lock', []))} (imported here when installed, not in "
+                 f"{LOCK.relative_to(ROOT)}: optional)")
     lines.append(f"\ncomes back: at most {RETURN_FILES} files of {RETURN_LIMIT / MiB:.0f} MiB in $OUT: "
                  "gpu-check-<host>.tar.gz (the bundle), gpu-check.json, gpu-check.log, telemetry-check.txt")
     lines.append("then here: .venv/bin/frontier-bench import <files_at>/gpu-check-<host>.tar.gz && make paper")
@@ -427,9 +430,9 @@ class Runner:
         if limit < min(3, phase.limit_s):
             return self.record(Result(phase.name, "skipped", 0.0, "no time left"))
         t0 = time.monotonic()
-        if fn is not None:
+        if fn is not None:  # fn(limit): a step in this process, its subprocesses bounded by `limit` seconds
             try:
-                detail = fn() or ""
+                detail = fn(limit) or ""
                 status = "ok"
             except Exception as exc:  # one phase's failure is a row, the part goes on
                 detail, status = f"{type(exc).__name__}: {exc}", "failed"
@@ -464,10 +467,11 @@ class Runner:
         (self.out / "gpu-check.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
-def gpu_facts() -> dict:
+def gpu_facts(timeout_s: float = 10.0) -> dict:
     """The card as nvidia-smi names it: name, compute capability (→ the CUDA architecture), memory, driver."""
     done = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,memory.total,driver_version",
-                           "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10, check=True)
+                           "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=timeout_s,
+                          check=True)
     name, cap, memory, driver = [v.strip() for v in done.stdout.splitlines()[0].split(",")]
     return {"gpu": name, "arch": cap.replace(".", ""), "memory_mib": int(float(memory)), "driver": driver,
             "host": "gpu-" + re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")}
@@ -482,7 +486,7 @@ def library_path() -> str:
     return ":".join(dict.fromkeys(found + [os.environ.get("LD_LIBRARY_PATH", "")]))
 
 
-def install_wheels(wheels: Path, target: Path) -> str:
+def install_wheels(wheels: Path, target: Path, timeout_s: float = 300.0) -> str:
     """The carried wheels into `target` (put first on PYTHONPATH, so they shadow the machine's own numpy and
     pandas while its PyTorch stays visible): with pip, offline, else unpacked as they are (a wheel is a zip of
     what site-packages holds)."""
@@ -490,7 +494,8 @@ def install_wheels(wheels: Path, target: Path) -> str:
     target.mkdir(parents=True)
     files = sorted(wheels.glob("*.whl"))
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                           "--target", str(target), *map(str, files)], capture_output=True, text=True)
+                           "--target", str(target), *map(str, files)], capture_output=True, text=True,
+                          timeout=timeout_s)
     if done.returncode == 0:
         return f"pip installed {len(files)} wheels"
     for wheel in files:
@@ -506,7 +511,7 @@ def check_part_files(manifest: dict, part: int, folder: Path) -> None:
             raise SystemExit(f"error: {path} is missing or not what was packed (sha256)")
 
 
-def gpu(part: int, budget_s: float, out: Path) -> int:
+def gpu(part: int, budget_s: float, out: Path, shape: str = "4b") -> int:
     """Run part `part` here on the GPU machine: its phases in order, gpu-check.json and the bundle into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(exist_ok=True)
@@ -527,20 +532,22 @@ def gpu(part: int, budget_s: float, out: Path) -> int:
     p1 = PACK / "part1"
     facts = runner.facts
 
-    def probe() -> str:
-        facts.update(gpu_facts())
+    def probe(limit: float) -> str:
+        facts.update(gpu_facts(limit))
         check_part_files(manifest, part, PACK / f"part{part}")
         return json.dumps(facts)
 
-    def install() -> str:
-        how = install_wheels(p1 / "wheels", site_dir)
+    def install(limit: float) -> str:
+        t0 = time.monotonic()
+        how = install_wheels(p1 / "wheels", site_dir, limit)
         check = subprocess.run([str(py), "-c", "import benchlib.suites.runner, benchlib.suites.load, gguf, pynvml"],
-                               env=env, capture_output=True, text=True, timeout=60)
+                               env=env, capture_output=True, text=True,
+                               timeout=max(5.0, limit - (time.monotonic() - t0)))
         if check.returncode != 0:
             raise RuntimeError(f"{how}; the project does not import: {check.stderr.strip()[-800:]}")
         return how
 
-    def join() -> str:
+    def join(limit: float) -> str:
         model.parent.mkdir(parents=True, exist_ok=True)
         with model.open("wb") as whole:
             for n in range(1, parts + 1):
@@ -571,16 +578,16 @@ def gpu(part: int, budget_s: float, out: Path) -> int:
             runner.phase(phase, build_command(), env=env)
         elif phase.name == "model":
             runner.phase(phase, steps + ["write-model", str(p1 / "tokenizer-smollm2.gguf"), str(model),
-                                         "--shape", "4b"], env=env)
+                                         "--shape", shape], env=env)
         elif phase.name == "smollm2":
             runner.phase(phase, None, fn=join)
         elif phase.name == "params":
             hardware = f"{facts.get('gpu', '?')}, {facts.get('memory_mib', 0) // 1024} GiB, driver " \
                        f"{facts.get('driver', '?')}"
+            size = ["--params-b", "3.885"] if part == 1 and shape == "4b" else []
             runner.phase(phase, steps + ["params", deployment, str(params), "--model", str(model), "--binary",
                                          str(binary), "--host", host, "--hardware", hardware, "--accelerator",
-                                         facts.get("gpu", "")] + (["--params-b", "3.885"] if part == 1 else []),
-                         env=env)
+                                         facts.get("gpu", ""), *size], env=env)
         elif phase.name in ("text", "load"):
             runner.phase(phase, steps + ["suite", str(params), phase.name], env=env)
         elif phase.name == "telemetry" and (WORK / "telemetry-check.ok").is_file():
@@ -621,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--part", type=int, choices=range(1, MAX_PARTS + 1), default=1)
     p.add_argument("--budget-s", type=float, help="the part's whole time (default: BUDGET_S: 480 s for part 1)")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or WORK / "out"))
+    p.add_argument("--shape", default="4b", help="the random model's shape (random_model.SHAPES; tiny: a smoke run)")
     args = parser.parse_args(argv)
     if args.command == "pack":
         prebuilt = PACK / "prebuilt" / "llama-server"
@@ -632,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "build-cuda":
         print(build_cuda_here(args.arch, args.jobs, args.source))
     elif args.command == "gpu":
-        return gpu(args.part, args.budget_s or BUDGET_S[args.part], args.out)
+        return gpu(args.part, args.budget_s or BUDGET_S[args.part], args.out, args.shape)
     return 0
 
 

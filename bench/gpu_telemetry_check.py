@@ -115,8 +115,8 @@ def _pct(measured: float, reference: float) -> float:
     return 100.0 * (measured - reference) / reference if reference else float("nan")
 
 
-def check(load, out_dir: Path, *, nvml=None, power_hz: float = 10.0, idle_s: float = 3.0, busy_s: float = 3.0, period_s: float = 1.0,
-          cycles: int = 4, duty: float = 0.5, hold_bytes: int = 4 << 30, overhead_s: float = 4.0,
+def check(load, out_dir: Path, *, nvml=None, power_hz: float = 10.0, idle_s: float = 3.0, busy_s: float = 3.0,
+          period_s: float = 1.0, cycles: int = 4, duty: float = 0.5, hold_bytes: int = 4 << 30, overhead_s: float = 4.0,
           tolerance_pct: float = 5.0) -> list[Row]:
     """Run the checks with `load` under a Telemetry writing into out_dir; one Row per check."""
     rows: list[Row] = []

@@ -81,7 +81,7 @@ def _manifest(build: str = "source") -> dict:
                    "wheels/pandas-3.1.1-cp312.whl": {"bytes": 12 * MiB, "sha256": "0"},
                    "smollm2.gguf.part1": {"bytes": 24 * MiB, "sha256": "0"}},
              "2": {"smollm2.gguf.part2": {"bytes": 64 * MiB + 1, "sha256": "0"}}}
-    return {"packed_unix": 1_790_000_000.0, "build": build, "files": files, "parts": 2, "not_carried": ["numpy"],
+    return {"packed_unix": 1_790_000_000.0, "build": build, "files": files, "parts": 2, "machine_s_own": ["numpy"], "not_in_lock": ["aiohttp"],
             "smollm2": {"name": "x.gguf", "bytes": 88 * MiB, "sha256": "0"}}
 
 
@@ -93,7 +93,7 @@ def test_the_dry_run_prints_each_command_s_mib_and_time():
     assert "run: make gpu-check PART=1" in text and "run: make gpu-check PART=2" in text
     part1 = gpu_check.phases(1, 2, True)
     assert f"budget 480 s, expected {sum(p.expected_s for p in part1)} s" in text
-    assert "all 2 commands: expected" in text and "not carried (the machine's own): numpy" in text
+    assert "all 2 commands: expected" in text and "not carried: numpy (the machine's own); aiohttp" in text
     assert "frontier-bench import" in text
 
 
@@ -120,7 +120,7 @@ def test_a_phase_past_its_limit_is_a_row_and_what_needs_it_is_skipped(tmp_path):
     assert slow.status == "timeout" and slow.wall_s < 15
     after = runner.phase(gpu_check.Phase("text", 10, 1, ("build",)), ["true"])
     assert after.status == "skipped" and after.detail == "needs build"
-    failed = runner.phase(gpu_check.Phase("model", 10, 1), None, fn=lambda: 1 / 0)
+    failed = runner.phase(gpu_check.Phase("model", 10, 1), None, fn=lambda limit: limit / 0)
     assert failed.status == "failed" and "ZeroDivisionError" in failed.detail
     fine = runner.phase(gpu_check.Phase("bundle", 10, 1), [sys.executable, "-c", "print('bundled')"])
     assert fine.status == "ok" and "bundled" in fine.detail
