@@ -190,6 +190,12 @@ def download_wheels(names: list[str], dest: Path, lock: Path = LOCK) -> list[str
     return built
 
 
+def tree_bytes(root: Path = ROOT) -> int:
+    """The working tree that travels with every command (tracked files and untracked ones git does not ignore)."""
+    listed = run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"]).stdout
+    return sum((root / name).stat().st_size for name in listed.split("\0") if name and (root / name).is_file())
+
+
 @dataclass
 class Packed:
     """What travels: name (relative to the part's folder) → bytes, per part."""
@@ -217,9 +223,9 @@ def split_sizes(size: int, room_first: int, parts: int = MAX_PARTS, limit: int =
 
 
 def account(packed: Packed, limit: int = CARRY_LIMIT) -> list[str]:
-    """Lines naming each part over the carry limit (none: every part fits)."""
-    return [f"part {part}: {packed.total(part) / MiB:.1f} MiB is over the {limit / MiB:.0f} MiB a command carries"
-            for part in packed.files if packed.total(part) > limit]
+    """Lines naming each part over `limit` (the carry limit less the working tree; none: every part fits)."""
+    return [f"part {part}: {packed.total(part) / MiB:.1f} MiB is over the {limit / MiB:.1f} MiB a command carries "
+            f"beside the working tree" for part in packed.files if packed.total(part) > limit]
 
 
 def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
@@ -260,14 +266,15 @@ def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
             shutil.copy2(wheel, p1 / "wheels" / wheel.name)
             packed.add(1, f"wheels/{wheel.name}", wheel.stat().st_size)
     size = smollm2.stat().st_size
-    pieces = split_sizes(size, CARRY_LIMIT - MARGIN - packed.total(1))
+    tree = tree_bytes()  # travels beside each part: the run tool counts it in the 64 MiB
+    pieces = split_sizes(size, CARRY_LIMIT - MARGIN - tree - packed.total(1), limit=CARRY_LIMIT - tree)
     with smollm2.open("rb") as source_file:
         for part, count in enumerate(pieces, start=1):
             name = f"smollm2.gguf.part{part}"
             (dest / f"part{part}").mkdir(exist_ok=True)
             (dest / f"part{part}" / name).write_bytes(source_file.read(count))
             packed.add(part, name, count)
-    manifest = {"packed_unix": time.time(), "build": "binary" if binary else "source",
+    manifest = {"packed_unix": time.time(), "build": "binary" if binary else "source", "tree_bytes": tree,
                 "smollm2": {"name": smollm2.name, "bytes": size, "sha256": sha256(smollm2)},
                 "wheels_built_here": built, "parts": len(packed.files),
                 "machine_s_own": sorted(set(probed) & set(ON_THE_MACHINE)),
@@ -275,7 +282,7 @@ def pack(dest: Path = PACK, *, binary: Path | None = None) -> dict:
                 "files": {str(part): {name: {"bytes": n, "sha256": sha256(dest / f"part{part}" / name)}
                                       for name, n in packed.files[part].items()} for part in packed.files}}
     (p1 / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    over = account(packed)
+    over = account(packed, CARRY_LIMIT - tree)
     if over:
         raise SystemExit("error: " + "; ".join(over))
     return manifest
@@ -297,7 +304,8 @@ def plan(manifest: dict) -> str:
         groups: dict[str, list[int]] = {}
         for name, info in files.items():
             groups.setdefault("wheels" if name.startswith("wheels/") else name, []).append(info["bytes"])
-        total = part_bytes(manifest, part) + (8192 if part == 1 else 0)  # + the manifest itself
+        tree = manifest.get("tree_bytes", 0)
+        total = part_bytes(manifest, part) + (8192 if part == 1 else 0) + tree  # + the manifest, the tree
         steps = phases(part, parts, from_source)
         budget = BUDGET_S[part]
         expected = sum(p.expected_s for p in steps)
@@ -308,6 +316,7 @@ def plan(manifest: dict) -> str:
         for name, sizes in groups.items():
             count = f" ({len(sizes)} files)" if len(sizes) > 1 else ""
             lines.append(f"  {name:28s} {sum(sizes) / MiB:7.1f} MiB{count}")
+        lines.append(f"  {'(the working tree)':28s} {tree / MiB:7.1f} MiB")
         lines.append(f"  run: make gpu-check PART={part}   (timeout_s {budget + 60})")
         for p in steps:
             lines.append(f"  {p.name:10s} limit {p.limit_s:4d} s  expected {p.expected_s:4d} s  {p.note}")

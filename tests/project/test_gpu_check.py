@@ -64,7 +64,17 @@ def test_the_accounting_names_the_part_over_the_limit():
     packed.add(2, "smollm2.gguf.part2", 60 * MiB)
     assert gpu_check.account(packed) == []
     packed.add(1, "tokenizer-smollm2.gguf", 5 * MiB)
-    assert gpu_check.account(packed) == ["part 1: 65.0 MiB is over the 64 MiB a command carries"]
+    assert gpu_check.account(packed) == ["part 1: 65.0 MiB is over the 64.0 MiB a command carries beside the "
+                                         "working tree"]
+    assert gpu_check.account(packed, 64 * MiB - 5 * MiB)[0].startswith("part 1: 65.0 MiB is over the 59.0 MiB")
+
+
+def test_the_working_tree_that_travels_with_each_command_is_counted():
+    tree = gpu_check.tree_bytes()
+    assert 1 * MiB < tree < 32 * MiB  # the repository's own files, not .venv, outputs or .gpu-pack
+    manifest = _manifest()
+    manifest["tree_bytes"] = 2 * MiB
+    assert 'command 1: carry [".gpu-pack/part1"]: 65.0 MiB of 64 MiB (OVER)' in gpu_check.plan(manifest)
 
 
 def test_the_lock_gives_each_package_its_pin_and_hashes():
@@ -81,7 +91,7 @@ def _manifest(build: str = "source") -> dict:
                    "wheels/pandas-3.1.1-cp312.whl": {"bytes": 12 * MiB, "sha256": "0"},
                    "smollm2.gguf.part1": {"bytes": 24 * MiB, "sha256": "0"}},
              "2": {"smollm2.gguf.part2": {"bytes": 64 * MiB + 1, "sha256": "0"}}}
-    return {"packed_unix": 1_790_000_000.0, "build": build, "files": files, "parts": 2, "machine_s_own": ["numpy"], "not_in_lock": ["aiohttp"],
+    return {"packed_unix": 1_790_000_000.0, "build": build, "files": files, "tree_bytes": 0, "parts": 2, "machine_s_own": ["numpy"], "not_in_lock": ["aiohttp"],
             "smollm2": {"name": "x.gguf", "bytes": 88 * MiB, "sha256": "0"}}
 
 
