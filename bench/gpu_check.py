@@ -325,7 +325,8 @@ def plan(manifest: dict) -> str:
                      f"{BUNDLE_RESERVE_S} s are left for the bundle")
     lines.append(f"\nall {parts} commands: expected {device_s / 60:.1f} min of device time, plus the machine's start "
                  f"(minutes) and its idle between commands, against the 15 minutes a task is lent; a part that "
-                 f"runs out of time still bundles what it measured")
+                 f"runs out of time still bundles what it measured. Issue them back to back: a machine idle for "
+                 f"~30 s is given back, and a later part needs part 1's files (it says so and stops if they are gone)")
     lines.append(f"not carried: {', '.join(manifest.get('machine_s_own', []))} (the machine's own); "
                  f"{', '.join(manifest.get('not_in_lock', []))} (imported here when installed, not in "
                  f"{LOCK.relative_to(ROOT)}: optional)")
@@ -525,6 +526,10 @@ def gpu(part: int, budget_s: float, out: Path, shape: str = "4b") -> int:
     out.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(exist_ok=True)
     runner = Runner(part, out, budget_s, out / "gpu-check.log")
+    if not (PACK / "part1" / "manifest.json").is_file():  # a later part on a machine that never saw part 1
+        runner.record(Result("probe", "failed", 0.0, f"{PACK / 'part1'} is not on this machine (a fresh one: the "
+                             "last was given back between commands): run part 1 first"))
+        return 2
     manifest = read_manifest()
     parts, from_source = manifest["parts"], manifest["build"] == "source"
     if part > parts:

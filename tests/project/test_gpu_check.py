@@ -139,6 +139,14 @@ def test_a_phase_past_its_limit_is_a_row_and_what_needs_it_is_skipped(tmp_path):
         ("build", "timeout"), ("text", "skipped"), ("model", "failed"), ("bundle", "ok")]
 
 
+def test_a_later_part_on_a_fresh_machine_says_part_1_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "PACK", tmp_path / "pack")
+    monkeypatch.setattr(gpu_check, "WORK", tmp_path / "work")
+    assert gpu_check.gpu(2, 60, tmp_path / "out") == 2
+    written = json.loads((tmp_path / "out" / "gpu-check.json").read_text())
+    assert written["phases"][0]["status"] == "failed" and "run part 1 first" in written["phases"][0]["detail"]
+
+
 def test_no_phase_starts_without_time_for_the_bundle(tmp_path):
     runner = gpu_check.Runner(1, tmp_path, budget_s=10, log=tmp_path / "log")
     assert runner.phase(gpu_check.Phase("load", 150, 1), ["true"], reserve_s=20).detail == "no time left"
