@@ -145,15 +145,18 @@ test-llama-server: $(VENV)/.installed-test llama-server
 	$(PY) -m pytest -q -ra -m llama_server $(ARGS)
 
 # The one-command GPU check (bench/gpu_check.py; README, "A real GPU in one short window"). Here: gpu-pack fills
-# .gpu-pack/part1 and part2 (each at most 64 MiB: what one command carries to a GPU machine), gpu-check-dry prints
-# the plan (MiB per command, each phase's time limit), gpu-build-cuda compiles the CUDA llama-server here (then
-# gpu-pack carries the binary instead of the source). There: gpu-check PART=1, then PART=2, with the machine's own
-# python3 (no .venv: its wheels travel in part 1).
+# .gpu-pack/part1, part2… (each at most 64 MiB with the working tree: what one command carries to a GPU machine),
+# gpu-check-dry prints the plan (packing first if nothing is packed: MiB per command, each phase's time limit),
+# gpu-build-cuda compiles the CUDA llama-server here (then gpu-pack carries the binary instead of the source).
+# There: gpu-check PART=1, then PART=2…, back to back, with the machine's own python3 (no .venv: the wheels travel).
 PART ?= 1
 gpu-pack: $(VENV)/.installed-run
 	$(PY) bench/gpu_check.py pack
 
-gpu-check-dry: gpu-pack
+.gpu-pack/part1/manifest.json: | $(VENV)/.installed-run
+	$(PY) bench/gpu_check.py pack
+
+gpu-check-dry: .gpu-pack/part1/manifest.json
 	$(PY) bench/gpu_check.py plan
 
 gpu-build-cuda: $(VENV)/.installed-run
