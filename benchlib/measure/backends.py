@@ -13,11 +13,10 @@ A streamed chunk is not a token: token counts come from the server (usage / eval
 client delta counts are kept beside them. Every failure becomes an error kind + message on the record; a chunk
 of the wrong shape (usage as text, a tool index as a list) is a bad_chunk like any other unexpected chunk.
 
-Every path bounds each request three ways: the idle read timeout (run.timeout_s), an overall deadline
-(run.deadline_s: deadline_exceeded) and a byte cap (run.max_response_bytes: response_too_large) — the wire
-path in its exchange (benchlib/measure/http_response.py), the httpx paths (SDK, Ollama) with asyncio.timeout and
-a capped response stream (raw bytes, so error bodies the SDK reads itself are capped too) and capped decoded
-pieces.
+Every path bounds each request three ways: the idle read timeout (run.timeout_s), an overall deadline (run.deadline_s:
+deadline_exceeded) and a byte cap (run.max_response_bytes: response_too_large) — the wire path in its exchange
+(benchlib/measure/http_response.py), the httpx paths (SDK, Ollama) with asyncio.timeout and a capped response stream
+(raw bytes, so error bodies the SDK reads itself are capped too) and capped decoded pieces.
 """
 
 from __future__ import annotations
@@ -34,14 +33,13 @@ from typing import Any, AsyncIterator
 import httpx
 import openai
 
-from benchlib.config import metrics
 from benchlib.measure.failures import (RequestFailed, connect_failure, deadline_exceeded, http_failure, media_type,
                                        not_a_stream, server_message, too_large)
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord
 from benchlib.records.secrets import cut
 from benchlib.measure.sse import DONE, Events, LineSplitter, shown
-from benchlib.measure.timing import NS, StreamState, count_value, finalize
+from benchlib.measure.timing import NS, StreamState, apply_llamacpp_timings, apply_ollama_durations, finalize
 from benchlib.measure.transcription import TranscriptionRequest, read_transcription, transcription_form
 from benchlib.measure.wire import StreamingHTTP, direct_route
 
@@ -237,12 +235,9 @@ class OpenAIBackend(Backend):
         self.client = openai.AsyncOpenAI(base_url=base, api_key=server.api_key(), max_retries=0,
                                          timeout=self.timeout, http_client=self.http)
         # Each SDK request carries the Authorization header every other path sends (ServerParams.auth_headers): none
-        # where the params name no key — the SDK's own placeholder omitted, as it allows per request (its
-        # validation accepts an explicit omit only there), and no OPENAI_API_KEY from the environment read.
+        # without a key — the SDK's placeholder omitted per request (the only place it accepts an explicit omit).
         self.sdk_auth = {"Authorization": openai.omit, **server.auth_headers()}
-        # The hot path: a lean HTTP/1.1 stream parsed in the loop's read callback (benchlib/measure/wire.py; the SDK +
-        # httpx stack costs more CPU per chunk and stamps chunks late under load: bench/README.md). The SDK path
-        # above stays for URLs an environment proxy applies to.
+        # The hot path, the lean wire client (the module docstring says why); the SDK above for proxied URLs.
         self.wire = StreamingHTTP(base, connect_timeout=run.connect_timeout_s, read_timeout=run.timeout_s,
                                   headers=server.auth_headers(), deadline_s=run.deadline_s,
                                   max_bytes=run.max_response_bytes) \
@@ -454,32 +449,6 @@ def shaped(value: Any, kind: type, what: str) -> Any:
                         f"{shown(json.dumps(value, default=str))!r}")
 
 
-def finite(value: Any) -> float | None:
-    """A server's number (a duration) as a finite float; None when it is not one."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> None:
-    """llama.cpp server's `timings` object: prompt_n/prompt_ms, predicted_n/predicted_ms, cache_n (counts as
-    sent: check_counts judges them; rates only from whole counts and finite times)."""
-    prompt_n, prompt_ms = count_value(timings.get("prompt_n")), finite(timings.get("prompt_ms"))
-    predicted_n, predicted_ms = count_value(timings.get("predicted_n")), finite(timings.get("predicted_ms"))
-    if timings.get("prompt_n") is not None:
-        record.server_prompt_tokens = timings["prompt_n"]
-    if prompt_n and prompt_ms:
-        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ms / 1000.0))
-    if predicted_n and predicted_ms:
-        record.server_decode_tps = metrics.none_if_nan(metrics.rate(predicted_n, predicted_ms / 1000.0))
-    if timings.get("cache_n") is not None and record.cached_tokens is None:
-        record.cached_tokens = timings["cache_n"]
-
-
 class OllamaBackend(Backend):
     """Ollama's native /api/chat: NDJSON stream, `think` switch, keep_alive, server-side durations."""
 
@@ -595,29 +564,6 @@ def ollama_keep_alive(value: str) -> str | int | float:
     if not math.isfinite(number):
         return text
     return int(number) if number.is_integer() else number
-
-
-def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None:
-    """Final chunk (docs.ollama.com/api/chat, docs/api.md): prompt_eval_count/duration, eval_count/duration,
-    load_duration (nanoseconds), and, from Ollama 0.3x on, prompt_eval_cached_count (prompt tokens read from the
-    prompt cache, a part of prompt_eval_count). Counts as sent (check_counts judges them); rates and the load
-    time only from whole counts and finite durations."""
-    record.prompt_tokens = final.get("prompt_eval_count", record.prompt_tokens)
-    if final.get("prompt_eval_cached_count") is not None:
-        record.cached_tokens = final["prompt_eval_cached_count"]
-    record.completion_tokens = final.get("eval_count", record.completion_tokens)
-    if record.completion_tokens is not None:
-        record.token_source = "usage"
-    record.server_prompt_tokens = final.get("prompt_eval_count")
-    prompt_ns, eval_ns = finite(final.get("prompt_eval_duration")), finite(final.get("eval_duration"))
-    prompt_n, eval_n = count_value(final.get("prompt_eval_count")), count_value(final.get("eval_count"))
-    if prompt_n and prompt_ns:
-        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ns / NS))
-    if eval_n and eval_ns:
-        record.server_decode_tps = metrics.none_if_nan(metrics.rate(eval_n, eval_ns / NS))
-    load_ns = finite(final.get("load_duration"))
-    if load_ns is not None and load_ns >= 0:
-        record.server_load_s = load_ns / NS
 
 
 def make_backend(server: ServerParams, run: RunSettings, concurrency: int = 1) -> Backend:

@@ -19,6 +19,9 @@ conversation's history and media, so the ceiling is the model's, not the request
 the completion tokens, cached tokens at most the prompt tokens. An implausible count is left empty, named in
 `implausible_counts`, and nothing is computed from it (no decode rate from client deltas either: the server's
 stream is suspect; no prefill rate, neither ours nor the server's, from a prompt count left out).
+
+A server's own timings (llama.cpp's `timings`, Ollama's final durations) become the server_* rates here too
+(apply_llamacpp_timings, apply_ollama_durations), by the same rule: rates only from whole counts and finite times.
 """
 
 from __future__ import annotations
@@ -236,3 +239,52 @@ def object_depth(value: Any) -> int:
         depth += 1
         level = [child for item in containers for child in (item.values() if isinstance(item, dict) else item)]
     return depth
+
+
+def finite(value: Any) -> float | None:
+    """A server's number (a duration) as a finite float; None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def apply_llamacpp_timings(record: RequestRecord, timings: dict[str, Any]) -> None:
+    """llama.cpp server's `timings` object: prompt_n/prompt_ms, predicted_n/predicted_ms, cache_n (counts as
+    sent: check_counts judges them; rates only from whole counts and finite times)."""
+    prompt_n, prompt_ms = count_value(timings.get("prompt_n")), finite(timings.get("prompt_ms"))
+    predicted_n, predicted_ms = count_value(timings.get("predicted_n")), finite(timings.get("predicted_ms"))
+    if timings.get("prompt_n") is not None:
+        record.server_prompt_tokens = timings["prompt_n"]
+    if prompt_n and prompt_ms:
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ms / 1000.0))
+    if predicted_n and predicted_ms:
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(predicted_n, predicted_ms / 1000.0))
+    if timings.get("cache_n") is not None and record.cached_tokens is None:
+        record.cached_tokens = timings["cache_n"]
+
+
+def apply_ollama_durations(record: RequestRecord, final: dict[str, Any]) -> None:
+    """Final chunk (docs.ollama.com/api/chat, docs/api.md): prompt_eval_count/duration, eval_count/duration,
+    load_duration (nanoseconds), and, from Ollama 0.3x on, prompt_eval_cached_count (prompt tokens read from the
+    prompt cache, a part of prompt_eval_count). Counts as sent (check_counts judges them); rates and the load
+    time only from whole counts and finite durations."""
+    record.prompt_tokens = final.get("prompt_eval_count", record.prompt_tokens)
+    if final.get("prompt_eval_cached_count") is not None:
+        record.cached_tokens = final["prompt_eval_cached_count"]
+    record.completion_tokens = final.get("eval_count", record.completion_tokens)
+    if record.completion_tokens is not None:
+        record.token_source = "usage"
+    record.server_prompt_tokens = final.get("prompt_eval_count")
+    prompt_ns, eval_ns = finite(final.get("prompt_eval_duration")), finite(final.get("eval_duration"))
+    prompt_n, eval_n = count_value(final.get("prompt_eval_count")), count_value(final.get("eval_count"))
+    if prompt_n and prompt_ns:
+        record.server_prefill_tps = metrics.none_if_nan(metrics.rate(prompt_n, prompt_ns / NS))
+    if eval_n and eval_ns:
+        record.server_decode_tps = metrics.none_if_nan(metrics.rate(eval_n, eval_ns / NS))
+    load_ns = finite(final.get("load_duration"))
+    if load_ns is not None and load_ns >= 0:
+        record.server_load_s = load_ns / NS

@@ -45,7 +45,7 @@ def test_a_long_label_is_capped_and_still_unique_and_valid():
             "connect_timeout_s": 11, "retries_429": 4, "max_error_rate": 0.3}
     one = label(run=many)
     other = label(run={**many, "max_error_rate": 0.4})
-    assert len(one) <= LABEL_MAX and one.startswith("warmups=2,repeats=5,") and re.search(r",\dmore\.[0-9a-f]{8}$", one)
+    assert len(one) <= LABEL_MAX and one.startswith("graded_items=9,warmups=2,repeats=5,") and re.search(r",\dmore\.[0-9a-f]{8}$", one)
     assert one != other
     for text in (one, other, label(sweep={"context_lengths": [128, 512]})):
         assert VARIANT.fullmatch(text), text
