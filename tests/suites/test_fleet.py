@@ -1,0 +1,110 @@
+"""A study across a fleet of hosts on Ray (benchlib.suites.fleet): the study file names each deployment's host; a
+fleet study refuses what it cannot run in one line; and on a local 3-node Ray cluster, in a network namespace with
+only loopback, one deployment per host runs against the fake server, a node killed mid-study fails its deployment
+with Ray's reason while the others finish, a rerun with the host back completes it from the store, and the paper's
+reader finds every host there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.records import store
+from benchlib.suites import fleet, study
+
+
+def fake_params(model: str) -> dict:
+    return {"server": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": model, "software": "fake"}}
+
+
+def write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_a_deployment_names_its_host_which_is_also_its_host_name_unless_the_params_give_one(tmp_path):
+    plan = study.load_study(write(tmp_path, {"name": "f", "deployments": [
+        {"host": "gpu-box-1", "params": fake_params("a")},
+        {"host": "gpu-box-2", "params": {**fake_params("b"), "host": {"name": "rtx3090"}}},
+        {"params": {**fake_params("c"), "host": {"name": "here"}}}]}))
+    assert [d.host for d in plan.deployments] == ["gpu-box-1", "gpu-box-2", ""]
+    assert [d.params.host.name for d in plan.deployments] == ["gpu-box-1", "rtx3090", "here"]
+    assert plan.deployments[0].label.endswith("· gpu-box-1")
+
+
+@pytest.mark.parametrize("entry,expected", [
+    ({"host": "box 1"}, "deployments.0.host"),
+    ({"host": ""}, "deployments.0.host"),
+])
+def test_a_bad_host_name_is_one_line(tmp_path, entry, expected):
+    with pytest.raises(study.StudyError, match=expected) as caught:
+        study.load_study(write(tmp_path, {"name": "f", "deployments": [{"params": fake_params("a"), **entry}]}))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_fleet_study_needs_every_host_named_and_one_store(tmp_path, monkeypatch):
+    monkeypatch.delenv(store.ENV, raising=False)
+    unnamed = study.load_study(write(tmp_path, {"name": "f", "deployments": [
+        {"host": "box1", "params": fake_params("a")}, {"params": {**fake_params("b"), "host": {"name": "b"}}}]}))
+    with pytest.raises(study.StudyError, match=r"deployments\[1\].*names no host"):
+        fleet.check_hosts(unnamed)
+    plan = study.load_study(write(tmp_path, {"name": "f", "deployments": [
+        {"host": "box1", "params": fake_params("a")}, {"host": "box2", "params": fake_params("b")}]}))
+    with pytest.raises(study.StudyError, match="needs a results store"):
+        fleet.fleet_store(plan)
+    monkeypatch.setenv(store.ENV, f"file://{tmp_path / 'store'}")
+    assert fleet.fleet_store(plan) == f"file://{tmp_path / 'store'}"
+    split = study.load_study(write(tmp_path, {"name": "f", "deployments": [
+        {"host": "box1", "params": fake_params("a"), "overrides": {"run": {"store": f"file://{tmp_path}/elsewhere"}}},
+        {"host": "box2", "params": fake_params("b")}]}))
+    with pytest.raises(study.StudyError, match="different results stores"):
+        fleet.fleet_store(split)
+
+
+def test_a_host_running_other_code_refuses_the_deployment_before_measuring(tmp_path):
+    plan = study.load_study(write(tmp_path, {"name": "f", "deployments": [{"host": "box1", "params": fake_params("a")}]}))
+    calls = []
+    out = fleet.on_host(lambda *args: calls.append(args) or ({}, []), plan.deployments[0], False, plan.settle, [],
+                        None, "0123456789ab")
+    assert calls == [] and "other code or task files" in out["failed"]["*"]
+    out = fleet.on_host(lambda *args: calls.append(args) or ({}, []), plan.deployments[0], False, plan.settle, [],
+                        None, plan.deployments[0].params.identity())
+    assert len(calls) == 1 and out["failed"] == {} and out["baseline_mb"] > 0
+
+
+@pytest.mark.ray
+def test_a_fleet_survives_a_node_killed_mid_study_and_a_rerun_completes_it(tmp_path):
+    """tools/fleet_cluster.py kill, in a network namespace with only lo (Ray binds the outward interface otherwise)."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    command = f"ip link set lo up && exec {sys.executable} -m tools.fleet_cluster kill {tmp_path}"
+    done = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, f"the cluster script failed (unshare -n needs root):\n{done.stderr[-3000:]}"
+    report = json.loads((tmp_path / "report.json").read_text())
+    label = report["labels"]
+    assert report["slow_requests_before_kill"] >= 3, "box2's deployment was running when its node went"
+    first = report["first"]
+    assert sorted(first["done"]) == sorted([label["box1"], label["box3"]]) and first["skipped"] == []
+    why = first["failed"][label["box2"]]
+    assert why.split(":")[0] in {"NodeDiedError", "WorkerCrashedError", "ActorDiedError", "OwnerDiedError"} \
+        or why.startswith("no live node of the cluster carries host:box2"), why
+    record = report["record_after_kill"]
+    assert record["box2/fake-box2"]["status"] == "failed" and record["box2/fake-box2"]["reason"] == why
+    assert record["box1/fake-box1"]["status"] == record["box3/fake-box3"]["status"] == "done"
+    assert report["rows_after_kill"]["box2"]["rows"] < 9, "the killed deployment had not finished"
+    assert any(line.startswith("[box2]   ✗") for line in report["progress"])
+
+    second = report["second"]
+    assert second["done"] == [label["box2"]] and second["failed"] == {}
+    assert sorted(second["skipped"]) == sorted([label["box1"], label["box3"]])
+    assert report["rows"] == {host: {"rows": 9, "keys": 9} for host in ("box1", "box2", "box3")}, \
+        "every request of every host is in the store exactly once"
+    assert report["paper_hosts"] == ["box1", "box2", "box3"]
