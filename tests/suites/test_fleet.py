@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchlib import cli
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records import store
 from benchlib.suites import fleet, study
@@ -67,6 +68,16 @@ def test_a_fleet_study_needs_every_host_named_and_one_store(tmp_path, monkeypatc
         {"host": "box2", "params": fake_params("b")}]}))
     with pytest.raises(study.StudyError, match="different results stores"):
         fleet.fleet_store(split)
+
+
+def test_study_ray_without_a_store_stops_with_one_line_before_joining_any_cluster(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(store.ENV, raising=False)
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    path = write(tmp_path, {"name": "f", "deployments": [{"host": "box1", "params": fake_params("a")}]})
+    assert cli.main(["study", str(path), "--ray", "127.0.0.1:1", "--no-paper"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "needs a results store" in err and "\n" not in err
+    assert not (tmp_path / "outputs" / "studies").exists(), "nothing was started"
 
 
 def test_a_host_running_other_code_refuses_the_deployment_before_measuring(tmp_path):
