@@ -9,8 +9,9 @@ machine's outward address even when told 127.0.0.1, and the traffic must stay on
                 paper from the store), then the same study host after host (no --ray), and both wall times.
   kill OUT      tests/suites/test_fleet.py's scenario: the study through benchlib.suites.fleet with the runner in
                 process (no notebooks); box2's node removed while its deployment runs; the study marks it failed
-                and finishes the rest; a node carrying host:box2 joins again and a rerun completes it. Writes
-                OUT/report.json for the test to check.
+                and finishes the rest; a node carrying host:box2 joins again and a rerun completes it. Then one
+                load level sent from box1 and box3 at once (benchlib.suites.fleet_load). Writes OUT/report.json
+                for the test to check.
 """
 
 from __future__ import annotations
@@ -18,22 +19,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 import yaml
 from ray.cluster_utils import Cluster
 
 from benchlib import cli
 from benchlib.config.params import BenchParams
+from benchlib.measure.backends import ChatRequest
+from benchlib.measure.workers import split_jobs
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
-from benchlib.records.rows import read_requests
-from benchlib.suites import fleet, study
+from benchlib.records.rows import RequestRecord, read_requests
+from benchlib.suites import fleet, fleet_load, study
 from benchlib.suites.runner import run_suite
 from tests.fakes.servers import FakeServer
 
@@ -108,11 +113,12 @@ def start_cluster() -> tuple[Cluster, dict[str, Any]]:
 
 
 def environment(out: Path) -> str:
-    """Outputs, staging copies and the store under OUT; the Ray nodes started after this inherit it."""
+    """Outputs, staging copies and the store under OUT, and tools/ray_local first on the path (its module says
+    why); the Ray nodes started after this inherit it."""
     url = f"file://{out / 'store'}"
+    path = [str(Path(__file__).parent / "ray_local"), str(Path.cwd()), os.environ.get("PYTHONPATH")]
     os.environ.update({"FRONTIER_BENCH_OUTPUTS": str(out / "outputs"), "FRONTIER_BENCH_CACHE": str(out / "cache"),
-                       store.ENV: url, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()),
-                                                                                   os.environ.get("PYTHONPATH")]))})
+                       store.ENV: url, "PYTHONPATH": os.pathsep.join(filter(None, path))})
     return url
 
 
@@ -126,6 +132,30 @@ def store_rows(url: str, plan: study.Study) -> dict[str, dict[str, Any]]:
         rows[dep.host] = {"rows": 0 if frame is None else len(frame),
                           "keys": 0 if frame is None else int(frame["request_key"].nunique())}
     return rows
+
+
+def two_node_level(server: FakeServer, params: BenchParams, hosts: tuple[str, ...] = ("box1", "box3"),
+                   n: int = 40, rate: float = 20.0) -> dict[str, Any]:
+    """One open-loop level of n requests at `rate` req/s, split over worker actors on two nodes, checked against
+    the server's own log of when each request arrived (one machine: the server stamps on the caller's clock)."""
+    items = [(RequestRecord(request_key=f"level-{i}", repeat=i, model=params.server.model, concurrency=n),
+              ChatRequest(messages=[{"role": "user", "content": f"level request {i}"}], max_tokens=8))
+             for i in range(n)]
+    jobs = split_jobs(params.server, params.run, items, [i / rate for i in range(n)], n, len(hosts))
+    level = fleet_load.send_from_nodes(jobs, list(hosts), rate)
+    arrived = {}  # "level request i" -> when the server read it (its log keeps the messages' JSON, cut at 200)
+    for entry in list(server.log):
+        found = re.search(r"level request \d+", entry["prompt"])
+        if found:
+            arrived[found.group(0)] = entry["received_ns"]
+    starts = {r.request_key: r.start_ns for r in level.rows}
+    lead_ms = [(arrived[f"level request {key.split('-')[1]}"] - start) / 1e6 for key, start in starts.items()
+               if f"level request {key.split('-')[1]}" in arrived]
+    lags = [r.schedule_lag_s * 1000 for r in level.rows if r.schedule_lag_s is not None]
+    return {"rows": len(level.rows), "keys": len({r.request_key for r in level.rows}), "server_received": len(arrived),
+            "statuses": sorted({r.status for r in level.rows}), "workers": level.workers, "clock_flag": level.clock_flag,
+            "server_minus_client_start_min_ms": min(lead_ms) if lead_ms else None,
+            "lag_p50_ms": float(np.percentile(lags, 50)), "lag_p99_ms": float(np.percentile(lags, 99))}
 
 
 def kill(out: Path) -> dict[str, Any]:
@@ -167,6 +197,7 @@ def kill(out: Path) -> dict[str, Any]:
         report["paper_hosts"] = sorted(set(runs.meta["host"])) if len(runs.meta) else []
         report["progress"] = lines
         report["labels"] = {dep.host: dep.label for dep in plan.deployments}
+        report["level"] = two_node_level(server, plan.deployments[0].params)
     finally:
         ray.shutdown()
         cluster.shutdown()

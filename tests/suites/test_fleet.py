@@ -7,6 +7,7 @@ reader finds every host there."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -18,7 +19,9 @@ import yaml
 from benchlib import cli
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records import store
-from benchlib.suites import fleet, study
+from benchlib.measure.telemetry.clock import ClockOffset
+from benchlib.records.rows import STATUS_OK, RequestRecord
+from benchlib.suites import fleet, fleet_load, study
 
 
 def fake_params(model: str) -> dict:
@@ -91,6 +94,16 @@ def test_a_host_running_other_code_refuses_the_deployment_before_measuring(tmp_p
     assert len(calls) == 1 and out["failed"] == {} and out["baseline_mb"] > 0
 
 
+def test_a_level_from_several_nodes_is_flagged_when_the_offsets_are_too_uncertain_for_its_gaps():
+    assert fleet_load.clock_flag([0.0005, 0.002], rate_rps=100) == ""  # 4 × 2 ms < 10 ms between arrivals
+    flag = fleet_load.clock_flag([0.0005, 0.003], rate_rps=100)  # 4 × 3 ms > 10 ms
+    assert "3.00 ms × 4 exceeds the mean gap between arrivals (10.00 ms at 100 req/s)" in flag
+    offset = ClockOffset(offset_ns=5_000, uncertainty_ns=100, rtt_ns=200, round_trips=3, at_unix=0.0)
+    record = fleet_load.on_caller_clock(RequestRecord(start_ns=1_005_000, scheduled_ns=1_004_000), offset)
+    assert (record.start_ns, record.scheduled_ns) == (1_000_000, 999_000), "worker clock − offset = caller clock"
+    assert fleet_load.on_caller_clock(RequestRecord(), offset).start_ns == 0, "a request never sent stays unsent"
+
+
 @pytest.mark.ray
 def test_a_fleet_survives_a_node_killed_mid_study_and_a_rerun_completes_it(tmp_path):
     """tools/fleet_cluster.py kill, in a network namespace with only lo (Ray binds the outward interface otherwise)."""
@@ -98,7 +111,7 @@ def test_a_fleet_survives_a_node_killed_mid_study_and_a_rerun_completes_it(tmp_p
     command = f"ip link set lo up && exec {sys.executable} -m tools.fleet_cluster kill {tmp_path}"
     done = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=PROJECT_ROOT, env=env, capture_output=True,
                           text=True, timeout=900)
-    assert done.returncode == 0, f"the cluster script failed (unshare -n needs root):\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"the cluster script failed (unshare -n: root):\n{done.stderr[-3000:]}"
     report = json.loads((tmp_path / "report.json").read_text())
     label = report["labels"]
     assert report["slow_requests_before_kill"] >= 3, "box2's deployment was running when its node went"
@@ -119,3 +132,16 @@ def test_a_fleet_survives_a_node_killed_mid_study_and_a_rerun_completes_it(tmp_p
     assert report["rows"] == {host: {"rows": 9, "keys": 9} for host in ("box1", "box2", "box3")}, \
         "every request of every host is in the store exactly once"
     assert report["paper_hosts"] == ["box1", "box2", "box3"]
+
+    level = report["level"]  # one level of 40 requests at 20 req/s, from box1's and box3's nodes at once
+    assert level["rows"] == level["keys"] == level["server_received"] == 40, "every raw row back, merged exactly"
+    assert level["statuses"] == [STATUS_OK]
+    workers = level["workers"]
+    assert sorted(w["host"] for w in workers) == ["box1", "box3"] and len({w["node"] for w in workers}) == 2
+    assert [w["n_requests"] for w in workers] == [20, 20]
+    for w in workers:  # one machine, one monotonic clock: the true offset is 0, inside the measured uncertainty
+        assert abs(w["offset_ms"]) <= w["offset_uncertainty_ms"], w
+        assert math.isfinite(w["lag_p50_ms"]) and w["lag_p99_ms"] >= w["lag_p50_ms"], w
+    worst = max(w["offset_uncertainty_ms"] for w in workers)
+    assert level["server_minus_client_start_min_ms"] >= -worst, "on the caller's clock no request arrives before it left"
+    assert level["clock_flag"] == fleet_load.clock_flag([w["offset_uncertainty_ms"] / 1000 for w in workers], 20.0)
