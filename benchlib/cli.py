@@ -33,7 +33,7 @@ from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.measure import foreign
-from benchlib.suites import foreign_run, ladder, llmd_report, study
+from benchlib.suites import fleet, foreign_run, ladder, llmd_report, study
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
 from benchlib.suites.run_folder import RunConflict, results_root
@@ -207,9 +207,20 @@ def cmd_study(args: argparse.Namespace) -> int:
     print(f"Frontier Bench · study {plan.name} ({args.study}) · {len(plan.deployments)} deployment(s):", flush=True)
     for i, dep in enumerate(plan.deployments, 1):
         print(f"  {i}. {dep.label} · {', '.join(dep.notebooks)} · run id {dep.params.identity()}", flush=True)
+    url = ""
     try:
-        outcome = study.run_study(plan, _suite_runner(args.quiet), fresh=args.fresh,
-                                  progress=lambda line: print(line, flush=True))
+        if args.ray:  # each deployment on its host's Ray node, hosts in parallel; the paper from the shared store
+            url = fleet.fleet_store(plan)
+            outcome = fleet.run_fleet(plan, args.ray, _suite_runner(True), fresh=args.fresh,
+                                      progress=lambda line: print(line, flush=True))
+            root = store.materialize(url)
+            outcome.suite_dirs = [d.params.suite_dir(s, root) for d in plan.deployments for s in d.notebooks
+                                  if d.params.suite_dir(s, root).is_dir()]
+        else:
+            outcome = study.run_study(plan, _suite_runner(args.quiet), fresh=args.fresh,
+                                      progress=lambda line: print(line, flush=True))
+    except (study.StudyError, store.StoreError) as exc:
+        return _fail(str(exc))
     except KeyboardInterrupt:
         print("\ninterrupted; finished requests are kept, rerun the same command to resume", file=sys.stderr)
         return 130
@@ -217,7 +228,8 @@ def cmd_study(args: argparse.Namespace) -> int:
     print(f"\nstudy record: {_display(str(plan.folder / study.STUDY_JSON))} · "
           f"{len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed")
     failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
-    if plan.paper and not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0:
+    roots = [url] if url else []
+    if plan.paper and not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=roots)) != 0:
         failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
@@ -399,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     stu = sub.add_parser("study", help="several deployments one after another (a study file), then one paper")
     stu.add_argument("study", help="params/studies/<name>.yaml")
     stu.add_argument("--only", help="comma-separated notebooks: run only these of each deployment's suites")
+    stu.add_argument("--ray", metavar="ADDRESS", help="a fleet study: each deployment on the Ray node carrying its "
+                     "`host:` resource, hosts in parallel, all writing to the results store (auto, host:6379, …)")
     _run_options(stu)
     stu.set_defaults(func=cmd_study)
     cmp_ = sub.add_parser("compare", help="study A against study B: each metric's change with its interval")

@@ -68,6 +68,9 @@ class DeploymentSpec(_Spec):
     params: str | dict[str, Any] = Field(description="A params file, or a params block written inline")
     overrides: dict[str, Any] = Field(default_factory=dict, description="Merged over the params (nested keys)")
     notebooks: list[str] | None = Field(None, description="Suites for this deployment; default: the study's")
+    host: str | None = Field(None, min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                             description="The fleet host it runs on with --ray (the node carrying resource "
+                                         "host:<name>, benchlib.suites.fleet); also its host.name unless set")
 
 
 class GridSpec(DeploymentSpec):
@@ -117,6 +120,7 @@ class Deployment:
     params: BenchParams
     notebooks: list[str]
     origin: str  # the params file or grid it came from
+    host: str = ""  # the fleet host it must run on (study --ray), '' where the study names none
 
     @property
     def label(self) -> str:
@@ -247,8 +251,10 @@ def named_settings(base: dict[str, Any], data: dict[str, Any], skip: list[str] |
     return merge(data, {"server": {"variant": f"{variant},{label}" if variant else label}})
 
 
-def _deployment(data: dict[str, Any], notebooks: list[str], origin: str) -> Deployment:
+def _deployment(data: dict[str, Any], notebooks: list[str], origin: str, host: str | None = None) -> Deployment:
     data.pop("source", None)
+    if host and not (data.get("host") or {}).get("name"):
+        data = merge(data, {"host.name": host})
     try:
         params = validate(data, source=origin)
     except ParamsError as exc:
@@ -257,7 +263,7 @@ def _deployment(data: dict[str, Any], notebooks: list[str], origin: str) -> Depl
     if unknown:
         raise StudyError(f"{origin}: unknown notebook(s) {', '.join(unknown)} (known: {', '.join(NOTEBOOK_ORDER)})")
     params = params.model_copy(update={"source": origin})
-    return Deployment(params=params, notebooks=list(notebooks), origin=origin)
+    return Deployment(params=params, notebooks=list(notebooks), origin=origin, host=host or "")
 
 
 def load_study(path: str | Path) -> Study:
@@ -284,7 +290,7 @@ def load_study(path: str | Path) -> Study:
     for i, entry in enumerate(spec.deployments):
         base, origin = _base_params(entry, file.parent, f"{path}: deployments[{i}]")
         data = named_settings(base, merge(merge(base, spec.overrides), entry.overrides))
-        deployments.append(_deployment(data, entry.notebooks or spec.notebooks, origin))
+        deployments.append(_deployment(data, entry.notebooks or spec.notebooks, origin, entry.host))
     for i, grid in enumerate(spec.grids):
         base, origin = _base_params(grid, file.parent, f"{path}: grids[{i}]")
         shared = named_settings(base, merge(merge(base, spec.overrides), grid.overrides), skip=list(grid.axes))
@@ -293,7 +299,7 @@ def load_study(path: str | Path) -> Study:
             label = point_label(point)
             variant = data.setdefault("server", {}).get("variant")
             data["server"]["variant"] = f"{variant},{label}" if variant else label
-            deployments.append(_deployment(data, grid.notebooks or spec.notebooks, f"{origin} [{label}]"))
+            deployments.append(_deployment(data, grid.notebooks or spec.notebooks, f"{origin} [{label}]", grid.host))
     seen: dict[str, str] = {}
     for dep in deployments:
         if dep.key in seen:
