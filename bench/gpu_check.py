@@ -400,8 +400,8 @@ def build_cuda_here(arch: str, jobs: int, source: Path | None) -> Path:
     target = PACK / "prebuilt"
     command = [sys.executable, str(STEPS), "build-cuda", str(source), str(target), "--arch", arch, "--jobs", str(jobs),
                "--build-dir", str(PACK / "cuda" / "build"),
-               "--cmake-arg", f"-DCUDAToolkit_ROOT={root}", "--cmake-arg", f"-DCMAKE_CUDA_COMPILER={root}/bin/nvcc",
-               "--cmake-arg", f"-DCUDA_cuda_driver_LIBRARY={root}/lib64/stubs/libcuda.so"]
+               f"--cmake-arg=-DCUDAToolkit_ROOT={root}", f"--cmake-arg=-DCMAKE_CUDA_COMPILER={root}/bin/nvcc",
+               f"--cmake-arg=-DCUDA_cuda_driver_LIBRARY={root}/lib64/stubs/libcuda.so"]
     print("$ " + " ".join(command), flush=True)
     subprocess.run(command, check=True)
     return target / "llama-server"
