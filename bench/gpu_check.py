@@ -4,21 +4,21 @@ The GPU machines this project is lent (an H100 80 GB or H200 141 GB, 16 cores, C
 PyTorch, nvidia-ml-py; Python 3.12; no network) take at most 64 MiB of files a command and about 15 minutes in all,
 so everything they need is packed here first and every phase there runs under its own time limit:
 
-    here:  python bench/gpu_check.py pack        # .gpu-pack/: wheels (cp312), llama.cpp trimmed (or a CUDA binary
-                                                 # compiled here), SmolLM2's tokenizer, SmolLM2 split in two parts
+    here:  python bench/gpu_check.py pack        # .gpu-pack/part1…: wheels (cp312), llama.cpp trimmed (or a CUDA
+                                                 # binary compiled here), SmolLM2's tokenizer, SmolLM2 in pieces
            python bench/gpu_check.py plan        # the dry run: per command the MiB that travel and the time budget
            python bench/gpu_check.py build-cuda  # compile the CUDA llama-server here (nvcc; cuBLAS from PyPI)
     there: python3 bench/gpu_check.py gpu --part 1   # (make gpu-check PART=1) carrying .gpu-pack/part1
-           python3 bench/gpu_check.py gpu --part 2   # (make gpu-check PART=2) carrying .gpu-pack/part2
+           python3 bench/gpu_check.py gpu --part 2   # (make gpu-check PART=2) carrying .gpu-pack/part2, then 3…
     here:  frontier-bench import <returned>/gpu-check-<host>.tar.gz && make paper
 
-Part 1 installs the wheels offline into .gpu-work/site (first on PYTHONPATH; the machine's own PyTorch stays
-visible), builds llama-server with CUDA
-for the card's architecture only (or unpacks the binary built here), writes a random-weights ~4B llama in BF16 on
-the machine (benchlib.measure.servers.random_model), serves it fully offloaded and runs the text and load suites
-through the project's runner with telemetry.source local on the real NVML, then the telemetry check against a known
-PyTorch load (bench/gpu_telemetry_check.py); part 2 joins SmolLM2's two halves and runs the same suites on it.
-Each part ends by bundling outputs/<host>/ (the results store's format) into $OUT, with gpu-check.json (each
+Part 1 installs the wheels offline into .gpu-work/site (first on PYTHONPATH; the machine's own PyTorch, numpy and
+pandas stay visible), builds llama-server with CUDA for the card's architecture only (or unpacks the binary built
+here), writes a random-weights ~4B llama in BF16 on the machine (benchlib.measure.servers.random_model), serves it
+fully offloaded and runs the text and load suites through the project's runner with telemetry.source local on the
+real NVML. The telemetry check against a known PyTorch load (bench/gpu_telemetry_check.py) follows in part 1 when
+the binary came built, else in part 2; the part where SmolLM2's last piece arrives joins it and runs the same suites
+on it. Each part ends by bundling outputs/<host>/ (the results store's format) into $OUT, with gpu-check.json (each
 phase's status, wall time and output tail), whatever ran out of time.
 
 This file imports only the standard library: on the GPU machine it runs before any wheel is installed. The steps that
@@ -400,8 +400,8 @@ def build_cuda_here(arch: str, jobs: int, source: Path | None) -> Path:
     target = PACK / "prebuilt"
     command = [sys.executable, str(STEPS), "build-cuda", str(source), str(target), "--arch", arch, "--jobs", str(jobs),
                "--build-dir", str(PACK / "cuda" / "build"),
-               "--cmake-arg", f"-DCUDAToolkit_ROOT={root}", "--cmake-arg", f"-DCMAKE_CUDA_COMPILER={root}/bin/nvcc",
-               "--cmake-arg", f"-DCUDA_cuda_driver_LIBRARY={root}/lib64/stubs/libcuda.so"]
+               f"--cmake-arg=-DCUDAToolkit_ROOT={root}", f"--cmake-arg=-DCMAKE_CUDA_COMPILER={root}/bin/nvcc",
+               f"--cmake-arg=-DCUDA_cuda_driver_LIBRARY={root}/lib64/stubs/libcuda.so"]
     print("$ " + " ".join(command), flush=True)
     subprocess.run(command, check=True)
     return target / "llama-server"

@@ -246,3 +246,30 @@ def test_the_telemetry_check_catches_a_counter_that_overcounts(tmp_path):
     rows = {r.check: r for r in telemetry_check.check(load, tmp_path, nvml=nvml, **SHORT)}
     energy = rows["energy: counter vs ∫power (busy)"]
     assert not energy.ok and -35 < energy.value < -15  # ∫power is ~23 % below the counter
+
+
+def test_the_cuda_compile_here_hands_its_toolkit_to_cmake(tmp_path, monkeypatch):
+    # nvcc's own toolkit lacks cuBLAS here: the merged root, cuBLAS and the libcuda stub go to CMake as -D flags
+    pack = tmp_path / "pack"
+    (pack / "cuda" / "cublas" / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    (pack / "cuda" / "cublas" / "nvidia" / "cu13" / "lib" / "libcublas.so.13").write_bytes(b"")
+    (pack / "cuda" / "llama.cpp").mkdir(parents=True)
+    (pack / "cuda" / "llama.cpp" / "CMakeLists.txt").write_text("")
+    monkeypatch.setattr(gpu_check, "PACK", pack)
+    monkeypatch.setattr(gpu_check.shutil, "which", lambda tool: "/usr/local/bin/nvcc")
+    monkeypatch.setattr(gpu_check, "cuda_root", lambda dest, nvcc, cublas: dest)
+    commands = []
+    monkeypatch.setattr(gpu_check.subprocess, "run", lambda command, check: commands.append(command))
+    gpu_check.build_cuda_here("90", 2, None)
+    (command,) = commands
+    compiled = []
+    monkeypatch.setattr(gpu_steps.llama_server, "compile_server",
+                        lambda source, target, flags, **kw: compiled.append((source, target, flags, kw)) or target)
+    monkeypatch.setattr(gpu_steps.llama_server, "build_info", lambda binary: {})
+    assert gpu_steps.main(command[2:]) == 0  # the step parses what the orchestrator sends it
+    source, target, flags, kw = compiled[0]
+    root = pack / "cuda" / "root"
+    assert source == pack / "cuda" / "llama.cpp" and target == pack / "prebuilt"
+    assert f"-DCUDAToolkit_ROOT={root}" in flags and f"-DCMAKE_CUDA_COMPILER={root}/bin/nvcc" in flags
+    assert f"-DCUDA_cuda_driver_LIBRARY={root}/lib64/stubs/libcuda.so" in flags
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90" in flags and kw["build_root"] == pack / "cuda" / "build"
