@@ -43,7 +43,8 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     _, assembled = built
     first = assembled.summary.blocks[0]
     assert first.heading == "On this host" and len(first.sentences) <= 10
-    pair, smoke, plan = (s.text for s in first.sentences)
+    ranking, pair, smoke, plan = (s.text for s in first.sentences)
+    assert ranking.endswith(f": 1. **{FAST}** (2), 2. **{SLOW}** (0).")
     p = paired.mcnemar_exact(RIGHT, 0)
     assert pair.startswith(f"**{FAST}** against **{SLOW}**: decode speed 31.0 [")
     assert "tok/s (" + FAST + " better)" in pair
