@@ -175,12 +175,13 @@ def dominance(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
 AXES_BY_KEY = {axis.key: axis for axis in (*AXES, SMOKE_AXIS)}
 
 
-def ranked(frame: pd.DataFrame) -> list[str]:
-    """The systems, most pairwise wins on the verdict axes first (ties keep their order)."""
+def ranked(frame: pd.DataFrame) -> list[tuple[str, int]]:
+    """(system, axes it is better on against the others), most first: the verdict axes only, the smoke tasks out
+    (equal counts keep the order the systems came in)."""
     names = list(dict.fromkeys([*frame["a"], *frame["b"]])) if len(frame) else []
     rows = frame[frame["axis"] != SMOKE_AXIS.key] if len(frame) else frame
     wins = {n: int((rows["better"] == n).sum()) for n in names}
-    return sorted(names, key=lambda n: -wins[n])
+    return sorted(wins.items(), key=lambda item: -item[1])
 
 
 def interval_text(value: float, low: float, high: float, spec: str) -> str:

@@ -12,12 +12,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import PercentFormatter
 
-from benchlib.analysis import host, stats
+from benchlib.analysis import host, paired, sequential, stats
 from benchlib.config.formatting import fmt
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import THIS_RUN
 from benchlib.paper.style import empty_figure, theme, wrap
+from benchlib.records.schema import flag
 
 PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "looks", "reason", "baseline", "alpha_at_stop", "detail"]
 
@@ -65,22 +66,38 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
 
 
 def quality_plan_table(runs: Runs) -> Table | None:
-    """Per deployment that followed a sized quality plan: planned and used n, the looks and why it stopped."""
-    looks = runs.quality_plans
-    if looks is None or looks.empty:
-        return None
+    """Per deployment that answered graded items: the plan it followed, planned and used n, the looks and why it
+    stopped (a deployment without quality_plan.csv followed the fixed plan: every planned item, one look)."""
+    looks = runs.quality_plans if runs.quality_plans is not None else pd.DataFrame()
     rows = []
-    for (host_name, model), group in looks.groupby(["host", "model"], sort=False):
+    for (host_name, model), group in (looks.groupby(["host", "model"], sort=False) if len(looks) else []):
         last = group.iloc[-1]
-        level = last.get("nominal_alpha")
         detail = (f"{int(last['a_only'])} vs {int(last['b_only'])} discordant, p = {fmt(last['p_value'], '.2g')}"
                   if last["plan"] == "compare" else
                   f"{int(last['passed'])} of {int(last['n'])} passed, ± {fmt(last['half_width'], '.1%')}")
         rows.append({"system": runs.name(host_name, model), "plan": last["plan"], "planned_n": int(last["planned_n"]),
                      "used_n": int(last["n"]), "looks": len(group),
                      "reason": last["reason"] if isinstance(last["reason"], str) and last["reason"] else "not stopped",
-                     "baseline": last.get("baseline", "") if isinstance(last.get("baseline"), str) else "",
-                     "alpha_at_stop": level, "detail": detail})
+                     "baseline": last["baseline"] if isinstance(last.get("baseline"), str) else "",
+                     "alpha_at_stop": last.get("nominal_alpha"), "detail": detail})
+    planned = {r["system"] for r in rows}
+    requests = runs.requests
+    checkers = requests["checker"] if "checker" in requests else pd.Series("", index=requests.index)
+    first = requests[[paired.basis_of(str(t), c) == paired.GRADED for t, c in zip(requests["task"], checkers)]] \
+        if len(requests) and "task" in requests else requests
+    if len(first):
+        first = first[~first["is_warmup"].map(flag)] if "is_warmup" in first else first
+        items = paired.item_results(first)
+        for (host_name, model), group in first.groupby(["host", "model"], sort=False):
+            name = runs.name(host_name, model)
+            if name in planned:
+                continue
+            mine = items[items["system"] == f"{model} @ {host_name}"]
+            rows.append({"system": name, "plan": "fixed", "planned_n": len(group), "used_n": len(mine), "looks": 1,
+                         "reason": sequential.FIXED, "baseline": "", "alpha_at_stop": float("nan"),
+                         "detail": f"{int(mine['passed'].sum())} of {len(mine)} passed"})
+    if not rows:
+        return None
     frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)
     display = frame.assign(alpha_at_stop=[fmt(a, ".2g") for a in frame["alpha_at_stop"]]).rename(columns={
         "planned_n": "planned items", "used_n": "used items", "alpha_at_stop": "level at the last look"})
@@ -88,7 +105,8 @@ def quality_plan_table(runs: Runs) -> Table | None:
                  "A sized quality plan (params run.quality) sends the graded sets look by look: 'precision reached' "
                  "when the Wilson 95 % interval is narrow enough, 'decided' when the group-sequential paired test "
                  "against the baseline rejects at the level its alpha-spending allows at that look (O'Brien-Fleming "
-                 "type), 'pool exhausted' when no item was left, 'budget' when its time ran out.")
+                 "type), 'pool exhausted' when no item was left, 'budget' when its time ran out; 'fixed size': the "
+                 "fixed plan, every planned item (run.graded_items of each set, capped by its pool).")
 
 
 def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | None:

@@ -91,9 +91,11 @@ def paired_table(runs: Runs) -> Table | None:
     items["system"] = items["system"].map(runs.names).fillna(items["system"])
     sets = sorted({str(t) for t in graded["task"] if load_pass(str(t))[1] == 1})
     rows = []
-    for name in sets + [paired.ALL_SETS]:
-        table = paired.pairwise(items, tasks=sets if name == paired.ALL_SETS else [name])
-        rows += [{"set": name, **row} for row in table.to_dict("records")]
+    for name in sets:
+        rows += [{"set": name, **row} for row in paired.pairwise(items, tasks=[name]).to_dict("records")]
+    verdicts = paired.verdicts(items)  # the verdict itself (ONE BASIS): every set's items pooled
+    rows += [{"set": paired.ALL_SETS, **row} for row in
+             verdicts[verdicts["basis"] == paired.GRADED].drop(columns="basis").to_dict("records")]
     for row in paired.under_load(items).to_dict("records"):
         rows.append({**row, "set": row["task"], "a": f"{row['system']} ({row['a']})",
                      "b": f"{row['system']} ({row['b']})"})

@@ -125,8 +125,12 @@ def _host_block(tables: Mapping[str, Table]) -> Block:
     block = Block("On this host")
     pairs = list(frame.groupby(["a", "b"], sort=False))
     plan = tables["quality_plan"].data if "quality_plan" in tables else pd.DataFrame()
-    room = MAX_HOST_LINES - 1 - (1 if len(plan) else 0)  # the smoke line, the plan line
+    room = MAX_HOST_LINES - 2 - (1 if len(plan) else 0)  # the ranking, the smoke line, the plan line
     verdicts = dict(((a, b), text) for a, b, text in host.dominance(frame))
+    block.sentences.append(Sentence("Ranked on this host (axes where one is better than another, out of speed, time "
+                                    "to first token, graded answers and energy): " + ", ".join(
+                                        f"{i}. **{name}** ({wins})" for i, (name, wins) in
+                                        enumerate(host.ranked(frame), 1)) + ".", HOST))
     for (a, b), rows in pairs[:room - (1 if len(pairs) > room else 0)]:
         parts = [_host_axis(r) for _, r in rows.iterrows() if r["axis"] != "smoke"]
         block.sentences.append(Sentence(f"**{a}** against **{b}**: " + "; ".join(parts)

@@ -43,7 +43,8 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     _, assembled = built
     first = assembled.summary.blocks[0]
     assert first.heading == "On this host" and len(first.sentences) <= 10
-    pair, smoke, plan = (s.text for s in first.sentences)
+    ranking, pair, smoke, plan = (s.text for s in first.sentences)
+    assert ranking.endswith(f": 1. **{FAST}** (2), 2. **{SLOW}** (0).")
     p = paired.mcnemar_exact(RIGHT, 0)
     assert pair.startswith(f"**{FAST}** against **{SLOW}**: decode speed 31.0 [")
     assert "tok/s (" + FAST + " better)" in pair
@@ -55,7 +56,7 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     assert smoke.startswith("Beside the verdict, not part of it — the seeds' smoke tasks: "
                             f"{FAST} 100% vs {SLOW} 75% on 8 items (tie)")
     assert plan == (f"Graded items: **{FAST}** 30 of 60 planned (decided against tiny-model+slow at look 2, "
-                    f"18 vs 0 discordant, p = {fmt(p, '.2g')}).")
+                    f"18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW}** 30 of 30 planned (fixed size).")
 
 
 def test_the_report_shows_on_this_host_before_the_published_comparison(built):
@@ -68,6 +69,8 @@ def test_the_report_shows_on_this_host_before_the_published_comparison(built):
     assert (out / "tables" / "quality_plan.md").is_file() and (out / "tables" / "on_this_host.md").is_file()
     plan = assembled.tables["quality_plan"].data.set_index("system").loc[FAST]
     assert (plan["planned_n"], plan["used_n"], plan["looks"], plan["reason"]) == (60, 30, 2, sequential.DECIDED)
+    fixed = assembled.tables["quality_plan"].data.set_index("system").loc[SLOW]
+    assert (fixed["plan"], fixed["planned_n"], fixed["used_n"], fixed["reason"]) == ("fixed", 30, 30, sequential.FIXED)
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html.index("On this host") < html.index("General multimodal workstation")
 

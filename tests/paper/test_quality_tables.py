@@ -21,7 +21,8 @@ def runs(passes: dict[tuple[str, str], list[bool]]) -> Runs:
     for (model, task), outcomes in passes.items():
         for index, ok in enumerate(outcomes):
             requests.append({"host": "h", "model": model, "suite": "quality", "task": task, "variant": f"s1-{index}",
-                             "repeat": index, "status": "ok", "is_warmup": False, "passed": ok})
+                             "repeat": index, "status": "ok", "is_warmup": False, "passed": ok,
+                             "checker": "reasoning_gym"})  # as a graded set's rows carry it
         low, high = stats.wilson_interval(sum(outcomes), len(outcomes))
         summary.append({"host": "h", "model": model, "suite": "quality", "task": task, "checker": "reasoning_gym",
                         "n_scored": len(outcomes), "n_passed": sum(outcomes), "accuracy": sum(outcomes) / len(outcomes),
