@@ -28,8 +28,9 @@ UNLABELLED = {("server", "variant")}  # the label itself
 
 
 def leaves(data: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    """Nested dicts as {key path: value}; lists, scalars and empty dicts are leaves."""
-    if isinstance(data, dict) and data:
+    """Nested dicts as {key path: value}; lists, scalars, empty dicts and a mapping whose keys are no setting names
+    (run.graded_items' `'*': 1`, which no label may spell) are leaves."""
+    if isinstance(data, dict) and data and all(SAFE_VALUE.match(str(key)) for key in data):
         out: dict[tuple[str, ...], Any] = {}
         for key, value in data.items():
             out.update(leaves(value, (*prefix, str(key))))
