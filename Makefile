@@ -15,7 +15,7 @@ ARGS   ?=
 ROOTS  ?=
 
 .PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm \
-	gpu-pack gpu-check-dry gpu-check gpu-build-cuda fleet fleet-demo
+	gpu-pack gpu-check-dry gpu-check gpu-build-cuda fleet fleet-demo test-fleet
 
 $(PY):
 	@mkdir -p $(VENV); $(call locked_install,$@,,$(PYTHON) -m venv $(VENV) && \
@@ -159,6 +159,11 @@ test-vllm: $(VENV)/.installed-test $(VLLM_VENV)/.installed
 # ~/.cache/frontier-bench/llama-server/<sdist sha256>-<CPU flags>/ (benchlib/measure/servers/llama_server.py).
 llama-server: $(VENV)/.installed-run
 	$(PY) -m benchlib.measure.servers.llama_server build
+
+# The fleet's integration test (tests/suites/test_fleet.py, marker ray): a 3-node local Ray cluster in a network
+# namespace with only loopback, a node killed mid-study, a level sent from two nodes; ~1.5-2.5 min, root for unshare.
+test-fleet: $(VENV)/.installed-test
+	$(PY) -m pytest -q -ra -m ray $(ARGS)
 
 # The integration tests against a real llama-server (tests/integration/test_llama_server_real.py).
 test-llama-server: $(VENV)/.installed-test llama-server
