@@ -32,7 +32,7 @@ passes as A and B: "c1 beats c4" means answers got worse under load beyond what 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import combinations
 from typing import Mapping, Sequence
 
@@ -83,6 +83,10 @@ class Paired:
     def line(self) -> str:
         if not self.n:
             return f"{self.a} vs {self.b}: no shared items"
+        if self.winner < 0:  # the figures in the order the sentence names the two: the winner's first
+            return replace(self, a=self.b, b=self.a, a_only=self.b_only, b_only=self.a_only,
+                           accuracy_a=self.accuracy_b, accuracy_b=self.accuracy_a, difference=-self.difference,
+                           difference_lo=-self.difference_hi, difference_hi=-self.difference_lo).line()
         head = self.verdict if self.winner else f"{self.a} vs {self.b}: tie"
         return (f"{head}: {self.accuracy_a:.0%} vs {self.accuracy_b:.0%} on the same {self.n} items, difference "
                 f"{_signed(self.difference)} [{_signed(self.difference_lo)}, {_signed(self.difference_hi)}] "

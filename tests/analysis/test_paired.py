@@ -180,3 +180,14 @@ def test_a_deployments_graded_sets_reach_its_quality_axis_from_the_quality_suite
     systems = deployments.systems_from_summary(summary)
     assert systems.loc[0, "avg_decode_tps"] == 30.0  # the quality suite stays out of the speed average
     assert systems.loc[0, "accuracy_edge"] == 0.25 and systems.loc[0, "accuracy_edge_basis"] == frontier.GRADED
+
+
+def test_the_line_gives_the_winners_figures_first_whichever_side_it_was():
+    """"B beats A: x% vs y%" reads x as B's: the line names the winner first and so do its figures."""
+    a = dict(enumerate([False] * 16 + [True] * 4 + [False] * 10))
+    b = dict(enumerate([True] * 16 + [True] * 4 + [False] * 10))
+    result = paired.compare(a, b, "A", "B")
+    assert result.winner == -1
+    line = result.line()
+    assert line.startswith("B beats A: 67% vs 13% on the same 30 items, difference +53%"), line
+    assert "(16 vs 0 items only one got right" in line
