@@ -31,18 +31,9 @@ sys.path.insert(0, str(ROOT))
 from benchlib.config.params import validate  # noqa: E402
 from benchlib.measure import calibration, foreign  # noqa: E402
 from benchlib.measure import event_loop as aio  # noqa: E402
+from bench.measure_accuracy import start_fake_server  # noqa: E402  (the same fake server, started one way)
 
 TOKENIZER = ROOT / "tests" / "fixtures" / "word-tokenizer"
-
-
-def start_fake_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "servers.py")], stdout=subprocess.PIPE,
-                            text=True, cwd=str(ROOT))
-    line = proc.stdout.readline()
-    if not line.startswith("PORT "):
-        proc.kill()
-        raise SystemExit(f"fake server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
 def aiperf(binary: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
