@@ -4,8 +4,9 @@ the mean real-time factor. The same for a speech model behind /v1/audio/transcri
 clip with a prompt (the audio suite's `transcription` task), so the two kinds of deployment compare on one scale.
 
 Clips are the measured (non-warm-up) requests of tasks a speech model takes (Task.transcribes). A clip with a
-reference transcript (the `wer` task) gets its errors; one without (the 440 Hz tone) only its word count: what a
-speech model makes of audio without speech is the transcript itself, empty or not.
+reference transcript (the `wer` task, a generated speech set: scoring.graded.TRANSCRIPT_CHECKERS) gets its errors;
+one without (the 440 Hz tone) only its word count: what a speech model makes of audio without speech is the
+transcript itself, empty or not.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pandas as pd
 from benchlib.config.tasks import Task
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag
-from benchlib.scoring.checkers import transcript_words, word_errors
+from benchlib.scoring.answers import transcript_words, word_errors
+from benchlib.scoring.graded import TRANSCRIPT_CHECKERS
 
 CLIP_COLUMNS = ["host", "model", "task", "variant", "repeat", "request_kind", "status", "audio_s", "e2e_s", "rtf",
                 "reference_words", "errors", "wer", "words", "transcript"]
@@ -50,7 +52,8 @@ def clip_rows(requests: pd.DataFrame, tasks: Iterable[Task]) -> pd.DataFrame:
             continue
         ok = row.get("status") == STATUS_OK
         text = str(row.get("response_text") or "") if ok else ""
-        reference = variant.expected if task.checker == "wer" and isinstance(variant.expected, str) else None
+        reference = variant.expected if task.checker in TRANSCRIPT_CHECKERS and isinstance(variant.expected, str) \
+            else None
         errors, words = word_errors(reference, text) if ok and reference is not None else (math.nan, math.nan)
         rows.append({"host": row.get("host", ""), "model": row.get("model", ""), "task": task.name,
                      "variant": variant.id, "repeat": row.get("repeat", 0),

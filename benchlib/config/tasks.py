@@ -4,6 +4,8 @@ A suite is the notebook that runs it (text, quality, vision, audio, video). `req
 modality a deployment must accept; a deployment lacking it gets 'unsupported' rows, not a crash.
 A graded task declares where its items come from instead of writing variants (`graded:`, benchlib.config.graded):
 its variants are generated here, once per process, and a run sends the first run.graded_items of them, each once.
+A generated set's pictures or clips (graded sources generated_image, generated_speech) are made when a variant's
+media are first asked for (media_paths), not when the files load.
 
 Accuracy under load: with run.graded_concurrency N > 1 a graded set's items are sent a second time, N in flight,
 as the task "<name>@c<N>" (under_load): its own rows, summary row and telemetry window, the same item ids, so the
@@ -19,7 +21,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from benchlib.config.graded import GradedSource, graded_variants
+from benchlib.config.graded import GradedSource, graded_variants, render_media
 from benchlib.config.paths import resolve_data_path, tasks_dir
 
 Suite = Literal["text", "quality", "vision", "audio", "video"]
@@ -93,6 +95,9 @@ class Task(BaseModel):
         return [self.variants[i % len(self.variants)] for i in range(count)]
 
     def media_paths(self, variant: Variant) -> dict[str, Path]:
+        """The variant's media files; a generated set's are made on first use (benchlib.config.graded)."""
+        if self.graded is not None and (variant.image or variant.audio):
+            render_media(self.graded)
         return {kind: resolve_data_path(getattr(variant, kind))
                 for kind in ("image", "audio", "video") if getattr(variant, kind)}
 
@@ -114,7 +119,7 @@ def _load_file(path: Path) -> list[Task]:
             key = ".".join(str(p) for p in err["loc"])
             message = err["msg"].removeprefix("Value error, ")
             raise TaskError(f"{path}: task '{name}': {f'{key}: ' if key else ''}{message}") from None
-        for variant in task.variants:
+        for variant in task.variants if task.graded is None else ():  # a generated set's media: made on first use
             for kind, media in task.media_paths(variant).items():
                 if not media.is_file():
                     raise TaskError(f"{path}: task '{name}' variant '{variant.id}': {kind} file not found: {media}")

@@ -15,6 +15,12 @@ wins when the model wrote one (the last tag counts):
                   question (cut as an echo) reads as none
     last_line     the last non-empty line, likewise
     whole         the whole text, stripped
+    one_choice    the one of the item's choices (each a list of names that count as it) that the text names, as
+                  whole words, case aside: "The shape is grey." -> "gray"; none named, or two different ones
+                  ("red or blue"), reads as no answer — an echo of a question that lists them all reads as none
+                  (`read_choice`: it needs the choices, which the item carries)
+Transcripts: `transcript_words` is what a word error rate counts (a leading "Here is the transcript:" and quotes
+dropped, case and punctuation aside); `word_errors` counts them against the reference with jiwer.
 Code answers: `extract_code` takes the longest fenced block (```python … ```), a fence cut off by max_tokens up to
 the end, or else the whole text.
 """
@@ -22,7 +28,8 @@ the end, or else the whole text.
 from __future__ import annotations
 
 import re
-from typing import Callable
+import unicodedata
+from typing import Callable, Sequence
 
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
 _THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>.*\Z", re.S | re.I)
@@ -105,3 +112,40 @@ def extract_code(text: str) -> tuple[str, str]:
     if opened:
         return opened.group(1), "unterminated fence"
     return text, "whole answer"
+
+
+_PREAMBLE = re.compile(r"^[\s*_#>]*(?:sure[,!.]?\s*)?(?:here\s+is|here's|the\s+transcript(?:ion)?|transcript(?:ion)?)"
+                       r"[^:\n]{0,60}:\s*", re.I)
+
+
+def normalize_transcript(text: str) -> str:
+    """Lower case, no punctuation (apostrophes dropped: "it's" -> "its"), hyphens as spaces, single spaces."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = text.replace("'", "").replace("\u2019", "")
+    text = re.sub(r"[^\w\s]|_", " ", text)
+    return " ".join(text.split())
+
+
+def transcript_words(answer: str) -> str:
+    """The words a WER counts: a leading 'Here is the transcript:' and quotes dropped, then normalize_transcript."""
+    return normalize_transcript(_PREAMBLE.sub("", answer.strip(), count=1).strip().strip("\"'\u201c\u201d"))
+
+
+def word_errors(expected: str, answer: str) -> tuple[int, int]:
+    """(substitutions + deletions + insertions, reference words): summed over clips, their ratio is the corpus WER."""
+    import jiwer
+
+    ref, hyp = normalize_transcript(expected), transcript_words(answer)
+    if not hyp:
+        return len(ref.split()), len(ref.split())  # every reference word deleted
+    out = jiwer.process_words(ref, hyp)
+    return out.substitutions + out.deletions + out.insertions, len(ref.split())
+
+
+def read_choice(text: str, choices: Sequence[Sequence[str]]) -> tuple[str | None, list[str]]:
+    """(the one choice the text names, by its first name, or None; every choice it names). An answer tag wins."""
+    tags = _ANSWER_TAG.findall(text or "")
+    said = tags[-1] if tags else (text or "")
+    named = [names[0] for names in choices
+             if any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", said, re.I) for name in names)]
+    return (named[0] if len(named) == 1 else None), named

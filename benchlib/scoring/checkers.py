@@ -12,6 +12,7 @@ Checkers by name (task files use these names; an unknown name fails loudly in sc
     contains_any, number, keywords   basic text checks (text suite)
     python_code, human_eval   code run against its tests in a sandbox (benchlib.scoring.graded)
     reasoning_gym         a graded set's answer, read by the task's rule, scored by its generator (graded)
+    exact_answer, exact_words  a generated picture's or clip's known answer, exactly (graded)
     regex                 one or more regular expressions must match
     keyword_groups        every group (a list of synonyms) is a hit if any synonym appears; score = share
     color_grid            colour + (row, col) of each coloured grid cell ("row 3, column 7", "(3, 7)", …)
@@ -32,7 +33,8 @@ import unicodedata
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from benchlib.scoring.graded import human_eval, python_code, reasoning_gym
+from benchlib.scoring.answers import normalize_transcript, transcript_words, word_errors  # noqa: F401 — callers' home
+from benchlib.scoring.graded import SCORERS, python_code
 from benchlib.scoring.verdict import Response, Verdict
 
 
@@ -227,34 +229,6 @@ def color_grid(response: Response, expected: list[dict], color_aliases: dict[str
 # ---------------------------------------------------------------------------------------------------------
 # Speech recognition
 # ---------------------------------------------------------------------------------------------------------
-_PREAMBLE = re.compile(r"^[\s*_#>]*(?:sure[,!.]?\s*)?(?:here\s+is|here's|the\s+transcript(?:ion)?|transcript(?:ion)?)"
-                       r"[^:\n]{0,60}:\s*", re.I)
-
-
-def normalize_transcript(text: str) -> str:
-    """Lower case, no punctuation (apostrophes dropped: "it's" -> "its"), hyphens as spaces, single spaces."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = text.replace("'", "").replace("\u2019", "")
-    text = re.sub(r"[^\w\s]|_", " ", text)
-    return " ".join(text.split())
-
-
-def transcript_words(answer: str) -> str:
-    """The words a WER counts: a leading 'Here is the transcript:' and quotes dropped, then normalize_transcript."""
-    return normalize_transcript(_PREAMBLE.sub("", answer.strip(), count=1).strip().strip("\"'\u201c\u201d"))
-
-
-def word_errors(expected: str, answer: str) -> tuple[int, int]:
-    """(substitutions + deletions + insertions, reference words): summed over clips, their ratio is the corpus WER."""
-    import jiwer
-
-    ref, hyp = normalize_transcript(expected), transcript_words(answer)
-    if not hyp:
-        return len(ref.split()), len(ref.split())  # every reference word deleted
-    out = jiwer.process_words(ref, hyp)
-    return out.substitutions + out.deletions + out.insertions, len(ref.split())
-
-
 def wer(response: Response, expected: str, max_wer: float = 0.3, **_: Any) -> Verdict:
     """Word error rate of the answer against the exact transcript; a leading 'Here is the transcript:'
     and surrounding quotes are ignored. Score = max(0, 1 - WER)."""
@@ -601,8 +575,7 @@ CHECKERS: dict[str, Callable[..., Verdict]] = {
     "entity_recall": entity_recall,
     "tool_call": tool_call,
     "script_share": script_share,
-    "reasoning_gym": reasoning_gym,
-    "human_eval": human_eval,
+    **SCORERS,  # the graded sets' scorers (benchlib.scoring.graded)
 }
 
 

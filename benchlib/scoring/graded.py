@@ -9,6 +9,12 @@
                     and decides (benchlib.scoring.sandbox.run_tests)
     python_code     the answer must parse and define expected["function"]; with expected["tests"] (assert lines)
                     those run against it the same way and decide
+    exact_answer    a generated picture's known answer (benchlib.config.image_set): read by the task's rule
+                    (checker_args `read`: last_number, or one_choice among the item's expected["choices"]) and
+                    equal to expected["answer"]; score 1 or 0
+    exact_words     a generated clip's known sentence (benchlib.config.speech_set): its word errors counted with
+                    jiwer after the transcript normalisation the `wer` checker uses; passed at WER 0, score =
+                    max(0, 1 − WER), the WER and the error count in the detail (transcription.csv has it per clip)
 
 Code checkers read the answer whole (CODE_CHECKERS): executing it is echo-proof by construction (a repeated
 prompt defines no working function), while cutting the prompt's spans out would break a correct answer that
@@ -24,11 +30,10 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from benchlib.scoring import sandbox
-from benchlib.scoring.answers import extract_code, read_answer, stop_refused
+from benchlib.scoring.answers import extract_code, read_answer, read_choice, stop_refused, transcript_words, word_errors
 from benchlib.scoring.verdict import Response, Verdict
 
 CODE_CHECKERS = frozenset({"python_code", "human_eval"})
-GRADED_CHECKERS = frozenset({"reasoning_gym", "human_eval"})  # the graded sets' scorers: their tasks are graded sets
 
 
 @lru_cache(maxsize=64)
@@ -104,3 +109,31 @@ def python_code(response: Response, expected: dict, **args: Any) -> Verdict:
     result = sandbox.run_tests(code, "\n".join(tests) + "\n", [expected["function"]], **_limits(args))
     return Verdict(result.passed, float(result.passed),
                    f"defines {names}; {len(tests)} tests ({how}): {_detail(result)}")
+
+
+def exact_answer(response: Response, expected: dict, read: str = "last_number", **_: Any) -> Verdict:
+    """expected: the item's answer (and, for read one_choice, its choices)."""
+    if read == "one_choice":
+        answer, named = read_choice(response.text, expected["choices"])
+        how = f"names {', '.join(named)}" if len(named) > 1 else "names none of the choices"
+    else:
+        answer, how = read_answer(response.text, read), "no answer found"
+    if answer is None:
+        return Verdict(False, 0.0, f"read {read}: {how}; expected {expected['answer']!r}")
+    passed = answer.strip().lower() == str(expected["answer"]).lower()
+    return Verdict(passed, float(passed), f"read {read}: {answer!r}; expected {expected['answer']!r}", answer)
+
+
+def exact_words(response: Response, expected: str, **_: Any) -> Verdict:
+    """expected: the sentence spoken."""
+    errors, words = word_errors(expected, response.text)
+    rate = errors / words if words else 0.0
+    return Verdict(errors == 0, max(0.0, 1.0 - rate), f"WER {rate:.3f} ({errors} of {words} words wrong)",
+                   transcript_words(response.text))
+
+
+# The graded sets' scorers: a task scored by one is a graded set (benchlib.analysis.paired's GRADED basis)
+SCORERS: dict[str, Callable[..., Verdict]] = {"reasoning_gym": reasoning_gym, "human_eval": human_eval,
+                                              "exact_answer": exact_answer, "exact_words": exact_words}
+GRADED_CHECKERS = frozenset(SCORERS)
+TRANSCRIPT_CHECKERS = frozenset({"wer", "exact_words"})  # scored against a reference transcript: its WER per clip

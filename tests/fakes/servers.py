@@ -30,7 +30,9 @@ and successes). A fault "http_401_echo" answers 401 quoting the Authorization he
 careless server might, so tests can prove the key is scrubbed from every output.
 "echo": true answers with the last user message's text, word by word (as a base model that repeats its prompt
 does); "replies": [{"when": text, "text": ..., "tool_call": {...}}] then appends the first reply whose "when"
-occurs in the request's messages (an echo followed by a correct answer), or answers with it alone; a reply with
+occurs in the request's messages (an echo followed by a correct answer), or answers with it alone (a reply with
+"media_sha256" instead matches a request carrying an image or audio part whose decoded bytes have that SHA-256: a
+vision model that answers what it was shown); a reply with
 "busy_text" says that instead when another such request was in the server as this one arrived or "busy_wait" (0.2) s
 later (a server whose answers change under load). "unescape": true
 decodes backslash escapes in reply and reasoning texts ("\\ud800": a lone surrogate in the stream's JSON).
@@ -71,6 +73,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import http.server
 import json
 import re
@@ -100,6 +104,18 @@ def _stopped(words: list[str], stops: list[str]) -> list[str]:
     text = "".join(words)
     cuts = [text.find(stop) for stop in stops if isinstance(stop, str) and stop and stop in text]
     return _tokens(text[:min(cuts)]) if cuts else words
+
+
+def _media_parts(messages: list) -> list[str]:
+    """The base64 data of every image (data URL) and audio part of OpenAI-style messages."""
+    out = []
+    for message in messages:
+        for part in message.get("content") if isinstance(message.get("content"), list) else []:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                out.append(str(part.get("image_url", {}).get("url", "")).partition("base64,")[2])
+            elif isinstance(part, dict) and part.get("type") == "input_audio":
+                out.append(str(part.get("input_audio", {}).get("data", "")))
+    return out
 
 
 def _unescaped(text: str, spec: dict) -> str:
@@ -504,8 +520,9 @@ class FakeServer:
             users = [m for m in messages if m.get("role") == "user"]
             words += _tokens(text(users[-1]) + "\n") if users else []
         plain = "\n".join(text(m) for m in messages)
+        media = {hashlib.sha256(base64.b64decode(data)).hexdigest() for data in _media_parts(messages)}
         for reply in spec["replies"] or []:
-            if reply.get("when", "") in plain:
+            if reply["media_sha256"] in media if "media_sha256" in reply else reply.get("when", "") in plain:
                 said = reply["busy_text"] if spec.get("busy") and "busy_text" in reply else reply.get("text", "")
                 words += _tokens(_unescaped(str(said), spec))
                 spec["tool_call"] = reply.get("tool_call") or spec["tool_call"]
