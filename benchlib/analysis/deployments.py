@@ -154,7 +154,8 @@ def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"system": system, "task": summary["task"],
                          "passed": pd.to_numeric(summary["n_passed"], errors="coerce"),
                          "scored": pd.to_numeric(summary["n_scored"], errors="coerce"),
-                         "basis": basis, "note": ""}, columns=frontier.QUALITY_LONG_COLUMNS)
+                         "basis": basis, "note": "", "modality": summary.get("modality", "text")},
+                        columns=frontier.QUALITY_LONG_COLUMNS)
 
 
 def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,

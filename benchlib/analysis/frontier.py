@@ -32,7 +32,9 @@ class Regime:
     requires: tuple[str, ...] = ()  # capabilities a system must have a value on to compete (e.g. audio input)
     quality_tasks: tuple[str, ...] = ()  # tasks whose accuracy is this regime's quality axis
     min_accuracy: float | None = None  # eligibility floor on that accuracy
-    graded: bool = True  # a system that ran graded sets is judged on them instead (GRADED RULE, quality_columns)
+    # the modalities whose graded sets judge a system that ran them, instead of quality_tasks (GRADED RULE,
+    # quality_columns); () for none
+    graded: tuple[str, ...] = ("text",)
     missing: str = "ineligible"  # a system without a value on an axis: "ineligible" (listed, with why) | "worst"
 
     @property
@@ -50,6 +52,7 @@ class Regime:
 TEXT_TASKS = ("basic_qa", "reasoning", "coding", "multilingual", "summarization")
 PAPER_TASKS = TEXT_TASKS + ("image_description", "color_identification", "transcription", "audio_qa",
                             "video_analysis")
+MODALITIES = ("text", "vision", "audio", "video")  # a graded set's modality: its task's `requires`
 QUALITY_FLOOR = 0.5  # a deployment that gets fewer than half of its regime's tasks right is not a candidate
 GRADED = paired.GRADED  # accuracy basis of a graded set's items (benchlib.config.graded), first pass
 UNDER_LOAD = paired.UNDER_LOAD  # the same items again at run.graded_concurrency: never a quality axis
@@ -61,7 +64,7 @@ REGIMES: dict[str, Regime] = {
         {"avg_decode_tps": "max", "modality_count": "max", "video_support": "max"},
         "Throughput, modality breadth, video support; answer quality over the paper's ten tasks; a multimodal "
         "workstation takes images (a text-only deployment is not eligible)", "Gemma 4 E2B",
-        requires=("vision_decode_tps",), quality_tasks=PAPER_TASKS, min_accuracy=QUALITY_FLOOR),
+        requires=("vision_decode_tps",), quality_tasks=PAPER_TASKS, min_accuracy=QUALITY_FLOOR, graded=MODALITIES),
     "edge": Regime(
         "edge", "Energy- and thermal-constrained edge inference",
         {"tps_per_w": "max", "peak_temp_c": "min", "context_window_k": "max"},
@@ -77,7 +80,7 @@ REGIMES: dict[str, Regime] = {
         "the frontier, see the sensitivity lines)", "Phi-4 Multimodal",
         requires=("asr_decode_tps",),  # a deployment without audio input is no audio pipeline
         quality_tasks=("transcription", "audio_qa", "basic_qa"), min_accuracy=QUALITY_FLOOR,
-        graded=False),  # the graded sets are text: they say nothing about transcription
+        graded=("audio",)),  # the generated speech set: the text and vision sets say nothing about transcription
 }
 
 
@@ -90,7 +93,7 @@ ALL_AXES: dict[str, Direction] = {axis: d for regime in REGIMES.values() for axi
 # (a deployment without audio is simply worst at audio); the quality floor still applies.
 ALL_REGIME = Regime("all", "Every axis at once (the paper's split frontier)", dict(ALL_AXES),
                     "All regime axes together: no single winner expected", "", quality_tasks=PAPER_TASKS,
-                    min_accuracy=QUALITY_FLOOR, missing="worst")
+                    min_accuracy=QUALITY_FLOOR, missing="worst", graded=MODALITIES)
 # Beyond the paper: what the load and context sweeps measured (benchlib.sweeps.frontier_figures). Published
 # systems have no such figures, so the regime requires them: it ranks our own runs.
 REGIMES["serving"] = Regime(
@@ -268,7 +271,15 @@ def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
 
 
 
-QUALITY_LONG_COLUMNS = ["system", "task", "passed", "scored", "basis", "note"]
+QUALITY_LONG_COLUMNS = ["system", "task", "passed", "scored", "basis", "note", "modality"]
+
+
+def _of(rows: pd.DataFrame, modalities: tuple[str, ...]) -> pd.Series:
+    """Rows whose task is of one of `modalities` (a row without a modality is a text task's)."""
+    if "modality" not in rows:
+        return pd.Series("text" in modalities, index=rows.index)
+    return rows["modality"].astype(object).where(rows["modality"].notna() & (rows["modality"] != ""), "text") \
+        .isin(modalities)
 
 
 def quality_columns(systems: pd.DataFrame, accuracy: pd.DataFrame,
@@ -276,10 +287,13 @@ def quality_columns(systems: pd.DataFrame, accuracy: pd.DataFrame,
     """Add each regime's quality axis to `systems`: accuracy_<regime> = passed ÷ scored pooled over the
     regime's quality tasks, with _lo/_hi (Wilson 95 %, measured rows only), _basis ("measured" by our
     checkers, GRADED, or "reported": the paper's pass/fail summary coded 1/0, one per task) and _tasks (how many of
-    the tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note.
+    the tasks the figure covers). `accuracy` is long: system, task, passed, scored, basis, note, modality (the
+    task's input modality; missing: text).
 
-        GRADED RULE: in a regime with `graded` set, a system with scored graded-set items (basis GRADED) is judged
-        on those sets — every graded set it ran, pooled — instead of the regime's quality tasks: the seeds' tasks
+        GRADED RULE: in a regime with `graded` modalities, a system with scored graded-set items (basis GRADED) of
+        those modalities is judged on those sets — every such graded set it ran, pooled: the text sets for edge and
+        serving, the generated speech set for audio, every modality's for the workstation and the split frontier —
+        instead of the regime's quality tasks: the seeds' tasks
         stay the paper's tasks (its tables compare on them), the graded sets are the quality axis wherever they
         were run, and _basis says which one a system's figure is. A set's pass under load (UNDER_LOAD) never
         counts.
@@ -295,7 +309,7 @@ def quality_columns(systems: pd.DataFrame, accuracy: pd.DataFrame,
         for name in out["system"].astype(str):
             mine = accuracy[accuracy["system"] == name] if len(accuracy) else accuracy
             mine = mine[pd.to_numeric(mine["scored"], errors="coerce") > 0] if len(mine) else mine
-            graded = mine[mine["basis"] == GRADED] if regime.graded and len(mine) else mine.iloc[0:0]
+            graded = mine[(mine["basis"] == GRADED) & _of(mine, regime.graded)] if len(mine) else mine
             rows = graded if len(graded) else (mine[mine["task"].isin(regime.quality_tasks)] if len(mine) else mine)
             tasks = tuple(rows["task"].astype(str)) if len(graded) else regime.quality_tasks
             outcome_maps.append(paired.outcomes(items, name, tasks) or None
