@@ -63,8 +63,10 @@ def perfect_answer(checker: str, expected) -> Response:
     first = lambda item: item[0] if isinstance(item, list) else str(item)  # noqa: E731
     if checker == "color_grid":
         return r("\n".join(f"{c['color']}: row {c['row']}, column {c['col']}" for c in expected))
-    if checker == "wer":
+    if checker in ("wer", "exact_words"):
         return r(expected)
+    if checker == "exact_answer":  # a picture's known answer, in a sentence as a chat model writes it
+        return r(f"The answer is {expected['answer']}.")
     if checker in ("keyword_groups", "ordered_items"):
         return r(", ".join(first(g) for g in expected))
     if checker == "no_looping":

@@ -53,9 +53,10 @@ def graded_table(runs: Runs) -> Table | None:
         "tok/J": [fmt(v, ".2f") for v in frame["tokens_per_joule"]]})
     return Table("graded_sets", "Accuracy on the graded sets, per deployment", frame.reset_index(drop=True),
                  display.reset_index(drop=True),
-                 "Items drawn from reasoning-gym's generators and HumanEval (testdata/tasks/quality_graded.yaml), the "
+                 "Items drawn from reasoning-gym's generators and HumanEval (testdata/tasks/quality_graded.yaml), and "
+                 "generated pictures and speech with known content (vision_graded.yaml, audio_graded.yaml), the "
                  "same items for every deployment; scored by each set's own scorer, HumanEval's code run against its "
-                 "tests in a sandbox. Wilson 95 % intervals; n = items scored. 'in flight': requests sent at once "
+                 "tests in a sandbox, a picture's answer and a clip's transcript exactly. Wilson 95 % intervals; n = items scored. 'in flight': requests sent at once "
                  "(run.graded_in_flight; a set's row named '<set>@c<n>' is its second pass under load, "
                  "run.graded_concurrency). 'run size': 'reduced demo: N of M items' where the run sent fewer than "
                  "the pools (the embedded CPU demo), else every item. Energy per correct answer over the "

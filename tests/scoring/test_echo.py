@@ -3,6 +3,8 @@ answer passes; the rule itself (long verbatim spans, whole short prompts, case a
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from benchlib.scoring.echo import strip_echo
@@ -41,15 +43,22 @@ def _params(params_for, fake):  # 4 items of each graded set (20), not the full 
 
 
 def _replies():
-    replies = []
+    """A perfect answer per variant a run sends, keyed by its prompt — or, for a generated set (one prompt for all
+    its items, the speech set's the same as the transcription task's), by its picture's or clip's bytes: first."""
+    by_media, by_prompt = [], []
     for task in load_tasks().values():
         if task.suite not in SUITES:
             continue
-        for variant in task.variants:
+        for variant in task.variants[:4] if task.graded else task.variants:  # graded_items 4 (_params)
             answer = perfect_answer(task.checker, variant.expected)
-            replies.append({"when": variant.prompt, "text": answer.text,
-                            "tool_call": answer.tool_calls[0] if answer.tool_calls else None})
-    return replies
+            reply = {"text": answer.text, "tool_call": answer.tool_calls[0] if answer.tool_calls else None}
+            media = task.media_paths(variant) if task.graded else {}
+            if media:
+                shown = hashlib.sha256(next(iter(media.values())).read_bytes()).hexdigest()
+                by_media.append({"media_sha256": shown, **reply})
+            else:
+                by_prompt.append({"when": variant.prompt, **reply})
+    return by_media + by_prompt
 
 
 @pytest.mark.parametrize("suite", SUITES)
