@@ -1,7 +1,7 @@
 """The generated sets end to end: the vision suite sends each picture to a fake vision server that answers by what
 it was shown (the picture's SHA-256), right or wrong, and the audio suite sends each clip to a fake speech model;
 each item is one request scored exactly, the accuracy comes with its n, and two deployments that answered the same
-items get the paired verdict on the graded basis."""
+items get the paired verdict on the graded basis; a random-weights deployment's answers are never scored."""
 
 from __future__ import annotations
 
@@ -80,3 +80,13 @@ def test_a_speech_model_transcribes_the_generated_clips_with_their_wer(outputs):
     per_clip = per_clip[(per_clip["scope"] == "clip") & (per_clip["task"] == "spoken_sentences")]
     wer = per_clip.set_index("variant")["wer"].sort_index()
     assert wer.iloc[1] == 0 and wer.iloc[0] > 0 and wer.iloc[2] > 0
+
+
+def test_a_random_weights_deployment_sends_the_pictures_and_is_never_scored(params_for, outputs):
+    params = params_for({"replies": replies({name: set(range(ITEMS)) for name in SETS}), "ttft": 0.001},
+                        server={"modalities": ["text", "vision"], "weights": "random"},
+                        run={"graded_items": 2}, tasks=SETS)
+    rows = run_suite(params, "vision", fresh=True, progress=False).requests
+    assert len(rows) == 2 * len(SETS) and (rows["status"] == "ok").all() and (rows["media_count"] == 1).all()
+    assert rows["passed"].isna().all() and (rows["check_detail"] == "random weights: not scored").all()
+    assert paired.item_results(rows).empty  # off the paired verdict and every quality axis
