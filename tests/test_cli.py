@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchlib import cli as cli_module
 from benchlib.config.paths import PROJECT_ROOT, TASKS_DIR
 
 SECRET = "sk-fbtest-DISTINCTIVE-9f8e7d6c5b4a3210"
@@ -20,6 +21,15 @@ SECRET = "sk-fbtest-DISTINCTIVE-9f8e7d6c5b4a3210"
 def cli(*args: str, env: dict | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "benchlib.cli", *args], capture_output=True, text=True,
                           cwd=PROJECT_ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def cli_in_process(capsys, *args: str) -> subprocess.CompletedProcess:
+    """benchlib.cli.main in this process, for the checks that stop before any suite: the same exit code and output
+    as the command, without the ~10 s a fresh interpreter takes to import the CLI (test_missing_media_file_is_named
+    keeps one run of the real entry point)."""
+    code = cli_module.main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["frontier-bench", *args], code, out, err)
 
 
 def params_file(tmp_path: Path, data: dict | str, name: str = "run.yaml") -> Path:
@@ -40,10 +50,11 @@ GOOD = {"host": {"name": "cli-host"},
     ({**GOOD, "server": {**GOOD["server"], "base_url": "ftp://x"}}, "server.base_url: not an http(s) URL"),
     ({**GOOD, "tasks": ["basic_qa", "no_such_task"]}, "tasks: unknown task 'no_such_task'"),
 ])
-def test_bad_input_is_one_clear_line_exit_2_nothing_written(tmp_path, data, expected):
+def test_bad_input_is_one_clear_line_exit_2_nothing_written(tmp_path, monkeypatch, capsys, data, expected):
     path = tmp_path / "missing.yaml" if data is None else params_file(tmp_path, data)
     outputs = tmp_path / "outputs"
-    result = cli("run", str(path), "--no-paper", env={"FRONTIER_BENCH_OUTPUTS": str(outputs)}, timeout=60)
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(outputs))
+    result = cli_in_process(capsys, "run", str(path), "--no-paper")
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(path) in lines[0], result.stderr
@@ -65,8 +76,9 @@ def test_missing_media_file_is_named(tmp_path):
     assert "nope.png" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_unknown_notebook_is_rejected(tmp_path):
-    result = cli("run", str(params_file(tmp_path, GOOD)), "--only", "text,sound", timeout=60)
+def test_unknown_notebook_is_rejected(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    result = cli_in_process(capsys, "run", str(params_file(tmp_path, GOOD)), "--only", "text,sound")
     assert result.returncode == 2 and "unknown notebook(s) sound" in result.stderr
 
 
