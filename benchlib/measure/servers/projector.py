@@ -28,6 +28,8 @@ import numpy as np
 
 import gguf
 
+from benchlib.measure.gguf_header import read_header
+
 FORMAT_VERSION = 1  # bump when the layout below changes: part of the cached file's name
 IMAGE_SIZE = 224
 PATCH_SIZE = 14
@@ -44,15 +46,14 @@ EPS = 1e-6
 
 def text_width(model: Path | str) -> int:
     """The language model's n_embd: `<general.architecture>.embedding_length` of its GGUF."""
-    reader = gguf.GGUFReader(str(model))
-    arch_field = reader.get_field(gguf.Keys.General.ARCHITECTURE)
-    if arch_field is None:
+    fields = read_header(model).fields
+    arch = fields.get(gguf.Keys.General.ARCHITECTURE)
+    if not isinstance(arch, str):
         raise ValueError(f"{model}: no general.architecture in the GGUF")
-    arch = arch_field.contents()
-    width_field = reader.get_field(f"{arch}.embedding_length")
-    if width_field is None:
+    width = fields.get(f"{arch}.embedding_length")
+    if not isinstance(width, int):
         raise ValueError(f"{model}: no {arch}.embedding_length in the GGUF")
-    return int(width_field.contents())
+    return width
 
 
 def image_tokens() -> int:
