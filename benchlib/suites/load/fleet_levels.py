@@ -108,7 +108,7 @@ def send_level_from_nodes(session: Any, task: str, level: Any, items: list[Plann
     session.log.append_many(sent.rows)
     bar.update(len(sent.rows))
     record_workers(session.out_dir / WORKERS_CSV, task, level, sent)
-    health = merged_health([w for w in sent.workers])
+    health = merged_health(sent.workers)
     if sent.clock_flag:
         why = "; ".join(filter(None, [health.get("client_bound_reason", ""), sent.clock_flag]))
         health.update(client_bound=True, client_bound_reason=why)
