@@ -32,13 +32,19 @@ import yaml
 from ray.cluster_utils import Cluster
 
 from benchlib import cli
+from benchlib.analysis.serving import RATE_TASK
 from benchlib.config.params import BenchParams
+from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.backends import ChatRequest
 from benchlib.measure.workers import split_jobs
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import RequestRecord, read_requests
+from benchlib.records.schema import read_csv
 from benchlib.suites import fleet, fleet_load, study
+from benchlib.suites.load.fleet_levels import WORKERS_CSV
+from benchlib.suites.load.rate import RATE_INSTRUCTION
+from benchlib.suites.load.suite import run_load
 from benchlib.suites.runner import run_suite
 from tests.fakes.servers import FakeServer
 
@@ -75,7 +81,8 @@ def in_process(params: BenchParams, notebooks: list[str], fresh: bool) -> tuple[
     failed, dirs = {}, []
     for suite in notebooks:
         try:
-            result = run_suite(params, suite, fresh=fresh, progress=False)
+            result = run_load(params, fresh=fresh, progress=False) if suite == "load" else \
+                run_suite(params, suite, fresh=fresh, progress=False)
             dirs.append(result.out_dir)
         except Exception as exc:  # noqa: BLE001 — a suite's failure is a row of the study, as the notebook runner's
             failed[suite] = f"{type(exc).__name__}: {exc}"
@@ -158,6 +165,51 @@ def two_node_level(server: FakeServer, params: BenchParams, hosts: tuple[str, ..
             "lag_p50_ms": float(np.percentile(lags, 50)), "lag_p99_ms": float(np.percentile(lags, 99))}
 
 
+def second_study(folder: Path, url: str) -> Path:
+    """The embedded real server (params/embedded.yaml, small) on box3 beside the fake's load suite on box1, whose
+    levels go out from two nodes (sweep.nodes: 2): the params path of a fleet study's load."""
+    embedded = yaml.safe_load((PROJECT_ROOT / "params" / "embedded.yaml").read_text(encoding="utf-8"))
+    embedded["run"].update(warmups=0, repeats=1, max_tokens=8)
+    embedded.update(tasks=["basic_qa"], telemetry={"idle_baseline_s": 0, "loaded_baseline_s": 0})
+    load = {"server": {"kind": "openai", "base_url": f"{url}/v1", "model": "fake-load", "software": "fake",
+                       "extra_body": {"fake": {"ttft": 0.02, "itl": 0.005, "tokens": 4}}},
+            "run": {"warmups": 1, "max_tokens": 8, "store_every_s": 0.5},
+            "telemetry": {"idle_baseline_s": 0, "loaded_baseline_s": 0, "power_hz": 5},
+            "sweep": {"nodes": 2, "concurrency": [2], "requests_per_level": 4, "context_lengths": [64],
+                      "max_tokens": 8, "rate": {"rates": [LEVEL_RPS], "duration_s": LEVEL_N / LEVEL_RPS,
+                                                "max_concurrency": 8, "output_tokens": {"dist": "fixed", "mean": 4}}}}
+    path = folder / "fleet-study-2.yaml"
+    path.write_text(yaml.safe_dump({"name": "fleet2", "settle": {"timeout_s": 5}, "deployments": [
+        {"host": "box3", "notebooks": ["text"], "params": embedded},
+        {"host": "box1", "notebooks": ["load"], "params": load}]}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+LEVEL_RPS, LEVEL_N = 20.0, 40  # the load deployment's one open-loop level
+
+
+def params_level(url: str, plan: study.Study, server: FakeServer) -> dict[str, Any]:
+    """The load deployment's level from two nodes, read back from the store: its raw rows against the merged
+    level's row of sweep_rate.csv, and each worker's row of WORKERS_CSV."""
+    dep = next(d for d in plan.deployments if "load" in d.notebooks)
+    folder = dep.params.suite_dir("load", store.materialize(url))
+    rows = read_requests(folder / "requests.csv")
+    level = rows[rows["task"] == RATE_TASK]
+    frame = read_csv(folder / "sweep_rate.csv")
+    merged = frame[frame["level"].astype(str) == str(level["variant"].iloc[0])].iloc[0] if len(level) else None
+    lags = level["schedule_lag_s"].astype(float) * 1000
+    workers = read_csv(folder / WORKERS_CSV)
+    return {"rows": len(level), "keys": int(level["request_key"].nunique()),
+            "server_received": sum(RATE_INSTRUCTION in e["prompt"] for e in list(server.log)),  # the level's
+            "level_n_requests": None if merged is None else int(merged["n_requests"]),
+            "level_lag_p50_ms": None if merged is None else float(merged["schedule_lag_p50_ms"]),
+            "raw_lag_p50_ms": float(np.percentile(lags, 50)) if len(lags) else None,
+            "raw_lag_p99_ms": float(np.percentile(lags, 99)) if len(lags) else None,
+            "client_bound_reason": "" if merged is None or not isinstance(merged.get("client_bound_reason"), str)
+            else merged["client_bound_reason"],
+            "workers": workers.to_dict(orient="records")}
+
+
 def kill(out: Path) -> dict[str, Any]:
     url = environment(out)
     server = FakeServer().start_thread()
@@ -198,6 +250,18 @@ def kill(out: Path) -> dict[str, Any]:
         report["progress"] = lines
         report["labels"] = {dep.host: dep.label for dep in plan.deployments}
         report["level"] = two_node_level(server, plan.deployments[0].params)
+
+        plan2 = study.load_study(second_study(out, server.url))
+        started = time.monotonic()
+        third = fleet.run_fleet(plan2, cluster.address, in_process, progress=lines.append)
+        report["third_s"] = round(time.monotonic() - started, 1)
+        report["third"] = {"done": third.done, "failed": third.failed, "skipped": third.skipped}
+        report["third_labels"] = {dep.host: dep.label for dep in plan2.deployments}
+        embedded = next(d for d in plan2.deployments if d.host == "box3")
+        frame = read_requests(embedded.params.suite_dir("text", store.materialize(url)) / "requests.csv")
+        report["embedded"] = {"rows": len(frame), "statuses": sorted(set(frame["status"])) if len(frame) else [],
+                              "software": embedded.params.server.software}
+        report["params_level"] = params_level(url, plan2, server)
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -28,7 +28,7 @@ from benchlib.config.quality_plan import QualityPlan
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
 from benchlib.config.sections import Section as _Section, url_credentials, url_secret
-from benchlib.config.workload_params import WorkloadParams
+from benchlib.config.workload_params import CLIENT_NODES_HELP, MAX_CLIENT_NODES, WORKLOADS_HELP, WorkloadParams
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
 Modality = Literal["text", "vision", "audio", "video"]
@@ -354,8 +354,8 @@ class SweepParams(_Section):
     max_tokens: int = Field(32, ge=1, le=1_048_576, description="Completion budget in sweeps")
     rate: RateParams = Field(default_factory=RateParams, description="Open-loop rate sweep")
     slo: SloParams = Field(default_factory=SloParams, description="Goodput SLOs of the rate sweep")
-    workloads: WorkloadParams = Field(default_factory=WorkloadParams, description="Multi-turn, shared-prefix and "
-                                      "trace-replay workloads (off unless enabled)")
+    workloads: WorkloadParams = Field(default_factory=WorkloadParams, description=WORKLOADS_HELP)
+    nodes: int = Field(1, ge=1, le=MAX_CLIENT_NODES, description=CLIENT_NODES_HELP)
 
     @field_validator("concurrency", "context_lengths")
     @classmethod

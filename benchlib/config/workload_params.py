@@ -9,6 +9,13 @@ from pydantic import Field
 
 from benchlib.config.sections import Section
 
+WORKLOADS_HELP = "Multi-turn, shared-prefix and trace-replay workloads (off unless enabled)"
+# sweep.nodes (benchlib.suites.load.fleet_levels sends with it): a fleet study's load levels from several Ray nodes
+MAX_CLIENT_NODES = 64
+CLIENT_NODES_HELP = ("Client nodes each rate and concurrency level is sent from (a fleet study on Ray, --ray): the "
+                     "level's requests split over worker actors on that many nodes, start instants aligned by "
+                     "measured clock offsets; 1 sends from the deployment's own process")
+
 
 class MultiTurnParams(Section):
     """Multi-turn conversations (load notebook, workloads): each turn sends the whole history — every earlier user

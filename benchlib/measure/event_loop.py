@@ -8,10 +8,11 @@ import asyncio
 import bisect
 import contextlib
 import gc
+import sys
 import threading
 import time
 from array import array
-from typing import Any, Coroutine, Iterator, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -37,6 +38,61 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     except KeyboardInterrupt:
         future.cancel()
         raise
+
+
+# ---- an open-loop schedule kept by a thread, not by the loop's timer ---------------------------------------
+PACE_SWITCH_S = 0.0002  # the GIL's switch interval while a schedule is paced (CPython's default: 5 ms)
+_pacing, _switch_s = 0, 0.005
+
+
+async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, int], None]) -> None:
+    """Call fire(i, due_ns) on the running loop at each instant start_ns + offsets_s[i] (perf_counter_ns).
+
+    The loop's own timer wakes late by up to a whole millisecond (epoll's timeout is in milliseconds, libuv's
+    timers too), and later still while it parses streams. A pacing thread sleeps on a clock of microseconds
+    (Event.wait) and hands each due request to the loop through call_soon_threadsafe, whose self-pipe wakes the
+    loop's poll at once; meanwhile the loop reads responses. The GIL's switch interval is cut while pacing, so a
+    pacer woken while the loop runs Python gets the GIL within PACE_SWITCH_S instead of 5 ms. Returns once the
+    last request was handed over; cancelling stops the thread."""
+    loop = asyncio.get_running_loop()
+    finished: asyncio.Future = loop.create_future()
+    stop = threading.Event()
+
+    def settle(exc: BaseException | None) -> None:
+        if not finished.done():
+            finished.set_exception(exc) if exc is not None else finished.set_result(None)
+
+    def pace() -> None:
+        try:
+            for i, offset in enumerate(offsets_s):
+                due_ns = start_ns + int(offset * 1e9)
+                wait_ns = due_ns - time.perf_counter_ns()
+                if wait_ns > 0 and stop.wait(wait_ns / 1e9):
+                    return
+                loop.call_soon_threadsafe(fire, i, due_ns)
+            loop.call_soon_threadsafe(settle, None)
+        except RuntimeError:  # the loop closed under it: nothing left to hand over
+            return
+        except BaseException as exc:  # noqa: BLE001 — raised on the loop, where the caller waits
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, exc)
+
+    global _pacing, _switch_s
+    with _lock:  # schedules paced at once (several loops of one process) restore the interval when the last ends
+        if _pacing == 0:
+            _switch_s = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_s, PACE_SWITCH_S))
+        _pacing += 1
+    thread = threading.Thread(target=pace, name="benchlib-pacer", daemon=True)
+    thread.start()
+    try:
+        await finished
+    finally:
+        stop.set()
+        with _lock:
+            _pacing -= 1
+            if _pacing == 0:
+                sys.setswitchinterval(_switch_s)
 
 
 # ---- the loop's own health: how late it wakes, and no full collections in the middle of a run --------------

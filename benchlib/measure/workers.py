@@ -36,7 +36,7 @@ import numpy as np
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
 from benchlib.measure.client_health import HEALTH_COLUMNS, health_figures
-from benchlib.measure.event_loop import LoopLagSampler, quiet_gc
+from benchlib.measure.event_loop import LoopLagSampler, paced, quiet_gc
 from benchlib.records.rows import RequestRecord
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -125,13 +125,9 @@ async def send_job(job: WorkerJob, backend: Backend, t0_ns: int, sampler: LoopLa
                 record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
             deliver(record)
 
-    started = []
-    for record, request, offset in zip(job.records, job.requests, job.offsets):
-        due_ns = t0_ns + int(offset * 1e9)
-        wait = (due_ns - time.perf_counter_ns()) / 1e9
-        if wait > 0:
-            await asyncio.sleep(wait)
-        started.append(asyncio.create_task(one(record, request, due_ns)))
+    started: list[asyncio.Task] = []
+    await paced(job.offsets, t0_ns,
+                lambda i, due_ns: started.append(asyncio.create_task(one(job.records[i], job.requests[i], due_ns))))
     await asyncio.gather(*started)
 
 

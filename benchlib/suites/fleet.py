@@ -20,6 +20,7 @@ The paper is then made once, by the caller, from the store (benchlib.cli).
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -42,6 +43,7 @@ RESOURCE_PREFIX = "host:"
 POLL_S = 0.5
 LOST_GRACE_S = 10.0  # how long a task whose host left the cluster may take to end with Ray's own error
 HEARTBEAT_S = 30.0  # a "still running" line per host on the caller's terminal
+RAY_ENV = "FRONTIER_BENCH_RAY"  # the cluster's address, handed to a deployment's suites (load.fleet_levels)
 INSTALL_HINT = "install the fleet extra: .venv/bin/pip install --no-deps --require-hashes -r requirements/fleet.txt"
 
 
@@ -65,6 +67,8 @@ def on_host(run_suites: SuiteRunner, dep: Deployment, fresh: bool, spec: SettleS
                                 f"files; check out the caller's commit there"}, "groups": [], "node": node}
     seen = settle(previous, baseline_mb, spec) if previous and baseline_mb is not None else None
     baseline_mb = mem_available_mb()
+    if ray is not None and ray.is_initialized():  # a notebook kernel is no Ray worker: sweep.nodes joins through it
+        os.environ[RAY_ENV] = ray.get_runtime_context().gcs_address
     failed, dirs = run_suites(dep.params, dep.notebooks, fresh)
     return {"failed": failed, "groups": server_groups(dirs), "baseline_mb": baseline_mb, "settle": seen,
             "log_tail": log_tail(dirs) if failed else "", "node": node}

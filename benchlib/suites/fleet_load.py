@@ -1,6 +1,7 @@
 """One load level sent from several client nodes of a Ray cluster: the level's requests dealt to worker actors as
 benchlib.measure.workers deals them to worker processes (WORKER SPLIT, split_jobs), one actor per job, each pinned
-to a node by its host resource (`host:<name>`, benchlib.suites.fleet).
+to a node by its host resource (`host:<name>`, benchlib.suites.fleet) or by node id (the load suite's sweep.nodes,
+benchlib.suites.load.fleet_levels, from inside a deployment that holds its host's resource whole).
 
 START ALIGNMENT. Each actor's monotonic clock is offset from the caller's: the offset and its uncertainty are
 measured as the telemetry code measures a remote agent's (benchlib.measure.telemetry.clock.measure_offset: the
@@ -26,8 +27,10 @@ import numpy as np
 
 try:  # the fleet extra is optional (benchlib.suites.fleet says how to install it)
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError:
     ray = None
+    NodeAffinitySchedulingStrategy = None
 
 from benchlib.measure.backends import make_backend
 from benchlib.measure.client_health import health_figures
@@ -113,9 +116,19 @@ def clock_flag(uncertainties_s: list[float], rate_rps: float) -> str:
     return ""
 
 
-def send_from_nodes(jobs: list[WorkerJob], hosts: list[str], rate_rps: float) -> FleetLevel:
-    """Job k on the node carrying host hosts[k % len(hosts)]; start aligned, rows merged (module docstring)."""
-    actors = [_actor.options(resources={host_resource(hosts[k % len(hosts)]): 0.001}, num_cpus=0).remote(job)
+def placement(host: str, node_id: str = "") -> dict[str, Any]:
+    """An actor's options: pinned to the node by id, or to a node carrying the host's resource (a sliver of it)."""
+    if node_id:
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False), "num_cpus": 0}
+    return {"resources": {host_resource(host): 0.001}, "num_cpus": 0}
+
+
+def send_from_nodes(jobs: list[WorkerJob], hosts: list[str], rate_rps: float,
+                    node_ids: list[str] | None = None) -> FleetLevel:
+    """Job k on the node carrying host hosts[k % len(hosts)] (or on node node_ids[k % …] when given: a host whose
+    resource a deployment holds whole takes no actor by resource); start aligned, rows merged (module docstring)."""
+    pins = node_ids or [""] * len(hosts)
+    actors = [_actor.options(**placement(hosts[k % len(hosts)], pins[k % len(pins)])).remote(job)
               for k, job in enumerate(jobs)]
     try:
         nodes = ray.get([a.node.remote() for a in actors])

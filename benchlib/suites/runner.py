@@ -192,7 +192,7 @@ class Session:
         """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes.
 
         Closed loop (offsets None): a request leaves as soon as a slot is free. Open loop: request i is due
-        `offsets[i]` seconds after the first; a dispatcher sleeps until each instant and starts it there (then
+        `offsets[i]` seconds after the first; a pacing thread (event_loop.paced) starts it there (then
         it waits for a slot if `concurrency` are in flight). Each record keeps the instant it was due
         (scheduled_ns), the wait for a slot (queue_wait_s) and the rest of its way to the wire (schedule_lag_s =
         wire start − due − slot wait): how well one client process held the schedule."""
@@ -233,13 +233,9 @@ class Session:
             return done
         if len(offsets) != len(planned):
             raise ValueError(f"{len(planned)} requests but {len(offsets)} send offsets")
-        start_ns, started = time.perf_counter_ns(), []
-        for item, offset in zip(planned, offsets):
-            due_ns = start_ns + int(offset * 1e9)
-            wait = (due_ns - time.perf_counter_ns()) / 1e9
-            if wait > 0:
-                await asyncio.sleep(wait)
-            started.append(asyncio.create_task(one(item, due_ns)))
+        started: list[asyncio.Task] = []
+        await aio.paced(offsets, time.perf_counter_ns(),
+                        lambda i, due_ns: started.append(asyncio.create_task(one(planned[i], due_ns))))
         await asyncio.gather(*started)
         return done
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -22,6 +23,10 @@ from benchlib.records import store
 from benchlib.measure.telemetry.clock import ClockOffset
 from benchlib.records.rows import STATUS_OK, RequestRecord
 from benchlib.suites import fleet, fleet_load, study
+from benchlib.suites.load import fleet_levels
+
+
+LEVEL_N = 40  # tools/fleet_cluster.py's load deployment: one level of 40 requests at 20 req/s (not imported: ray)
 
 
 def fake_params(model: str) -> dict:
@@ -104,6 +109,48 @@ def test_a_level_from_several_nodes_is_flagged_when_the_offsets_are_too_uncertai
     assert fleet_load.on_caller_clock(RequestRecord(), offset).start_ns == 0, "a request never sent stays unsent"
 
 
+def test_sweep_nodes_above_one_without_a_ray_address_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    params = {**fake_params("a"), "sweep": {"nodes": 2}}
+    with pytest.raises(Exception, match="sweep.nodes"):
+        study.load_study(write(tmp_path, {"name": "f", "deployments": [{"params": {**params, "sweep": {"nodes": 0}}}]}))
+    path = write(tmp_path, {"name": "f", "deployments": [{"host": "box1", "params": params}]})
+    plan = study.load_study(path)
+    problem = fleet_levels.check_client_nodes(plan.deployments[0].params, None)
+    assert "sweep.nodes: 2" in problem and "--ray" in problem and "\n" not in problem
+    with_address = fleet_levels.check_client_nodes(plan.deployments[0].params, "127.0.0.1:6379")
+    if fleet_levels.ray is None:  # the fleet extra is optional: then the line says how to install it
+        assert "needs Ray" in with_address and fleet.INSTALL_HINT in with_address
+    else:
+        assert with_address == ""
+    assert cli.main(["study", str(path), "--no-paper"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "sweep.nodes: 2" in err and "\n" not in err
+    assert not (tmp_path / "outputs" / "studies").exists(), "nothing was started"
+    one = study.load_study(write(tmp_path, {"name": "f", "deployments": [{"host": "box1", "params": fake_params("a")}]}))
+    assert fleet_levels.check_client_nodes(one.deployments[0].params, None) == "", "sweep.nodes: 1 changes nothing"
+
+
+def test_a_levels_workers_are_recorded_once_per_level_and_a_resend_replaces_them(tmp_path):
+    path = tmp_path / fleet_levels.WORKERS_CSV
+
+    def sent(uncertainty_ms: float, flag: str) -> fleet_load.FleetLevel:
+        return fleet_load.FleetLevel(rows=[], clock_flag=flag, workers=[
+            {"worker": k, "host": f"box{k + 1}", "node": f"n{k}", "n_requests": 20, "offset_ms": 0.01,
+             "offset_uncertainty_ms": uncertainty_ms, "offset_rtt_ms": 2 * uncertainty_ms, "lag_p50_ms": 0.5,
+             "lag_p99_ms": 0.9} for k in range(2)])
+
+    fleet_levels.record_workers(path, "rate", "r20", sent(0.1, ""))
+    fleet_levels.record_workers(path, "concurrency", 2, sent(0.1, ""))
+    fleet_levels.record_workers(path, "rate", "r20", sent(5.0, "too uncertain"))
+    frame = pd.read_csv(path, dtype=str)
+    assert list(frame.columns) == fleet_levels.WORKER_COLUMNS
+    assert list(frame["level"]) == ["2", "2", "r20", "r20"] and list(frame["worker"]) == ["0", "1", "0", "1"]
+    assert len(frame) == 4 and sorted(frame["task"].unique()) == ["concurrency", "rate"]
+    rate = frame[frame["task"] == "rate"]
+    assert list(rate["offset_uncertainty_ms"].astype(float)) == [5.0, 5.0] and set(rate["clock_flag"]) == {"too uncertain"}
+
+
 @pytest.mark.ray
 def test_a_fleet_survives_a_node_killed_mid_study_and_a_rerun_completes_it(tmp_path):
     """tools/fleet_cluster.py kill, in a network namespace with only lo (Ray binds the outward interface otherwise)."""
@@ -145,3 +192,20 @@ def test_a_fleet_survives_a_node_killed_mid_study_and_a_rerun_completes_it(tmp_p
     worst = max(w["offset_uncertainty_ms"] for w in workers)
     assert level["server_minus_client_start_min_ms"] >= -worst, "on the caller's clock no request arrives before it left"
     assert level["clock_flag"] == fleet_load.clock_flag([w["offset_uncertainty_ms"] / 1000 for w in workers], 20.0)
+
+    third = report["third"]  # the embedded real server on box3 beside the fake's load suite on box1 (sweep.nodes: 2)
+    assert sorted(third["done"]) == sorted(report["third_labels"].values()) and third["failed"] == {}, third
+    assert report["embedded"]["software"] == "llama-cpp-python" and report["embedded"]["rows"] >= 1
+    assert report["embedded"]["statuses"] == [STATUS_OK], report["embedded"]
+    merged = report["params_level"]  # the rate level through the params path: every raw row back, merged exactly
+    assert merged["rows"] == merged["keys"] == merged["level_n_requests"] == LEVEL_N, merged
+    assert merged["server_received"] == LEVEL_N, "the server saw each of the level's requests once"
+    assert merged["level_lag_p50_ms"] == pytest.approx(merged["raw_lag_p50_ms"], abs=1e-6), \
+        "the level's percentile is the raw rows' percentile"
+    rate_workers = [w for w in merged["workers"] if w["task"] == "rate"]
+    assert len(rate_workers) == 2 and len({w["node"] for w in rate_workers}) == 2, rate_workers
+    assert sum(int(w["n_requests"]) for w in rate_workers) == LEVEL_N
+    for w in rate_workers:
+        assert abs(float(w["offset_ms"])) <= float(w["offset_uncertainty_ms"]), w
+        assert float(w["lag_p99_ms"]) >= float(w["lag_p50_ms"]), w
+    assert {w["task"] for w in merged["workers"]} == {"rate", "concurrency"}, "the concurrency level went out too"

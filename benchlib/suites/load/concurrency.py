@@ -20,6 +20,7 @@ from benchlib.analysis.load_levels import (
     level_window,
 )
 from benchlib.records.rows import write_csv_atomic
+from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
 from benchlib.suites.runner import Planned, progress_bar
 from benchlib.records.schema import read_csv
 
@@ -78,6 +79,7 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
     levels = sorted(set(levels or sweep.concurrency))
     requests_per_level = requests_per_level or sweep.requests_per_level
     max_tokens = max_tokens or sweep.max_tokens
+    nodes = client_nodes(session)  # before anything is sent: sweep.nodes > 1 without Ray stops here
     done = session.log.done_keys(session.run_id)
     plan = plan_concurrency(session, levels, requests_per_level, max_tokens)
     warmups = [p for p in _warmups(session, CONCURRENCY_TASK, max_tokens) if p.record.request_key not in done]
@@ -94,6 +96,11 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
                     if not pending:
                         continue
                     bar.set_postfix_str(f"{level} in flight")
+                    if nodes > 1:  # sweep.nodes: the level's streams split over that many Ray nodes
+                        with session.window(level_window(CONCURRENCY_TASK, level), kind="level"):
+                            health[level] = send_level_from_nodes(session, CONCURRENCY_TASK, level, pending, None,
+                                                                  level, 0.0, nodes, bar)
+                        continue
                     with client_health(len(pending)) as figures, \
                             session.window(level_window(CONCURRENCY_TASK, level), kind="level"):
                         session.execute(pending, concurrency=level, progress=bar)

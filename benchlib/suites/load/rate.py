@@ -37,6 +37,7 @@ import pandas as pd
 from benchlib.measure.backends import ChatRequest
 from benchlib.suites.load.concurrency import read_previous, row_identity
 from benchlib.suites.load.context import calibrate
+from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
 from benchlib.measure.client_health import client_health
 from benchlib.analysis.load_levels import level_energy, level_server_metrics, level_steady, level_window
 from benchlib.measure.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
@@ -157,6 +158,7 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
     done = session.log.done_keys(session.run_id)
     health = read_previous(session.out_dir / RATE_CSV, session.run_id, "level")
 
+    client_nodes(session)  # before anything is sent: sweep.nodes > 1 without Ray stops here
     tokenizer = ServerTokenizer.detect(params)
     try:
         template, cpt = None, None
@@ -218,10 +220,16 @@ def between(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams)
 
 def send_level(session: Any, plan: dict[str, Any], items: list[Planned], due: list[float] | None,
                bar: Any) -> dict[str, Any]:
-    """Send a level's pending requests inside its window; returns its client health. An open-loop level with
-    more than one worker goes through benchlib.measure.workers (processes started before the window opens);
-    their records are scored and appended here, in batches, as they arrive."""
+    """Send a level's pending requests inside its window; returns its client health. With nodes > 1 (sweep.nodes)
+    it goes out from that many Ray nodes (fleet_levels); else an open-loop level with more than one worker goes
+    through benchlib.measure.workers (processes started before the window opens); their records are scored and
+    appended here, in batches, as they arrive."""
     cap, window = int(plan["max_concurrency"]), level_window(RATE_TASK, plan["level"])
+    nodes = client_nodes(session)
+    if nodes > 1:
+        with session.window(window, kind="level"):
+            return send_level_from_nodes(session, RATE_TASK, plan["level"], items, due, cap,
+                                         float(plan.get("offered_rps") or 0.0), nodes, bar)
     workers = int(plan.get("workers") or 1)
     if due is None or workers <= 1:
         with client_health(len(items)) as figures, session.window(window, kind="level"):
