@@ -139,6 +139,8 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_anywhere(undecided):
     assert f"answers on the graded sets 20% vs 0% on the same {ITEMS} items" in pair and f"({why};" in pair
     assert "better answers" not in pair
     assert frontier_winners(assembled) == []
+    table = assembled.tables["graded_paired"].data.set_index("set").loc[paired.ALL_SETS]  # the paper's table too
+    assert (table["verdict"], table["rule"].startswith(why)) == ("tie", True)
 
 
 def test_ineligibility_in_words(built):
