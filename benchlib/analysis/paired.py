@@ -64,13 +64,14 @@ PLAN_COLUMN = "quality_plan"  # a systems frame's column: {other system: PlanOut
 @dataclass(frozen=True)
 class PlanOutcome:
     """What a compare plan concluded about its deployment against its baseline: winner +1 (the deployment won),
-    −1 (the baseline won), 0 (no verdict), and the words saying why."""
+    −1 (the baseline won), 0 (no verdict), the words saying why, and the graded sets it judged (empty: not known)."""
 
     winner: int
     words: str
+    tasks: frozenset[str] = frozenset()
 
     def turned(self) -> "PlanOutcome":
-        return PlanOutcome(-self.winner, self.words)
+        return replace(self, winner=-self.winner)
 
 
 @dataclass(frozen=True)
@@ -213,8 +214,10 @@ def verdicts(items: pd.DataFrame, plans: pd.DataFrame | None = None) -> pd.DataF
 
 
 def plan_outcome(look: Mapping[str, object]) -> PlanOutcome:
-    """A compare plan's last look (sequential.LOOK_COLUMNS) as a verdict of its deployment against its baseline."""
+    """A compare plan's last look (sequential.LOOK_COLUMNS) as a verdict of its deployment against its baseline;
+    `tasks` where the row has it: the sets it judged, comma-separated."""
     n, planned_n, reason = int(look["n"]), int(look["planned_n"]), str(look.get("reason") or "")
+    tasks = frozenset(t for t in str(look.get("tasks") or "").split(",") if t and t != "nan")
     if reason == sequential.DECIDED:
         a_only, b_only = int(look["a_only"]), int(look["b_only"])
         alpha = pd.to_numeric(pd.Series([look.get("alpha")]), errors="coerce").iloc[0]
@@ -224,9 +227,9 @@ def plan_outcome(look: Mapping[str, object]) -> PlanOutcome:
                            f"items, {a_only} ({look.get('system', 'it')}) vs {b_only} "
                            f"({look.get('against', 'its baseline')}) right where they differ, "
                            f"p = {float(look['p_value']):.3g} within that look's level "
-                           f"{float(look['nominal_alpha']):.3g}")
+                           f"{float(look['nominal_alpha']):.3g}", tasks)
     return PlanOutcome(0, f"undecided by its compare plan: {reason or 'not stopped'} at {n} of {planned_n} items; "
-                          "a fixed-sample test after looks is not a verdict")
+                          "a fixed-sample test after looks is not a verdict", tasks)
 
 
 def plan_pairs(plans: pd.DataFrame | None) -> dict[tuple[str, str], PlanOutcome]:
@@ -240,11 +243,14 @@ def plan_pairs(plans: pd.DataFrame | None) -> dict[tuple[str, str], PlanOutcome]
             for r in rows.groupby(["system", "against"], sort=False).tail(1).to_dict("records")}
 
 
-def with_plan(result: Paired, pairs: Mapping[tuple[str, str], PlanOutcome]) -> Paired:
-    """`result` with the verdict its pair's compare plan reached, where one compared the two (else as it is)."""
+def with_plan(result: Paired, pairs: Mapping[tuple[str, str], PlanOutcome],
+              tasks: Sequence[str] = ()) -> Paired:
+    """`result` with the verdict its pair's compare plan reached, where one compared the two (else as it is).
+    `tasks`: the sets `result` compared, where known; a plan that judged none of them (a regime's speech set,
+    say, against a plan on the text sets) leaves it as it is."""
     outcome = pairs.get((result.a, result.b)) or (pairs[(result.b, result.a)].turned()
                                                   if (result.b, result.a) in pairs else None)
-    if outcome is None or not result.n:
+    if outcome is None or not result.n or (tasks and outcome.tasks and not outcome.tasks & set(tasks)):
         return result
     verdict = {1: f"{result.a} beats {result.b}", -1: f"{result.b} beats {result.a}", 0: "tie"}[outcome.winner]
     return replace(result, verdict=verdict, rule=outcome.words)
@@ -311,7 +317,8 @@ def winner_matrix(outcome_maps: Sequence[object], names: Sequence[str] = (),
             if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
                 continue
             result = compare(a, b, names[i], names[j]) if len(names) else compare(a, b)
-            result = with_plan(result, plans) if plans and len(names) else result
+            if plans and len(names):
+                result = with_plan(result, plans, {key[0] for key in a if key in b and isinstance(key, tuple)})
             if result.n:
                 matrix[i, j], matrix[j, i] = result.winner, -result.winner
     return matrix

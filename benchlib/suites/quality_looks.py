@@ -49,8 +49,11 @@ def baseline_folder(host_dir: Path, baseline: str, suite: str) -> Path | None:
 def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[str, str], bool] | None:
     """The baseline's (task, item) -> passed in its current run of `suite`; None when it has no such run (yet)."""
     folder = baseline_folder(host_dir, baseline, suite)
-    if folder is None:
-        return None
+    return None if folder is None else paired.outcomes(run_items(folder), folder.parent.name)
+
+
+def run_items(folder: Path) -> pd.DataFrame:
+    """paired.item_results of a suite folder's current run (its run.json's run_id), system = its model folder."""
     try:
         run_id = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("run_id")
     except (OSError, ValueError):
@@ -58,14 +61,14 @@ def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[s
     rows = read_requests(folder / "requests.csv")
     if run_id and "run_id" in rows:
         rows = rows[rows["run_id"] == run_id]
-    items = paired.item_results(rows.assign(system=folder.parent.name))
-    return paired.outcomes(items, folder.parent.name)
+    return paired.item_results(rows.assign(system=folder.parent.name))
 
 
 def compare_plans(suite_dirs: Iterable[Path], name_of: Callable[[Path], str]) -> pd.DataFrame:
     """The last look of every compare plan among `suite_dirs` (their quality_plan.csv), with `system` (the
-    deployment that ran it) and `against` (its baseline), each named by `name_of(suite folder)`: the plans
-    paired.verdicts reads so that the pair's verdict is the plan's."""
+    deployment that ran it) and `against` (its baseline), each named by `name_of(suite folder)`, and `tasks` (the
+    graded sets it judged, comma-separated): the plans paired.verdicts reads so that the pair's verdict is the
+    plan's."""
     rows = []
     for folder in suite_dirs:
         path = folder / QUALITY_PLAN_CSV
@@ -75,7 +78,9 @@ def compare_plans(suite_dirs: Iterable[Path], name_of: Callable[[Path], str]) ->
         last = looks.iloc[-1].to_dict()
         found = baseline_folder(folder.parent.parent, str(last.get("baseline") or ""), folder.name)
         if found is not None:
-            rows.append({**last, "system": name_of(folder), "against": name_of(found)})
+            items = run_items(folder)
+            tasks = ",".join(sorted(set(items.loc[items["basis"] == paired.GRADED, "task"])))
+            rows.append({**last, "system": name_of(folder), "against": name_of(found), "tasks": tasks})
     return pd.DataFrame(rows)
 
 

@@ -238,6 +238,11 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_where_the_fixed_sample_test
     undecided = paired.plan_pairs(plan("A", "B", 8, 0, sequential.EXHAUSTED))
     assert paired.winner_matrix(maps, ["A", "B"], undecided)[0, 1] == 0
     assert paired.winner_matrix(maps, ["B", "A"], undecided)[0, 1] == 0  # whichever order the frontier lists them
+    # a regime's axis on sets the plan never judged (its speech set, say) keeps its own paired test
+    elsewhere = paired.plan_pairs(plan("A", "B", 8, 0, sequential.EXHAUSTED).assign(tasks="asr_words,word_sorting"))
+    assert paired.winner_matrix(maps, ["A", "B"], elsewhere)[0, 1] == 1
+    judged = paired.plan_pairs(plan("A", "B", 8, 0, sequential.EXHAUSTED).assign(tasks="arithmetic,word_sorting"))
+    assert paired.winner_matrix(maps, ["A", "B"], judged)[0, 1] == 0
 
 
 def test_a_decided_plan_gives_its_winner_from_the_discordant_counts_at_its_alpha():

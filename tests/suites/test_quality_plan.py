@@ -58,6 +58,7 @@ def test_compare_stops_once_the_spent_alpha_decides(params_for, outputs):
     plans = compare_plans([base.out_dir, strong.out_dir], lambda folder: folder.parent.name)
     assert plans[["system", "against", "reason"]].values.tolist() == [
         [strong.out_dir.parent.name, base.out_dir.parent.name, sequential.DECIDED]] and int(plans["look"][0]) == 2
+    assert plans["tasks"][0] == ",".join(sorted(SETS))  # the sets it judged (the frontier's axes that hold them)
     line = next(text for text in cli.paired_lines([base.out_dir, strong.out_dir]) if " beats " in text)
     assert "(decided by its compare plan at alpha 0.01: look 2, 20 of 40 items, 20 (" in line
     assert "— 100% vs 0% on the same 20 items" in line  # the items both answered: the plan's 20
