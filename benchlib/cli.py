@@ -33,7 +33,7 @@ from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.measure import foreign
-from benchlib.suites import fleet, foreign_run, ladder, llmd_report, study
+from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
@@ -69,11 +69,12 @@ def read_summaries(suite_dirs: list[Path]) -> pd.DataFrame:
 
 def paired_lines(suite_dirs: list[Path]) -> list[str]:
     """The paired verdicts (benchlib.analysis.paired.verdicts, ONE BASIS): per pair of deployments, the verdict on
-    the graded sets, then the seeds' smoke tasks beside it, each under its heading."""
+    the graded sets (a compare plan's where one compared the pair), then the seeds' smoke tasks beside it."""
     frames = [read_requests(d / "requests.csv").assign(system=_deployment_name(d))
               for d in suite_dirs if (d / "requests.csv").is_file()]
     items = paired.item_results(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
-    table = paired.verdicts(items) if len(items) else pd.DataFrame(columns=["basis"])
+    table = paired.verdicts(items, quality_looks.compare_plans(suite_dirs, _deployment_name)) if len(items) \
+        else pd.DataFrame(columns=["basis"])
     lines = []
     for basis, heading in ((paired.GRADED, "the verdict, on the graded sets"),
                            (paired.SMOKE, "beside it, the seeds' smoke tasks (not part of the verdict)")):

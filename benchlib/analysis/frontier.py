@@ -139,8 +139,10 @@ def _interval_ties(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict
 def _paired_winners(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, np.ndarray]:
     """axis -> paired.winner_matrix over the systems' per-item results on it (an `<axis>_items` column, as
     quality_columns writes): +1 / −1 where one system beats the other on the same items, 0 for a tie, NaN where
-    either has no per-item results there."""
-    return {axis: paired.winner_matrix(systems[f"{axis}_items"].tolist()) for axis in axes
+    either has no per-item results there; a pair a compare plan compared (paired.PLAN_COLUMN) gets its verdict."""
+    names = systems["system"].astype(str).tolist() if "system" in systems else []
+    plans = paired.system_plans(systems)
+    return {axis: paired.winner_matrix(systems[f"{axis}_items"].tolist(), names, plans) for axis in axes
             if f"{axis}_items" in systems}
 
 

@@ -5,7 +5,8 @@ Per pair of deployments and per axis, who is better and the interval that decide
     decode speed          mean decode tok/s of the text suite's measured requests, 95 % bootstrap interval
     time to first token   mean TTFT of the same requests (lower is better), 95 % bootstrap interval
     answers (graded sets) THE paired verdict (paired.verdicts, basis GRADED): the accuracy difference on the items
-                          both answered, Newcombe's interval and the exact McNemar test
+                          both answered, Newcombe's interval and the exact McNemar test; where a compare plan
+                          compared the pair, the verdict its sequential rule reached (paired.planned), in `rule`
     energy                tokens per joule where both were measured within one energy boundary (one window
                           each: no interval, so a difference under ENERGY_MARGIN counts as a tie)
 
@@ -46,7 +47,7 @@ AXES = (Axis("decode_tps", "decode speed", "tok/s", "max", "faster decode"),
         Axis("tokens_per_joule", "energy", "tokens/J", "max", "more tokens per joule"))
 SMOKE_AXIS = Axis("smoke", "answers on the seeds' smoke tasks (beside the verdict)", "", "max", "")
 COLUMNS = ["a", "b", "axis", "words", "unit", "a_value", "a_lo", "a_hi", "b_value", "b_lo", "b_hi", "difference",
-           "difference_lo", "difference_hi", "better", "n", "p_value", "note"]
+           "difference_lo", "difference_hi", "better", "n", "p_value", "note", "rule"]
 
 
 def _measured(requests: pd.DataFrame) -> pd.DataFrame:
@@ -77,9 +78,11 @@ def _by_interval(axis: Axis, a: str, b: str, va: tuple, vb: tuple) -> str:
     return a if first_better else b
 
 
-def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None) -> pd.DataFrame:
+def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None,
+                 plans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every pair of systems in `requests` (rows with a `system` column), one row per axis (COLUMNS), then the
-    smoke tasks' row. `energy`: system, tokens_per_joule, energy_boundary (the systems frame), where measured."""
+    smoke tasks' row. `energy`: system, tokens_per_joule, energy_boundary (the systems frame), where measured;
+    `plans`: the compare plans (paired.plan_pairs' frame), whose verdicts the graded axis takes."""
     systems = list(dict.fromkeys(requests["system"].astype(str))) if len(requests) else []
     speed = _measured(requests) if len(requests) else requests
     figures = {}
@@ -88,7 +91,7 @@ def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None) -> 
         figures[name] = {"decode_tps": _mean(mine["decode_tps"]) if "decode_tps" in mine else (math.nan,) * 3,
                          "ttft_ms": _mean(pd.to_numeric(mine["ttft_s"], errors="coerce") * 1000)
                          if "ttft_s" in mine else (math.nan,) * 3}
-    table = paired.verdicts(paired.item_results(requests)) if len(requests) else pd.DataFrame()
+    table = paired.verdicts(paired.item_results(requests), plans) if len(requests) else pd.DataFrame()
     energy_of = {}
     if energy is not None and len(energy) and "tokens_per_joule" in energy:
         for row in energy.itertuples():
@@ -125,6 +128,7 @@ def _paired_row(table: pd.DataFrame, basis: str, axis: Axis, a: str, b: str) -> 
                b_value=result.accuracy_a if turned else result.accuracy_b,
                difference=difference, difference_lo=low, difference_hi=high,
                better={1: a, -1: b, 0: TIE}[sign * result.winner], n=result.n, p_value=result.p_value,
+               rule=result.rule,
                note=f"{result.a_only if not turned else result.b_only} vs "
                     f"{result.b_only if not turned else result.a_only} items only one got right")
     return row
@@ -132,7 +136,7 @@ def _paired_row(table: pd.DataFrame, basis: str, axis: Axis, a: str, b: str) -> 
 
 def _row(a: str, b: str, axis: Axis, **values: object) -> dict:
     row = {c: math.nan for c in COLUMNS}
-    row.update(a=a, b=b, axis=axis.key, words=axis.words, unit=axis.unit, better=NOT_MEASURED, note="")
+    row.update(a=a, b=b, axis=axis.key, words=axis.words, unit=axis.unit, better=NOT_MEASURED, note="", rule="")
     row.update(values)
     return row
 

@@ -24,6 +24,13 @@ are compared beside it (basis SMOKE), never pooled into it; a graded set's pass 
 read the GRADED basis, so they cannot disagree; item_results() builds the long per-item frame from request rows,
 with each item's basis.
 
+PLANNED (`planned`): where a pair was compared by a compare plan (params run.quality, benchlib.analysis.sequential),
+the plan's group-sequential rule gives the pair's verdict, not the fixed-sample test above: after looks that test
+is an uncorrected peek. Decided → the winner (the side with more discordant wins at the last look), at the plan's
+alpha; any other stop (pool exhausted, budget) → "tie", the reason in words in `rule`. The interval and p stay
+beside it, informative. The terminal (cli), the summary's "On this host" (analysis.host) and the frontier
+(`winner_matrix` with the plans, through the systems' PLAN_COLUMN) all apply it, so they agree.
+
 Accuracy under load (under_load): one deployment's graded set answered twice — one request at a time, and again
 with N in flight (the task "<set>@c<N>", benchlib.config.tasks.under_load) — is the same comparison with the two
 passes as A and B: "c1 beats c4" means answers got worse under load beyond what chance explains.
@@ -40,7 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from benchlib.analysis import stats
+from benchlib.analysis import sequential, stats
 from benchlib.config.tasks import load_pass
 from benchlib.records.schema import flag, optional_flag
 from benchlib.scoring.graded import GRADED_CHECKERS
@@ -51,6 +58,20 @@ ITEM_COLUMNS = ["system", "task", "item", "passed", "basis"]
 LOAD_COLUMNS = ["system", "task", "concurrency"]  # + PAIR_COLUMNS, a = the first pass, b = the pass under load
 PAIR_COLUMNS = ["a", "b", "n", "both", "a_only", "b_only", "neither", "accuracy_a", "accuracy_b", "difference",
                 "difference_lo", "difference_hi", "p_value", "verdict"]
+PLAN_COLUMN = "quality_plan"  # a systems frame's column: {other system: PlanOutcome of this one against it}
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """What a compare plan concluded about its deployment against its baseline: winner +1 (the deployment won),
+    −1 (the baseline won), 0 (no verdict), the words saying why, and the graded sets it judged (empty: not known)."""
+
+    winner: int
+    words: str
+    tasks: frozenset[str] = frozenset()
+
+    def turned(self) -> "PlanOutcome":
+        return replace(self, winner=-self.winner)
 
 
 @dataclass(frozen=True)
@@ -71,11 +92,14 @@ class Paired:
     difference_hi: float
     p_value: float
     verdict: str
+    rule: str = ""  # a compare plan's words where its sequential rule gave the verdict (`with_plan`); "" otherwise
 
     @property
     def winner(self) -> int:
         """+1 when A beats B, −1 when B beats A, 0 for a tie: the interval includes 0, the exact test does not
-        reject equality (p ≥ ALPHA), or there are no shared items."""
+        reject equality (p ≥ ALPHA), or there are no shared items; under a compare plan (`rule`), its verdict."""
+        if self.rule:
+            return {f"{self.a} beats {self.b}": 1, f"{self.b} beats {self.a}": -1}.get(self.verdict, 0)
         if not self.n or not (self.difference_lo > 0 or self.difference_hi < 0) or not self.p_value < ALPHA:
             return 0
         return 1 if self.difference_lo > 0 else -1
@@ -88,7 +112,10 @@ class Paired:
                            accuracy_a=self.accuracy_b, accuracy_b=self.accuracy_a, difference=-self.difference,
                            difference_lo=-self.difference_hi, difference_hi=-self.difference_lo).line()
         head = self.verdict if self.winner else f"{self.a} vs {self.b}: tie"
-        return (f"{head}: {self.accuracy_a:.0%} vs {self.accuracy_b:.0%} on the same {self.n} items, difference "
+        head += ":"
+        if self.rule:  # the plan's words, then the fixed-sample figures, informative only
+            head = f"{self.verdict} ({self.rule}) —" if self.winner else f"{self.a} vs {self.b}: {self.rule} —"
+        return (f"{head} {self.accuracy_a:.0%} vs {self.accuracy_b:.0%} on the same {self.n} items, difference "
                 f"{_signed(self.difference)} [{_signed(self.difference_lo)}, {_signed(self.difference_hi)}] "
                 f"({self.a_only} vs {self.b_only} items only one got right; exact McNemar p = {self.p_value:.3g})")
 
@@ -172,16 +199,90 @@ def basis_of(task: str, checker: object) -> str:
     return GRADED if checker in GRADED_CHECKERS else SMOKE
 
 
-def verdicts(items: pd.DataFrame) -> pd.DataFrame:
+def verdicts(items: pd.DataFrame, plans: pd.DataFrame | None = None) -> pd.DataFrame:
     """THE paired verdicts (ONE BASIS): every pair of systems on the graded sets' items both answered, pooled
-    (basis GRADED), then beside them on the smoke tasks (basis SMOKE); one row each (PAIR_COLUMNS + basis)."""
+    (basis GRADED), then beside them on the smoke tasks (basis SMOKE); one row each (PAIR_COLUMNS + basis + rule).
+    A graded pair that a compare plan in `plans` compared gets the plan's verdict (`planned`)."""
     frames = []
     for basis in (GRADED, SMOKE):
         mine = items[items["basis"] == basis] if len(items) and "basis" in items else items.iloc[0:0]
         if len(mine):
             frames.append(pairwise(mine).assign(basis=basis))
-    return (pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames)
-            else pd.DataFrame(columns=PAIR_COLUMNS + ["basis"]))
+    table = (pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames)
+             else pd.DataFrame(columns=PAIR_COLUMNS + ["basis"]))
+    return planned(table, plans)
+
+
+def plan_outcome(look: Mapping[str, object]) -> PlanOutcome:
+    """A compare plan's last look (sequential.LOOK_COLUMNS) as a verdict of its deployment against its baseline;
+    `tasks` where the row has it: the sets it judged, comma-separated."""
+    n, planned_n, reason = int(look["n"]), int(look["planned_n"]), str(look.get("reason") or "")
+    tasks = frozenset(t for t in str(look.get("tasks") or "").split(",") if t and t != "nan")
+    if reason == sequential.DECIDED:
+        a_only, b_only = int(look["a_only"]), int(look["b_only"])
+        alpha = pd.to_numeric(pd.Series([look.get("alpha")]), errors="coerce").iloc[0]
+        level = f" at alpha {alpha:.2g}" if not math.isnan(alpha) else ""
+        return PlanOutcome((a_only > b_only) - (a_only < b_only),
+                           f"decided by its compare plan{level}: look {int(look['look'])}, {n} of {planned_n} "
+                           f"items, {a_only} ({look.get('system', 'it')}) vs {b_only} "
+                           f"({look.get('against', 'its baseline')}) right where they differ, "
+                           f"p = {float(look['p_value']):.3g} within that look's level "
+                           f"{float(look['nominal_alpha']):.3g}", tasks)
+    return PlanOutcome(0, f"undecided by its compare plan: {reason or 'not stopped'} at {n} of {planned_n} items; "
+                          "a fixed-sample test after looks is not a verdict", tasks)
+
+
+def plan_pairs(plans: pd.DataFrame | None) -> dict[tuple[str, str], PlanOutcome]:
+    """(deployment, baseline) -> PlanOutcome for every compare plan in `plans`: one row per look or per plan, with
+    `system` and `against` (the two names as the verdicts name them) and the look's figures; the last row of a
+    pair counts."""
+    if plans is None or not len(plans) or not {"system", "against", "plan"} <= set(plans.columns):
+        return {}
+    rows = plans[(plans["plan"] == "compare") & plans["against"].notna() & (plans["against"].astype(str) != "")]
+    return {(str(r["system"]), str(r["against"])): plan_outcome(r)
+            for r in rows.groupby(["system", "against"], sort=False).tail(1).to_dict("records")}
+
+
+def with_plan(result: Paired, pairs: Mapping[tuple[str, str], PlanOutcome],
+              tasks: Sequence[str] = ()) -> Paired:
+    """`result` with the verdict its pair's compare plan reached, where one compared the two (else as it is).
+    `tasks`: the sets `result` compared, where known; a plan that judged none of them (a regime's speech set,
+    say, against a plan on the text sets) leaves it as it is."""
+    outcome = pairs.get((result.a, result.b)) or (pairs[(result.b, result.a)].turned()
+                                                  if (result.b, result.a) in pairs else None)
+    if outcome is None or not result.n or (tasks and outcome.tasks and not outcome.tasks & set(tasks)):
+        return result
+    verdict = {1: f"{result.a} beats {result.b}", -1: f"{result.b} beats {result.a}", 0: "tie"}[outcome.winner]
+    return replace(result, verdict=verdict, rule=outcome.words)
+
+
+def planned(table: pd.DataFrame, plans: pd.DataFrame | None) -> pd.DataFrame:
+    """THE verdicts table (`verdicts`) with each graded pair that a compare plan compared given the plan's verdict
+    (`with_plan`) and its words in `rule` ("" for the pairs the fixed-sample test decides)."""
+    pairs = plan_pairs(plans)
+    out = table.assign(rule="") if "rule" not in table else table.fillna({"rule": ""})
+    for index, row in out.iterrows():
+        if pairs and row["basis"] == GRADED:
+            result = with_plan(Paired(**{key: row[key] for key in PAIR_COLUMNS}), pairs)
+            out.loc[index, "verdict"], out.loc[index, "rule"] = result.verdict, result.rule
+    return out
+
+
+def plans_by_system(pairs: Mapping[tuple[str, str], PlanOutcome]) -> dict[str, dict[str, PlanOutcome]]:
+    """system -> {other: its PlanOutcome against other}, both sides of each plan (a systems frame's PLAN_COLUMN)."""
+    out: dict[str, dict[str, PlanOutcome]] = {}
+    for (a, b), outcome in pairs.items():
+        out.setdefault(a, {})[b] = outcome
+        out.setdefault(b, {})[a] = outcome.turned()
+    return out
+
+
+def system_plans(systems: pd.DataFrame) -> dict[tuple[str, str], PlanOutcome]:
+    """The plan pairs a systems frame carries in its PLAN_COLUMN (`plans_by_system`), back as plan_pairs gives them."""
+    if PLAN_COLUMN not in systems or "system" not in systems:
+        return {}
+    return {(str(name), other): outcome for name, mine in zip(systems["system"], systems[PLAN_COLUMN])
+            if isinstance(mine, dict) for other, outcome in mine.items()}
 
 
 def outcomes(items: pd.DataFrame, system: str, tasks: Sequence[str] | None = None) -> dict[tuple[str, str], bool]:
@@ -203,9 +304,11 @@ def pairwise(items: pd.DataFrame, tasks: Sequence[str] | None = None) -> pd.Data
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
-def winner_matrix(outcome_maps: Sequence[object]) -> np.ndarray:
+def winner_matrix(outcome_maps: Sequence[object], names: Sequence[str] = (),
+                  plans: Mapping[tuple[str, str], PlanOutcome] | None = None) -> np.ndarray:
     """[i, j] = +1 when system i beats j on their shared items, −1 when j beats i, 0 for a tie, NaN where either has
-    no per-item results (a dict (task, item) -> passed; anything else counts as none) or they share no item."""
+    no per-item results (a dict (task, item) -> passed; anything else counts as none) or they share no item. With
+    the systems' `names` and compare `plans` (plan_pairs), a pair a plan compared gets the plan's verdict."""
     size = len(outcome_maps)
     matrix = np.full((size, size), np.nan)
     for i in range(size):
@@ -213,7 +316,9 @@ def winner_matrix(outcome_maps: Sequence[object]) -> np.ndarray:
             a, b = outcome_maps[i], outcome_maps[j]
             if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
                 continue
-            result = compare(a, b)
+            result = compare(a, b, names[i], names[j]) if len(names) else compare(a, b)
+            if plans and len(names):
+                result = with_plan(result, plans, {key[0] for key in a if key in b and isinstance(key, tuple)})
             if result.n:
                 matrix[i, j], matrix[j, i] = result.winner, -result.winner
     return matrix

@@ -41,7 +41,7 @@ from benchlib.analysis import stats
 DECIDED, PRECISION, EXHAUSTED, BUDGET, FIXED = "decided", "precision reached", "pool exhausted", "budget", "fixed size"
 GRID = 241  # grid points per look for the numerical integration: boundaries to ~1e-4 on the z scale
 LOOK_COLUMNS = ["look", "n", "planned_n", "fraction", "plan", "baseline", "passed", "half_width", "a_only",
-                "b_only", "p_value", "nominal_alpha", "stop", "reason"]
+                "b_only", "p_value", "nominal_alpha", "stop", "reason", "alpha"]
 
 
 def spending(t: np.ndarray | float, alpha: float) -> np.ndarray:
@@ -122,6 +122,7 @@ class Look:
     nominal_alpha: float = math.nan
     stop: bool = False
     reason: str = ""
+    alpha: float = math.nan  # compare: the plan's level over all its looks
 
     def line(self) -> str:
         """The look in words, for the suite's log and the paper's note."""
@@ -167,7 +168,7 @@ def decide(plan: str, look: int, n: int, planned_n: int, passed: int, *, a_only:
         fractions = [f for i, f in enumerate(fractions) if f > 0 and (i == 0 or f > fractions[i - 1])]
         level = float(nominal_alphas(fractions, alpha)[-1]) if fractions and n else 0.0
         p = float(mcnemar_exact(a_only, b_only))
-        row.update(a_only=a_only, b_only=b_only, p_value=p, nominal_alpha=level)
+        row.update(a_only=a_only, b_only=b_only, p_value=p, nominal_alpha=level, alpha=alpha)
         if n and p <= level:
             return Look(**row, stop=True, reason=DECIDED)
     elif plan == "precision" and n and width <= target_half_width:

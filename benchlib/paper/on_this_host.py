@@ -36,7 +36,7 @@ def _decides(row: pd.Series) -> str:
             return str(row["note"])
         return (f"difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
                 f"{fmt(row['difference_hi'], '+.0%')}] on {int(row['n'])} items, McNemar p = "
-                f"{fmt(row['p_value'], '.2g')} ({row['note']})")
+                f"{fmt(row['p_value'], '.2g')} ({row['note']})" + (f"; {row['rule']}" if row.get("rule") else ""))
     if row["axis"] == "tokens_per_joule":
         return str(row["note"])
     return "95 % intervals overlap" if row["better"] == host.TIE else \
@@ -49,7 +49,7 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         return None
     requests = runs.requests.assign(system=runs.named(runs.requests))
     ours = systems[systems["source"] == THIS_RUN] if len(systems) and "source" in systems else systems
-    frame = host.head_to_head(requests, ours)
+    frame = host.head_to_head(requests, ours, runs.plans())
     if frame.empty:
         return None
     display = pd.DataFrame({
@@ -60,9 +60,10 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
     return Table("on_this_host", "On this host: our deployments against each other", frame, display,
                  "Decode speed and time to first token from the text suite's measured requests (mean, 95 % bootstrap "
                  "interval; better only where the intervals are apart); answers on the graded sets as the paired "
-                 "verdict on the items both answered (Newcombe interval, exact McNemar test) — the verdict the "
-                 "terminal and the frontier give; energy as tokens per joule where both were measured within one "
-                 "boundary. The seeds' smoke tasks are compared beside the verdict, never pooled into it.")
+                 "verdict on the items both answered (Newcombe interval, exact McNemar test; where a compare plan "
+                 "compared the pair, the verdict its group-sequential rule reached, the interval and p beside it) — "
+                 "the verdict the terminal and the frontier give; energy as tokens per joule where both were measured "
+                 "within one boundary. The seeds' smoke tasks are compared beside the verdict, never pooled into it.")
 
 
 def quality_plan_table(runs: Runs) -> Table | None:

@@ -18,7 +18,7 @@ from benchlib.scoring.graded import GRADED_CHECKERS
 GRADED_COLUMNS = ["deployment", "set", "in_flight", "n", "passed", "accuracy", "accuracy_lo", "accuracy_hi",
                   "joules_per_correct", "tokens_per_joule", "reduced"]
 PAIRED_COLUMNS = ["set", "a", "b", "n", "a_only", "b_only", "accuracy_a", "accuracy_b", "difference", "difference_lo",
-                  "difference_hi", "p_value", "verdict"]
+                  "difference_hi", "p_value", "verdict", "rule"]
 
 
 def _graded_rows(runs: Runs) -> pd.DataFrame:
@@ -94,7 +94,8 @@ def paired_table(runs: Runs) -> Table | None:
     rows = []
     for name in sets:
         rows += [{"set": name, **row} for row in paired.pairwise(items, tasks=[name]).to_dict("records")]
-    verdicts = paired.verdicts(items)  # the verdict itself (ONE BASIS): every set's items pooled
+    # THE verdict (ONE BASIS): every set's items pooled; a pair a compare plan compared gets the plan's verdict
+    verdicts = paired.verdicts(items, runs.plans())
     rows += [{"set": paired.ALL_SETS, **row} for row in
              verdicts[verdicts["basis"] == paired.GRADED].drop(columns="basis").to_dict("records")]
     for row in paired.under_load(items).to_dict("records"):
@@ -110,10 +111,13 @@ def paired_table(runs: Runs) -> Table | None:
                                                                                  frame["accuracy_b"])],
         "A − B [95% CI]": [fmt(d, "+.0%") + bracket(lo, hi, "+.0%") for d, lo, hi in
                            zip(frame["difference"], frame["difference_lo"], frame["difference_hi"])],
-        "McNemar p": [fmt(p, ".3g") for p in frame["p_value"]], "verdict": frame["verdict"]})
+        "McNemar p": [fmt(p, ".3g") for p in frame["p_value"]],
+        "verdict": [f"{v} ({r})" if isinstance(r, str) and r else v for v, r in zip(frame["verdict"], frame["rule"])]})
     return Table("graded_paired", "Paired verdicts on the same graded items", frame, display,
                  "A against B over the items both answered: the accuracy difference with Newcombe's paired 95 % "
                  "interval and the exact McNemar test on the items only one got right; 'A beats B' only when the "
                  "interval excludes 0 and p < 0.05, else a tie (analysis/paired.py). 'all sets' pools every set's "
-                 "items — the comparison the frontier's quality axis uses. Rows '(c1)' against '(c<n>)' compare a "
-                 "deployment with itself under load.")
+                 "items — the comparison the frontier's quality axis uses; where a compare plan compared the pair, "
+                 "its group-sequential verdict, at its alpha (a fixed-sample test after looks is an uncorrected "
+                 "peek: the per-set rows and p beside it inform, they do not decide). Rows '(c1)' against '(c<n>)' "
+                 "compare a deployment with itself under load.")

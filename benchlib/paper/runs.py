@@ -26,7 +26,7 @@ from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
-from benchlib.suites.quality_looks import QUALITY_PLAN_CSV
+from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
 from benchlib.suites.study import recorded_deployment_name
 
 
@@ -70,6 +70,8 @@ class Runs:
     duplicates: list[str] = field(default_factory=list)
     ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
     quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
+    # each compare plan's last look, system and against keyed 'model @ host' (quality_looks.compare_plans)
+    compare_plans: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def empty(self) -> bool:
@@ -87,6 +89,16 @@ class Runs:
     def name(self, host: str, model: str) -> str:
         """The name of our deployment `model` (model[ [variant]]) on `host`: model · server · settings · host."""
         return self.names.get(f"{model} @ {host}", f"{model} @ {host}")
+
+    def plans(self) -> pd.DataFrame:
+        """The compare plans with both deployments by name: what paired.verdicts reads to give a pair the verdict
+        its plan reached."""
+        plans = self.compare_plans
+        if plans is None or not len(plans):
+            return pd.DataFrame()
+        names = self.names
+        return plans.assign(system=plans["system"].map(lambda key: names.get(key, key)),
+                            against=plans["against"].map(lambda key: names.get(key, key)))
 
     def named(self, frame: pd.DataFrame) -> pd.Series:
         """The deployment name of every row of a frame with host and model columns."""
@@ -194,11 +206,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
     for path in dirs:
         manifest = _read_json(path / "manifest.json")
         params = manifest.get("params") or {}
-        host_p, server_p = params.get("host") or {}, params.get("server") or {}
-        host = str(host_p.get("name") or path.parent.parent.name)
-        model = str(server_p.get("model") or path.parent.name)
-        if server_p.get("variant"):  # a study's grid point: its own deployment beside the same model's others
-            model = f"{model} [{server_p['variant']}]"
+        host, model = _host_model(path, params)
         if path.name == "load":  # sweeps only: concurrency > 1 and long prompts are not per-task speed rows
             for kind in ("concurrency", "context", "rate"):
                 frame = _read_csv(path / f"sweep_{kind}.csv")
@@ -244,7 +252,23 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 load={k: pd.concat(v, ignore_index=True) for k, v in load.items() if v}, skipped=skipped,
                 ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
                 roots=[shown for shown, _ in local], duplicates=duplicates,
-                quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame())
+                quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame(),
+                compare_plans=compare_plans(dirs, _key))
+
+
+def _host_model(path: Path, params: Mapping[str, Any]) -> tuple[str, str]:
+    """(host, model) of a suite folder as the paper keys it: params host.name and server.model, a study's grid
+    point as 'model [variant]' (its own deployment beside the same model's others)."""
+    host_p, server_p = params.get("host") or {}, params.get("server") or {}
+    host = str(host_p.get("name") or path.parent.parent.name)
+    model = str(server_p.get("model") or path.parent.name)
+    return host, f"{model} [{server_p['variant']}]" if server_p.get("variant") else model
+
+
+def _key(path: Path) -> str:
+    """'model @ host' of a suite folder (Runs.names' key)."""
+    host, model = _host_model(path, _read_json(path / "manifest.json").get("params") or {})
+    return f"{model} @ {host}"
 
 
 

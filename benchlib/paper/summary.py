@@ -172,6 +172,8 @@ def _host_axis(row: pd.Series) -> str:
     if row["better"] == host.NOT_MEASURED:
         return f"{words} not compared ({row['note']})" if row["note"] else f"{words} not measured"
     outcome = "tie" if row["better"] == host.TIE else f"{row['better']} better"
+    if row["axis"] == "graded" and isinstance(row.get("rule"), str) and row["rule"]:  # a compare plan's verdict
+        outcome = row["rule"] if row["better"] == host.TIE else f"{outcome}, {row['rule']}"
     if row["axis"] == "graded":
         return (f"{words} {fmt(row['a_value'], '.0%')} vs {fmt(row['b_value'], '.0%')} on the same {int(row['n'])} "
                 f"items, difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
@@ -324,6 +326,7 @@ def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: S
     if not regime.quality_axis or column not in systems:
         return []
     items = dict(zip(systems["system"], systems[column]))
+    plans = paired.system_plans(systems)  # a pair a compare plan compared: the plan's verdict
     out = []
     for winner in winners:
         for other in eligible:
@@ -332,10 +335,11 @@ def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: S
                 continue
             if not isinstance(a, dict) or not isinstance(b, dict):
                 continue
-            result = paired.compare(a, b, winner, other)
+            result = paired.with_plan(paired.compare(a, b, winner, other), plans)
             if not result.n:
                 continue
             verdict = result.verdict if result.winner else "tie (the difference's interval includes 0)"
+            verdict = (f"{result.verdict}, {result.rule}" if result.winner else result.rule) if result.rule else verdict
             out.append(f"{winner} {fmt(result.accuracy_a, '.0%')} vs {other} {fmt(result.accuracy_b, '.0%')} on "
                        f"{result.n} items, difference {result.difference:+.0%} [{result.difference_lo:+.0%}, "
                        f"{result.difference_hi:+.0%}]: {verdict}")

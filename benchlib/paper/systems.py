@@ -75,11 +75,12 @@ QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.value
 # compares item by item (a paired verdict) wherever two deployments answered the same items
 QUALITY_ITEM_COLUMNS = [f"{r.quality_axis}_items" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
                         if r.quality_axis]
-SYSTEM_COLUMNS += QUALITY_COLUMNS + QUALITY_ITEM_COLUMNS
+SYSTEM_COLUMNS += QUALITY_COLUMNS + QUALITY_ITEM_COLUMNS + [paired.PLAN_COLUMN]
 TEXT_SYSTEM_COLUMNS = ("system", "model", "host", "server", "source", "hardware", "quantization", "bandwidth_source",
                        "memory_kind", "energy_note", "serving_basis", "excluded", "client_error",
                        "energy_boundary",
-                       *[c for c in QUALITY_COLUMNS if c.endswith("_basis")], *QUALITY_ITEM_COLUMNS)
+                       *[c for c in QUALITY_COLUMNS if c.endswith("_basis")], *QUALITY_ITEM_COLUMNS,
+                       paired.PLAN_COLUMN)
 
 
 def published_systems(ref: pd.DataFrame) -> pd.DataFrame:
@@ -133,6 +134,8 @@ def run_systems(runs: Runs) -> pd.DataFrame:
     systems = deployments.systems_from_summary(runs.summary, context_window_k=context,
                                                items=paired.item_results(runs.requests))
     systems["system"] = runs.named(systems)  # the analysis layer's 'model @ host' → the deployment's name
+    # the compare plans' verdicts, which the frontier gives those pairs (paired.PLAN_COLUMN)
+    systems[paired.PLAN_COLUMN] = systems["system"].map(paired.plans_by_system(paired.plan_pairs(runs.plans())))
     meta = runs.meta.set_index("system")
     out = []
     for row in systems.to_dict("records"):

@@ -14,7 +14,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 
@@ -22,32 +22,66 @@ from benchlib.analysis import paired, sequential
 from benchlib.config.paths import slug
 from benchlib.config.tasks import load_pass
 from benchlib.records.rows import read_requests, write_csv_atomic
+from benchlib.records.schema import read_csv
 from benchlib.suites.study import recorded_deployment_name
 
 QUALITY_PLAN_CSV = "quality_plan.csv"
 
 
-def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[str, str], bool] | None:
-    """The baseline's (task, item) -> passed in its current run of `suite`; None when it has no such run (yet)."""
-    for model_dir in sorted(p for p in host_dir.iterdir() if p.is_dir()) if host_dir.is_dir() else []:
+def baseline_folder(host_dir: Path, baseline: str, suite: str) -> Path | None:
+    """The baseline's `suite` folder under `host_dir` (named by its model folder, server.model[+variant], or its
+    full name, as a compare plan names it); None when it has no such run (yet)."""
+    for model_dir in sorted(p for p in host_dir.iterdir() if p.is_dir()) if host_dir.is_dir() and baseline else []:
         folder = model_dir / suite
         if not (folder / "requests.csv").is_file():
             continue
         try:
             manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-            run_id = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("run_id")
         except (OSError, ValueError):
-            manifest, run_id = {}, None
+            manifest = {}
         names = {model_dir.name, recorded_deployment_name(manifest.get("params") or {}, host_dir.name,
                                                           model_dir.name)}
-        if baseline not in names and slug(baseline) != model_dir.name:
-            continue
-        rows = read_requests(folder / "requests.csv")
-        if run_id and "run_id" in rows:
-            rows = rows[rows["run_id"] == run_id]
-        items = paired.item_results(rows.assign(system=model_dir.name))
-        return paired.outcomes(items, model_dir.name)
+        if baseline in names or slug(baseline) == model_dir.name:
+            return folder
     return None
+
+
+def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[str, str], bool] | None:
+    """The baseline's (task, item) -> passed in its current run of `suite`; None when it has no such run (yet)."""
+    folder = baseline_folder(host_dir, baseline, suite)
+    return None if folder is None else paired.outcomes(run_items(folder), folder.parent.name)
+
+
+def run_items(folder: Path) -> pd.DataFrame:
+    """paired.item_results of a suite folder's current run (its run.json's run_id), system = its model folder."""
+    try:
+        run_id = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("run_id")
+    except (OSError, ValueError):
+        run_id = None
+    rows = read_requests(folder / "requests.csv")
+    if run_id and "run_id" in rows:
+        rows = rows[rows["run_id"] == run_id]
+    return paired.item_results(rows.assign(system=folder.parent.name))
+
+
+def compare_plans(suite_dirs: Iterable[Path], name_of: Callable[[Path], str]) -> pd.DataFrame:
+    """The last look of every compare plan among `suite_dirs` (their quality_plan.csv), with `system` (the
+    deployment that ran it) and `against` (its baseline), each named by `name_of(suite folder)`, and `tasks` (the
+    graded sets it judged, comma-separated): the plans paired.verdicts reads so that the pair's verdict is the
+    plan's."""
+    rows = []
+    for folder in suite_dirs:
+        path = folder / QUALITY_PLAN_CSV
+        looks = read_csv(path, label=str(path)) if path.is_file() else pd.DataFrame()
+        if not len(looks) or "plan" not in looks or looks["plan"].iloc[-1] != "compare":
+            continue
+        last = looks.iloc[-1].to_dict()
+        found = baseline_folder(folder.parent.parent, str(last.get("baseline") or ""), folder.name)
+        if found is not None:
+            items = run_items(folder)
+            tasks = ",".join(sorted(set(items.loc[items["basis"] == paired.GRADED, "task"])))
+            rows.append({**last, "system": name_of(folder), "against": name_of(found), "tasks": tasks})
+    return pd.DataFrame(rows)
 
 
 def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import deployments, frontier, paired
+from benchlib.analysis import deployments, frontier, paired, sequential
 
 
 def outcomes(passes: list[int], task: str = "arithmetic") -> dict[tuple[str, str], bool]:
@@ -191,3 +191,89 @@ def test_the_line_gives_the_winners_figures_first_whichever_side_it_was():
     line = result.line()
     assert line.startswith("B beats A: 67% vs 13% on the same 30 items, difference +53%"), line
     assert "(16 vs 0 items only one got right" in line
+
+
+def graded_items(passes: dict[str, list[int]], smoke: dict[str, list[int]] | None = None) -> pd.DataFrame:
+    """paired.item_results' long frame: the graded set's items per system, and the smoke task's where given."""
+    rows = [{"system": name, "task": task, "item": f"{i}", "passed": bool(p), "basis": basis}
+            for table, task, basis in ((passes, "arithmetic", paired.GRADED), (smoke or {}, "basic_qa", paired.SMOKE))
+            for name, marks in table.items() for i, p in enumerate(marks)]
+    return pd.DataFrame(rows, columns=paired.ITEM_COLUMNS)
+
+
+def plan(system: str, against: str, a_only: int, b_only: int, reason: str, n: int = 24) -> pd.DataFrame:
+    """A compare plan's looks as quality_looks writes them (sequential.decide), named as the verdicts name them;
+    two looks, the second at n items ending with `reason`."""
+    first = sequential.decide("compare", 1, n // 2, n, 0, a_only=a_only // 2, b_only=b_only // 2, alpha=0.01,
+                              baseline=against)
+    last = sequential.Look(**{**sequential.decide("compare", 2, n, n, 0, a_only=a_only, b_only=b_only,
+                                                  earlier=[n // 2], alpha=0.01, baseline=against).__dict__,
+                              "stop": True, "reason": reason})
+    return pd.DataFrame([look.__dict__ for look in (first, last)]).assign(system=system, against=against)
+
+
+# A 8 of 24 right, B none: 8 vs 0 discordant, exact McNemar p = 0.0078 — the fixed-sample test says "A beats B"
+FIXED_WINNER = graded_items({"A": [1] * 8 + [0] * 16, "B": [0] * 24}, smoke={"A": [1, 1], "B": [1, 0]})
+
+
+def test_a_plan_that_stopped_undecided_is_no_verdict_where_the_fixed_sample_test_says_beats():
+    fixed = paired.verdicts(FIXED_WINNER)
+    assert fixed.loc[fixed["basis"] == paired.GRADED, "verdict"].tolist() == ["A beats B"]
+    for reason in (sequential.EXHAUSTED, sequential.BUDGET):
+        table = paired.verdicts(FIXED_WINNER, plan("A", "B", 8, 0, reason))
+        graded = table[table["basis"] == paired.GRADED].iloc[0]
+        assert graded["verdict"] == "tie" and graded["rule"] == (
+            f"undecided by its compare plan: {reason} at 24 of 24 items; a fixed-sample test after looks is not a "
+            "verdict")
+        assert (graded["p_value"], graded["difference_lo"] > 0) == (fixed.loc[0, "p_value"], True)  # figures stay
+        result = paired.Paired(**graded.drop("basis").to_dict())
+        assert result.winner == 0
+        assert result.line().startswith(f"A vs B: {graded['rule']} — 33% vs 0% on the same 24 items"), result.line()
+        smoke = table[table["basis"] == paired.SMOKE].iloc[0]
+        assert (smoke["verdict"], smoke["rule"]) == ("tie", "")  # the plan judges the graded sets only
+    outcome = dict(FIXED_WINNER.groupby("system")[["task", "item", "passed"]].apply(
+        lambda rows: {(t, i): p for t, i, p in zip(rows["task"], rows["item"], rows["passed"])}))
+    maps = [outcome["A"], outcome["B"]]
+    assert paired.winner_matrix(maps)[0, 1] == 1
+    undecided = paired.plan_pairs(plan("A", "B", 8, 0, sequential.EXHAUSTED))
+    assert paired.winner_matrix(maps, ["A", "B"], undecided)[0, 1] == 0
+    assert paired.winner_matrix(maps, ["B", "A"], undecided)[0, 1] == 0  # whichever order the frontier lists them
+    # a regime's axis on sets the plan never judged (its speech set, say) keeps its own paired test
+    elsewhere = paired.plan_pairs(plan("A", "B", 8, 0, sequential.EXHAUSTED).assign(tasks="asr_words,word_sorting"))
+    assert paired.winner_matrix(maps, ["A", "B"], elsewhere)[0, 1] == 1
+    judged = paired.plan_pairs(plan("A", "B", 8, 0, sequential.EXHAUSTED).assign(tasks="arithmetic,word_sorting"))
+    assert paired.winner_matrix(maps, ["A", "B"], judged)[0, 1] == 0
+
+
+def test_a_decided_plan_gives_its_winner_from_the_discordant_counts_at_its_alpha():
+    """B's plan against A decided: the winner is the side with more discordant wins at its last look, even where
+    the verdicts table lists the pair the other way round (A, B)."""
+    items = graded_items({"A": [1] * 8 + [0] * 16, "B": [0] * 24})
+    table = paired.verdicts(items, plan("B", "A", 0, 8, sequential.DECIDED))
+    row = table.iloc[0]
+    assert (row["a"], row["b"], row["verdict"]) == ("A", "B", "A beats B")
+    assert row["rule"].startswith("decided by its compare plan at alpha 0.01: look 2, 24 of 24 items, 0 (B) vs 8 (A)")
+    result = paired.Paired(**row.drop("basis").to_dict())
+    assert result.winner == 1 and result.line().startswith(f"A beats B ({row['rule']}) — 33% vs 0%")
+    # the plan's verdict even where the fixed-sample test finds none: 3 vs 0 discordant, p = 0.25
+    close = graded_items({"A": [1] * 3 + [0] * 21, "B": [0] * 24})
+    assert paired.verdicts(close).loc[0, "verdict"] == "tie"
+    assert paired.verdicts(close, plan("A", "B", 3, 0, sequential.DECIDED)).loc[0, "verdict"] == "A beats B"
+    pairs = paired.plan_pairs(plan("B", "A", 0, 8, sequential.DECIDED))
+    by_system = paired.plans_by_system(pairs)
+    assert (by_system["A"]["B"].winner, by_system["B"]["A"].winner) == (1, -1)
+    systems = pd.DataFrame({"system": ["A", "B", "C"], paired.PLAN_COLUMN: [by_system["A"], by_system["B"], None]})
+    assert paired.system_plans(systems) == {("A", "B"): by_system["A"]["B"], ("B", "A"): by_system["B"]["A"]}
+
+
+def test_pairs_without_a_compare_plan_keep_the_fixed_sample_verdict():
+    items = graded_items({"A": [1] * 8 + [0] * 16, "B": [0] * 24, "C": [0] * 24})
+    fixed = paired.verdicts(items)
+    other = plan("A", "C", 8, 0, sequential.EXHAUSTED)  # a plan about another pair
+    precision = other.assign(plan="precision", against="B")  # not a comparison: no verdict of its own
+    for plans in (None, pd.DataFrame(), other, precision):
+        table = paired.verdicts(items, plans)
+        ab = table[(table["a"] == "A") & (table["b"] == "B")].iloc[0]
+        assert (ab["verdict"], ab["rule"]) == ("A beats B", "")
+    assert paired.verdicts(items, other).set_index(["a", "b"]).loc[("A", "C"), "verdict"] == "tie"
+    assert fixed.set_index(["a", "b"]).loc[("A", "C"), "verdict"] == "A beats C"

@@ -10,33 +10,45 @@ from dataclasses import asdict
 import pytest
 
 from benchlib import cli, paper
-from benchlib.analysis import paired, sequential
+from benchlib.analysis import frontier, paired, sequential
 from benchlib.config.formatting import fmt
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
 FAST = SYN_SYSTEM
 SLOW = f"{SYN_MODEL} · {SYN_SERVER} · slow · {SYN_HOST}"
 RIGHT, ITEMS = 18, 30  # the fast one gets 18 of 30 graded items right, the slow one none: 18 vs 0 discordant
+WEAK = 6  # the undecided study: 6 vs 0 discordant, p = 0.031 — a fixed-sample "beats" at 5 %, not at alpha 0.01
 
 
-def looks() -> list[dict]:
-    """What suites.quality_looks writes for the fast deployment: compare against the slow one, 60 planned items,
-    not decided at look 1 (15 items, 9 vs 0), decided at look 2 (30 items, 18 vs 0)."""
-    first = sequential.decide("compare", 1, 15, 60, 9, a_only=9, b_only=0, alpha=0.01, baseline="tiny-model+slow")
-    second = sequential.decide("compare", 2, 30, 60, RIGHT, a_only=RIGHT, b_only=0, earlier=[15], alpha=0.01,
-                               baseline="tiny-model+slow")
-    assert not first.stop and second.reason == sequential.DECIDED
+def looks(right: int = RIGHT, planned: int = 60) -> list[dict]:
+    """What suites.quality_looks writes for the fast deployment: compare against the slow one at alpha 0.01, look 1
+    at 15 items, look 2 at 30 (RIGHT: 60 planned, decided at look 2, 18 vs 0; WEAK: 30 planned, the pool exhausted
+    at look 2 undecided, 6 vs 0)."""
+    first = sequential.decide("compare", 1, 15, planned, right // 2, a_only=right // 2, b_only=0, alpha=0.01,
+                              baseline="tiny-model+slow")
+    second = sequential.decide("compare", 2, 30, planned, right, a_only=right, b_only=0, earlier=[15], alpha=0.01,
+                               baseline="tiny-model+slow", last=planned == 30)
+    assert not first.stop and second.stop
     return [{"run_id": "synthetic01", **asdict(look)} for look in (first, second)]
+
+
+def study(tmp_path_factory, right: int, planned: int):
+    root = write_synthetic_run(tmp_path_factory.mktemp("outputs"), text_passed=True)
+    write_synthetic_run(root, variant="slow", speed=0.5)
+    write_graded(root, [False] * ITEMS, variant="slow")
+    write_graded(root, [True] * right + [False] * (ITEMS - right), plan=looks(right, planned))
+    return root, paper.assemble(outputs_dir=root, out_dir=tmp_path_factory.mktemp("paper-out"),
+                                figure_formats=["png"])
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = write_synthetic_run(tmp_path_factory.mktemp("outputs"), text_passed=True)
-    write_synthetic_run(root, variant="slow", speed=0.5)
-    write_graded(root, [False] * ITEMS, variant="slow")
-    write_graded(root, [True] * RIGHT + [False] * (ITEMS - RIGHT), plan=looks())
-    return root, paper.assemble(outputs_dir=root, out_dir=tmp_path_factory.mktemp("paper-out"),
-                                figure_formats=["png"])
+    return study(tmp_path_factory, RIGHT, 60)
+
+
+@pytest.fixture(scope="module")
+def undecided(tmp_path_factory):
+    return study(tmp_path_factory, WEAK, 30)
 
 
 def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
@@ -49,7 +61,8 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     assert pair.startswith(f"**{FAST}** against **{SLOW}**: decode speed 31.0 [")
     assert "tok/s (" + FAST + " better)" in pair
     assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
-            and f"p = {fmt(p, '.2g')} ({FAST} better)" in pair)
+            and f"p = {fmt(p, '.2g')} ({FAST} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
+                "items, 18 (" in pair)
     assert "energy not compared (no energy reading on this host)" in pair
     assert pair.endswith(f"— **{FAST}** dominates **{SLOW}** (faster decode, better answers; tied on time to first "
                          "token).")
@@ -82,7 +95,9 @@ def test_one_basis_terminal_summary_and_frontier_agree(built):
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
     lines = cli.paired_lines(suites)
     verdict = lines.index("the verdict, on the graded sets:")
-    assert lines[verdict + 1].startswith(f"  {FAST} beats {SLOW}: 60% vs 0% on the same {ITEMS} items")
+    assert lines[verdict + 1].startswith(f"  {FAST} beats {SLOW} (decided by its compare plan at alpha 0.01: look 2, "
+                                         f"30 of 60 items, 18 ({FAST}) vs 0 ({SLOW}) right where they differ")
+    assert f"— 60% vs 0% on the same {ITEMS} items" in lines[verdict + 1]
     beside = lines.index("beside it, the seeds' smoke tasks (not part of the verdict):")
     assert beside > verdict and "tie: 100% vs 75% on the same 8 items" in lines[beside + 1]
     host = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
@@ -92,6 +107,40 @@ def test_one_basis_terminal_summary_and_frontier_agree(built):
     frontier_verdict = paired.compare(axis[FAST], axis[SLOW])
     assert (frontier_verdict.n, frontier_verdict.a_only, frontier_verdict.winner) == (ITEMS, RIGHT, 1)
     assert systems.loc[SLOW, "accuracy_workstation_basis"] == paired.GRADED  # not the 8 smoke answers
+    assert frontier_winners(assembled) == [(SLOW, FAST, ["accuracy_workstation"])]
+
+
+def frontier_winners(assembled) -> list[tuple[str, str, list[str]]]:
+    """The frontier's dominance on the quality axis alone (what the regimes build on): (dominated, by, better on)."""
+    systems = assembled.tables["_systems"].data
+    ours = systems[systems["system"].isin([FAST, SLOW])].reset_index(drop=True)
+    pairs = frontier.dominance_pairs(ours, {"accuracy_workstation": "max"})
+    return [(r.dominated, r.dominated_by, list(r.better_on)) for r in pairs.itertuples()]
+
+
+def test_a_plan_that_stopped_undecided_is_no_verdict_anywhere(undecided):
+    """6 vs 0 discordant: the fixed-sample test alone would say the fast one beats the slow one (p = 0.031, its
+    interval above 0), but the compare plan ran out of items at its alpha: terminal, summary and frontier say
+    undecided, the figures beside it."""
+    root, assembled = undecided
+    systems = assembled.tables["_systems"].data.set_index("system")
+    axis = systems.loc[[FAST, SLOW], "accuracy_workstation_items"]
+    fixed = paired.compare(axis[FAST], axis[SLOW])
+    assert (fixed.n, fixed.a_only, fixed.b_only, fixed.winner) == (ITEMS, WEAK, 0, 1)  # what the peek would say
+    why = f"undecided by its compare plan: {sequential.EXHAUSTED} at 30 of 30 items"
+    suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
+    lines = cli.paired_lines(suites)
+    line = lines[lines.index("the verdict, on the graded sets:") + 1]
+    assert line.startswith(f"  {FAST} vs {SLOW}: {why}; a fixed-sample test after looks is not a verdict — 20% vs 0%")
+    assert "beats" not in line
+    host = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
+    assert (host["n"], host["better"], host["rule"].startswith(why)) == (ITEMS, "tie", True)
+    pair = assembled.summary.blocks[0].sentences[1].text
+    assert f"answers on the graded sets 20% vs 0% on the same {ITEMS} items" in pair and f"({why};" in pair
+    assert "better answers" not in pair
+    assert frontier_winners(assembled) == []
+    table = assembled.tables["graded_paired"].data.set_index("set").loc[paired.ALL_SETS]  # the paper's table too
+    assert (table["verdict"], table["rule"].startswith(why)) == ("tie", True)
 
 
 def test_ineligibility_in_words(built):

@@ -10,7 +10,8 @@ import pytest
 from benchlib.analysis import sequential
 from benchlib.config.params import ParamsError
 from benchlib.config.tasks import load_pass, load_tasks
-from benchlib.suites.quality_looks import QUALITY_PLAN_CSV
+from benchlib import cli
+from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
 from benchlib.suites.runner import run_suite
 from tests.helpers import make_params
 
@@ -52,7 +53,15 @@ def test_compare_stops_once_the_spent_alpha_decides(params_for, outputs):
     assert looks["stop"].tolist() == [False, True] and looks["reason"].iloc[-1] == sequential.DECIDED
     assert looks["p_value"].iloc[0] > looks["nominal_alpha"].iloc[0]
     assert looks["p_value"].iloc[1] <= looks["nominal_alpha"].iloc[1]
-    assert looks["baseline"].iloc[-1] == "fake-model+base"
+    assert looks["baseline"].iloc[-1] == "fake-model+base" and looks["alpha"].iloc[-1] == 0.01
+    # the pair's verdict is the plan's (paired.planned): the plan found with its baseline, then the terminal's line
+    plans = compare_plans([base.out_dir, strong.out_dir], lambda folder: folder.parent.name)
+    assert plans[["system", "against", "reason"]].values.tolist() == [
+        [strong.out_dir.parent.name, base.out_dir.parent.name, sequential.DECIDED]] and int(plans["look"][0]) == 2
+    assert plans["tasks"][0] == ",".join(sorted(SETS))  # the sets it judged (the frontier's axes that hold them)
+    line = next(text for text in cli.paired_lines([base.out_dir, strong.out_dir]) if " beats " in text)
+    assert "(decided by its compare plan at alpha 0.01: look 2, 20 of 40 items, 20 (" in line
+    assert "— 100% vs 0% on the same 20 items" in line  # the items both answered: the plan's 20
     sent = first_pass(strong)
     assert sent.groupby("task").size().to_dict() == {name: ITEMS // 2 for name in SETS}
     loaded = strong.requests[strong.requests["concurrency"] == 2]  # the pass under load: the same items only
@@ -69,6 +78,7 @@ def test_precision_stops_when_the_interval_is_narrow_enough(params_for, outputs)
 
 def test_without_the_baselines_answers_every_planned_item_is_sent(params_for, outputs, capsys):
     result, looks = run(params_for, True, "alone", {"plan": "compare", "baseline": "not-run-yet"})
+    assert compare_plans([result.out_dir], lambda folder: folder.parent.name).empty  # no comparison, no verdict
     assert len(first_pass(result)) == 2 * ITEMS
     assert looks["reason"].tolist() == [sequential.FIXED] and looks["plan"].tolist() == ["fixed"]
     assert "baseline 'not-run-yet' has no quality results on this host yet" in capsys.readouterr().out
