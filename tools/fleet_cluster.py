@@ -120,10 +120,10 @@ def start_cluster() -> tuple[Cluster, dict[str, Any]]:
 
 
 def environment(out: Path) -> str:
-    """Outputs, staging copies and the store under OUT, and tools/ray_local first on the path (its module says
-    why); the Ray nodes started after this inherit it."""
+    """Outputs, staging copies and the store under OUT, and this checkout on the path; the Ray nodes started after
+    this inherit it."""
     url = f"file://{out / 'store'}"
-    path = [str(Path(__file__).parent / "ray_local"), str(Path.cwd()), os.environ.get("PYTHONPATH")]
+    path = [str(Path.cwd()), os.environ.get("PYTHONPATH")]
     os.environ.update({"FRONTIER_BENCH_OUTPUTS": str(out / "outputs"), "FRONTIER_BENCH_CACHE": str(out / "cache"),
                        store.ENV: url, "PYTHONPATH": os.pathsep.join(filter(None, path))})
     return url
