@@ -262,12 +262,11 @@ def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
     ids = out[id_col].astype(str)
     out["eligible"] = eligible
     out["on_frontier"] = eligible & ~ids.isin(set(pairs["dominated"]))
-    out["dominated_by"] = [
-        "; ".join(f"{p.dominated_by} (better on {', '.join(p.better_on)})"
-                  for p in pairs[pairs["dominated"] == name].itertuples())
-        if ok else f"not eligible: {reason}"
-        for name, ok, reason in zip(ids, eligible, why)
-    ]
+    beaten_by: dict[Any, list[str]] = {}  # one pass over the pairs, not a filtered frame per system
+    for p in pairs.itertuples():
+        beaten_by.setdefault(p.dominated, []).append(f"{p.dominated_by} (better on {', '.join(p.better_on)})")
+    out["dominated_by"] = ["; ".join(beaten_by.get(name, ())) if ok else f"not eligible: {reason}"
+                           for name, ok, reason in zip(ids, eligible, why)]
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
 from benchlib.paper.catalog import (FIGURES, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, SUMMARY, TABLES, Inputs,
                                     Section)
@@ -92,10 +93,9 @@ def write_outputs(out_dir: str | Path, tables: Mapping[str, Table], figures: Map
                                encoding="utf-8")
             written["tables"].append(md_path)
     for name, fig in figures.items():
-        for ext in settings.figure_formats:
-            path = figure_dir / f"{name}.{ext}"
-            fig.savefig(path, dpi=settings.dpi, bbox_inches="tight", facecolor="white")
-            written["figures"].append(path)
+        paths = [figure_dir / f"{name}.{ext}" for ext in settings.figure_formats]
+        save_figure(fig, paths, settings.dpi)
+        written["figures"] += paths
     if frontier_summary:
         path = table_dir / "frontier.txt"
         path.write_text(frontier_summary, encoding="utf-8")
@@ -108,6 +108,34 @@ def write_outputs(out_dir: str | Path, tables: Mapping[str, Table], figures: Map
         (out / name).write_text(text, encoding="utf-8")
         written["report"].append(out / name)
     return written
+
+
+def save_figure(fig: plt.Figure, paths: Sequence[Path], dpi: int) -> None:
+    """One figure in every format, cropped to its tight bounding box (what bbox_inches="tight" gives), the box
+    measured once at the raster resolution. savefig's "tight" lays the figure out and measures it again for every
+    format, and lays it out even with a given box while the figure keeps a layout engine: tight_layout leaves a
+    placeholder that does nothing, set aside here. get_tightbbox places what it measures (ticks, titles, legends,
+    annotations) itself; a figure with a working engine (constrained layout) is left to savefig."""
+    engine = fig.get_layout_engine()
+    if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
+        for path in paths:
+            fig.savefig(path, dpi=dpi, bbox_inches="tight", facecolor="white")
+        return
+    original_dpi = fig.dpi
+    fig.set_dpi(dpi)
+    try:
+        bbox = fig.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"])
+    finally:
+        fig.set_dpi(original_dpi)
+    if engine is not None:
+        with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)  # (with either rc setting on, None would mean a working engine)
+    try:
+        for path in paths:
+            fig.savefig(path, dpi=dpi, bbox_inches=bbox, facecolor="white")
+    finally:
+        if engine is not None:
+            fig.set_layout_engine(engine)
 
 
 REPORT_TITLE = "Frontier Bench — deployment frontier report"

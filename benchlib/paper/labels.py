@@ -39,9 +39,7 @@ def place_labels(ax: plt.Axes, xs: Sequence[float], ys: Sequence[float], texts: 
     """Annotate points (see the module docstring); returns one annotation per label (merged points share one).
     When some label cannot keep every rule, its points join the nearest other group's label and all are placed
     again, so a crowded cluster ends up with one stacked label beside it rather than labels on the wrong points."""
-    fig = ax.figure
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = measuring_renderer(ax)
     pts = ax.transData.transform(np.column_stack([xs, ys])) if len(xs) else np.empty((0, 2))
     groups = _merge(pts, merge_px)
     fixed = [o.get_window_extent(renderer) if hasattr(o, "get_window_extent") else o for o in obstacles]
@@ -104,6 +102,15 @@ def _place(ax: plt.Axes, renderer: Any, pts: np.ndarray, groups: list[list[int]]
         placed.append(best.get_window_extent(renderer).expanded(1.1, 1.2))
         kept.append((best, group))
     return kept, failed
+
+
+def measuring_renderer(ax: plt.Axes) -> Any:
+    """The figure's renderer to measure text with, its figure left undrawn: a label's box needs the axes' final
+    position and view limits (autoscaling is lazy: resolve them) and font metrics, not a drawn canvas, and a full
+    draw per labelled panel was most of a labelled figure's cost."""
+    ax.get_xlim(), ax.get_ylim()  # resolves a pending autoscale into the view limits transData reads
+    canvas = ax.figure.canvas
+    return (canvas if hasattr(canvas, "get_renderer") else FigureCanvasAgg(ax.figure)).get_renderer()
 
 
 def label_problems(ax: plt.Axes) -> list[str]:

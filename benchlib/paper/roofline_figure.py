@@ -15,7 +15,7 @@ from matplotlib.transforms import Bbox
 
 from benchlib.config.formatting import is_missing
 from benchlib.paper.format import Table
-from benchlib.paper.labels import overlap, place_labels, point_label, short_model
+from benchlib.paper.labels import measuring_renderer, overlap, place_labels, point_label, short_model
 from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
 from benchlib.paper.style import no_runs_note, theme, wrap
@@ -57,7 +57,6 @@ def fig_roofline(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
               title="E2B / E4B = Gemma 4 E2B / E4B", title_fontsize=8)
     _efficiency_panel(bx, points, key_color)
     fig.tight_layout()
-    fig.canvas.draw()
     _label_ceilings(ax, line_tags, *limits)
     place_labels(ax, *labels, fontsize=7.5, obstacles=notes)
     return fig
@@ -176,7 +175,7 @@ def _source_handles(points: pd.DataFrame) -> list[Line2D]:
 def _label_ceilings(ax: plt.Axes, labels: list[tuple[float, str, Any]], xmin: float, xmax: float, ymin: float,
                     ymax: float) -> None:
     """A short tag on each ceiling line near where it leaves the plot, rotated along the line (after layout)."""
-    renderer = ax.figure.canvas.get_renderer()
+    renderer = measuring_renderer(ax)
     used: list[Bbox] = []
     for key, text, color in labels:
         x_end = min(xmax, ymax * key) / 1.15
