@@ -47,8 +47,9 @@ LLAMA_KEY := $(shell { cat $(LLAMA_LOCK) tools/llama_build.cmake; echo '$(subst 
 LLAMA_CACHE = $(or $(FRONTIER_BENCH_CACHE),$(HOME)/.cache/frontier-bench)/llama-wheel/$(LLAMA_KEY)
 LLAMA_CACHED_WHEEL = { ls $(LLAMA_CACHE)/llama_cpp_python-*.whl >/dev/null 2>&1 && cp $(LLAMA_CACHE)/llama_cpp_python-*.whl $(WHEELS)/ \
   && echo "llama-cpp-python: the wheel compiled on this machine before with the same flags ($(LLAMA_CACHE))"; }
-LLAMA_KEEP_WHEEL = { mkdir -p $(LLAMA_CACHE).tmp$$$$ && cp $(WHEELS)/llama_cpp_python-*.whl $(LLAMA_CACHE).tmp$$$$/ \
-  && { mv -T $(LLAMA_CACHE).tmp$$$$ $(LLAMA_CACHE) 2>/dev/null || rm -rf $(LLAMA_CACHE).tmp$$$$; }; }
+LLAMA_KEEP_WHEEL = { { mkdir -p $(LLAMA_CACHE).tmp$$$$ && cp $(WHEELS)/llama_cpp_python-*.whl $(LLAMA_CACHE).tmp$$$$/ \
+  && { mv -T $(LLAMA_CACHE).tmp$$$$ $(LLAMA_CACHE) 2>/dev/null || rm -rf $(LLAMA_CACHE).tmp$$$$; }; } \
+  || { rm -rf $(LLAMA_CACHE).tmp$$$$; echo "llama-cpp-python: the wheel could not be kept in $(LLAMA_CACHE)"; }; }
 PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 # Pinned installs: every package comes from a lock in requirements/ at one version, checked against its sha256, and
 # none of their dependencies is resolved again (--no-deps: each lock is complete). `make lock` writes them with uv
