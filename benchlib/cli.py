@@ -124,8 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         store.configured(params.run.store)  # before a suite starts: $FRONTIER_BENCH_STORE, checked as run.store is
     except (ParamsError, store.StoreError) as exc:
         return _fail(str(exc))
-    if check_client_nodes(params, None):
-        return _fail(f"{args.params}: {check_client_nodes(params, None)}")
+    if problem := check_client_nodes(params, None):
+        return _fail(f"{args.params}: {problem}")
     notebooks = args.only.split(",") if args.only else list(params.run.notebooks)
     unknown = [n for n in notebooks if n not in NOTEBOOK_ORDER or not (NOTEBOOKS_DIR / f"{n}.ipynb").is_file()]
     if unknown:
@@ -207,10 +207,9 @@ def cmd_study(args: argparse.Namespace) -> int:
             return _fail(f"--only: unknown notebook(s) {', '.join(unknown)} (known: {', '.join(NOTEBOOK_ORDER)})")
         for dep in plan.deployments:
             dep.notebooks = [n for n in dep.notebooks if n in args.only.split(",")]
-    nodes = [f"{dep.label}: {check_client_nodes(dep.params, args.ray)}" for dep in plan.deployments
-             if check_client_nodes(dep.params, args.ray)]
-    if nodes:
-        return _fail(nodes[0])
+    for dep in plan.deployments:
+        if problem := check_client_nodes(dep.params, args.ray):
+            return _fail(f"{dep.label}: {problem}")
     started = time.monotonic()
     print(f"Frontier Bench · study {plan.name} ({args.study}) · {len(plan.deployments)} deployment(s):", flush=True)
     for i, dep in enumerate(plan.deployments, 1):

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from benchlib.config.speech_set import SAMPLE_RATE, resample_to_16k, wav_bytes  # 16 kHz mono 16-bit, as the speech set
+
 HERE = Path(__file__).resolve().parent
 IMAGE_DIR = HERE / "image"
 AUDIO_DIR = HERE / "audio"
@@ -125,7 +127,6 @@ SCENE_DRAWERS = {"scene_park": scene_park, "scene_shapes": scene_shapes}
 # Audio. Transcripts avoid digits and proper names so the word error rate measures hearing, not
 # spelling conventions. 16 kHz mono 16-bit PCM.
 # ----------------------------------------------------------------------------------------------
-SAMPLE_RATE = 16_000
 SPEECH: dict[str, str] = {
     "speech_umbrella": "Tomorrow will be cloudy in the morning and rainy in the evening, so please carry an umbrella.",
     "speech_grocery": "We need to buy milk, eggs, bread and fresh tomatoes from the market before it closes.",
@@ -149,28 +150,6 @@ def tone_samples() -> np.ndarray:
     envelope[:fade] = np.linspace(0, 1, fade)
     envelope[-fade:] = np.linspace(1, 0, fade)
     return np.round(signal * envelope * 32767).astype("<i2")
-
-
-def wav_bytes(samples: np.ndarray, rate: int = SAMPLE_RATE) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(samples.astype("<i2").tobytes())
-    return buf.getvalue()
-
-
-def resample_to_16k(pcm: np.ndarray, rate: int) -> np.ndarray:
-    """int16 mono at `rate` -> int16 mono at 16 kHz, with FFmpeg's resampler (via PyAV)."""
-    import av
-
-    frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = rate
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
-    chunks = [f.to_ndarray().reshape(-1) for f in resampler.resample(frame)]
-    chunks += [f.to_ndarray().reshape(-1) for f in resampler.resample(None)]
-    return np.concatenate(chunks).astype("<i2")
 
 
 def speech_samples(text: str) -> np.ndarray:
