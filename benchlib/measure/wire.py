@@ -132,13 +132,16 @@ class _Connection(_Pooled, asyncio.Protocol):
 
 
 REALTIME_BRACKET_NS = 20_000  # a realtime read whose two monotonic neighbours lie further apart was preempted
+# NTP slews CLOCK_REALTIME by up to 500 ppm against the monotonic clock; over the microseconds between a segment's
+# arrival and its read that is far below this, while a clock step (what the 60 s window guards against) is not
+KERNEL_STAMP_GRACE_NS = 50_000
 
 
-def _realtime_minus_monotonic() -> int:
-    """CLOCK_REALTIME − the perf_counter clock, now: the realtime read bracketed by two monotonic reads and set at
-    their midpoint. A pause between two back-to-back reads (a busy machine preempting this thread there) would shift
-    a kernel stamp by the pause, so a bracket wider than REALTIME_BRACKET_NS is read again (the narrowest of three
-    is kept)."""
+def _realtime_minus_monotonic() -> tuple[int, int]:
+    """CLOCK_REALTIME − the perf_counter clock, now, and the most that figure can be off: the realtime read
+    bracketed by two monotonic reads and set at their midpoint, off by at most half the bracket. A pause between
+    two back-to-back reads (a busy machine preempting this thread there) would shift a kernel stamp by the pause,
+    so a bracket wider than REALTIME_BRACKET_NS is read again (the narrowest of three is kept)."""
     best = None
     for _ in range(3):
         before = time.perf_counter_ns()
@@ -148,7 +151,7 @@ def _realtime_minus_monotonic() -> int:
             best = (after - before, real - (before + after) // 2)
         if after - before <= REALTIME_BRACKET_NS:
             break
-    return best[1]
+    return best[1], best[0] // 2 + 1
 
 
 class _RawConnection(_Pooled):
@@ -184,7 +187,12 @@ class _RawConnection(_Pooled):
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
                 seconds, nanos = struct.unpack_from("qq", payload)
-                kernel = seconds * 1_000_000_000 + nanos - _realtime_minus_monotonic()
+                offset, error = _realtime_minus_monotonic()
+                kernel = seconds * 1_000_000_000 + nanos - offset
+                if now < kernel <= now + error + KERNEL_STAMP_GRACE_NS:
+                    # a segment that landed just before the read, converted with the offset's own error: it
+                    # arrived no later than the read, so the read instant is its closest possible stamp
+                    kernel = now
                 if now - 60_000_000_000 < kernel <= now:  # a clock step would put it off: keep the read time
                     stamp = kernel
                     _RawConnection.kernel_stamps_seen += 1

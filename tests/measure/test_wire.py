@@ -9,6 +9,8 @@ post-write stamps of the chunk before it and of itself, however late the client 
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -273,4 +275,43 @@ def test_the_realtime_offset_of_a_kernel_stamp_survives_a_preemption_between_the
     realtime = iter([1_000_000_000_000_000_000 + 100, 1_000_000_000_000_000_000 + 10_000_100])
     monkeypatch.setattr(wire.time, "perf_counter_ns", lambda: next(monotonic))
     monkeypatch.setattr(wire.time, "time_ns", lambda: next(realtime))
-    assert wire._realtime_minus_monotonic() == 1_000_000_000_000_000_000
+    assert wire._realtime_minus_monotonic() == (1_000_000_000_000_000_000, 101)
+
+
+def _read_with_kernel_stamp(monkeypatch, arrival_after_read_ns: int) -> tuple[int, int, int]:
+    """One _RawConnection read whose kernel stamp converts to `arrival_after_read_ns` after the read instant
+    (realtime exactly 1e18 ns ahead, every clock bracket 2 µs wide): (delivered stamp, read instant, stamps)."""
+    read_at = 5_000_000_000
+    offset = 1_000_000_000_000_000_000
+    kernel_real = offset + read_at + arrival_after_read_ns
+    payload = struct.pack("qq", kernel_real // 1_000_000_000, kernel_real % 1_000_000_000)
+    monotonic = iter([read_at, read_at + 10_000, read_at + 12_000])
+    monkeypatch.setattr(wire.time, "perf_counter_ns", lambda: next(monotonic))
+    monkeypatch.setattr(wire.time, "time_ns", lambda: offset + read_at + 11_000)
+
+    class Socket:
+        def recvmsg(self, size, ancillary_size):
+            return b"data: {}\n\n", [(socket.SOL_SOCKET, wire.SO_TIMESTAMPNS, payload)], 0, None
+
+    delivered = []
+    conn = object.__new__(wire._RawConnection)
+    conn.sock, conn.kernel_stamps = Socket(), True
+    conn.deliver = lambda data, stamp: delivered.append(stamp)
+    before = wire._RawConnection.kernel_stamps_seen
+    conn._readable()
+    return delivered[0], read_at, wire._RawConnection.kernel_stamps_seen - before
+
+
+def test_a_kernel_stamp_converted_just_past_the_read_is_the_read_instant_not_a_fallback(monkeypatch):
+    # a segment that lands microseconds before the read can convert to a few µs after it (the realtime offset is
+    # known to half its bracket): it is the kernel's stamp, held to the read instant
+    stamp, read_at, stamped = _read_with_kernel_stamp(monkeypatch, 3_000)
+    assert (stamp, stamped) == (read_at, 1)
+    stamp, read_at, stamped = _read_with_kernel_stamp(monkeypatch, -40_000)
+    assert (stamp, stamped) == (read_at - 40_000, 1)
+
+
+def test_a_kernel_stamp_after_a_clock_step_falls_back_to_the_read_instant(monkeypatch):
+    # realtime stepped back 5 ms between the arrival and the read: the converted stamp lies in the future
+    stamp, read_at, stamped = _read_with_kernel_stamp(monkeypatch, 5_000_000)
+    assert (stamp, stamped) == (read_at, 0)
