@@ -15,7 +15,7 @@ ARGS   ?=
 ROOTS  ?=
 
 .PHONY: lock run study test test-vllm test-llama-server llama-server paper ladder validate bench clean-outputs notebooks explore vllm \
-	gpu-pack gpu-check-dry gpu-check gpu-build-cuda fleet fleet-demo test-fleet
+	gpu-pack gpu-check-dry gpu-check gpu-build-cuda fleet fleet-demo test-fleet test-ladder
 
 $(PY):
 	@mkdir -p $(VENV); $(call locked_install,$@,,$(PYTHON) -m venv $(VENV) && \
@@ -184,6 +184,10 @@ test-fleet: $(VENV)/.installed-test
 	$(PY) -m pytest -q -ra -m ray $(ARGS)
 
 # The integration tests against a real llama-server (tests/integration/test_llama_server_real.py).
+# The quantization ladder end to end (quantizes two rungs of Gemma and serves each): CI runs it after make test.
+test-ladder: $(VENV)/.installed-test
+	$(PY) -m pytest -q -ra -m ladder $(ARGS)
+
 test-llama-server: $(VENV)/.installed-test llama-server
 	$(PY) -m pytest -q -ra -m llama_server $(ARGS)
 

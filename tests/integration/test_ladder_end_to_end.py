@@ -1,5 +1,7 @@
 """The quantization ladder end to end on the real embedded llama.cpp server (`frontier-bench ladder`): two rungs
-quantized, run and recorded, and a second call served from the cache."""
+quantized, run and recorded, and a second call served from the cache. `make test-ladder` runs it (CI: after
+`make test`, like the other real-server integration targets): quantizing and serving two rungs is 2–3 minutes
+of `make test`'s 25."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from tests.helpers import ladder_params
 
 
 @pytest.mark.e2e
+@pytest.mark.ladder
 def test_frontier_bench_ladder_end_to_end(tmp_path):
     """Two rungs on the real embedded server: quantized, run, recorded; a second call reuses the cache."""
     env = {**os.environ, "FRONTIER_BENCH_OUTPUTS": str(tmp_path / "outputs"),
