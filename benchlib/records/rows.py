@@ -15,7 +15,7 @@ import re
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -125,23 +125,25 @@ class RequestRecord:
         would stop the append and the suite with it: each such code point becomes U+FFFD and `text_replaced` says
         so. Returns whether anything was replaced."""
         found = False
-        for name in (f.name for f in fields(self)):
-            value = getattr(self, name)
-            if isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
-                continue  # itl_s: numbers only
-            if isinstance(value, (list, dict)):
+        for name, value in list(vars(self).items()):  # vars, not fields(): this runs for every row, on the loop
+            if isinstance(value, str):
+                if not value.isascii() and SURROGATE.search(value):  # isascii: a C scan, most text ends there
+                    setattr(self, name, SURROGATE.sub(REPLACEMENT, value))
+                    found = True
+            elif isinstance(value, (list, dict)) and value:
+                if isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+                    continue  # itl_s: numbers only
                 text = json.dumps(value, ensure_ascii=False)
                 if SURROGATE.search(text):
                     setattr(self, name, json.loads(SURROGATE.sub(REPLACEMENT, text)))
                     found = True
-            elif isinstance(value, str) and SURROGATE.search(value):
-                setattr(self, name, SURROGATE.sub(REPLACEMENT, value))
-                found = True
         self.text_replaced = self.text_replaced or found
         return found
 
     def to_row(self) -> dict[str, Any]:
-        row = asdict(self)
+        # A shallow copy: the only containers are the three below, turned to JSON text here; asdict's deep copy of
+        # them cost more than the rest of the row.
+        row = {name: getattr(self, name) for name in COLUMNS}
         for key in ("itl_s", "tool_calls", "extra"):
             row[key] = json.dumps(row[key], separators=(",", ":"), ensure_ascii=False)
         return row
