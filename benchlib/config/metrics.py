@@ -101,7 +101,7 @@ def tps_per_watt(tps: Any, power_w: Any) -> Any:
 
 def none_if_nan(value: Any) -> float | None:
     """For record fields that hold None rather than NaN."""
-    return None if value is None or (isinstance(value, float) and np.isnan(value)) else float(value)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
 # ============================================================================================= the registry
