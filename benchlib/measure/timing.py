@@ -115,6 +115,8 @@ def finalize(record: RequestRecord, state: StreamState, end_ns: int) -> None:
 
 def count_value(value: Any) -> int | None:
     """A server's token count as an int; None when it is not one (text, a bool, a fraction, < 0, inf, NaN)."""
+    if type(value) is int:  # the usual case, decided before the ABC checks below (each request, on the loop)
+        return value if value >= 0 else None
     if isinstance(value, bool):
         return None
     if isinstance(value, numbers.Integral):

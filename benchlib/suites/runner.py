@@ -2,7 +2,8 @@
 
 outputs/<host>/<model>/<suite>/
     run.json        run id (hash of the params) and prompt salt; a changed params file never resumes an old run
-    requests.csv    one row per request, appended and fsynced as each finishes (resume skips finished keys)
+    requests.csv    one row per request, appended and fsynced as they finish, batched within 50 ms (resume skips
+                    finished keys)
     summary.csv     per-task statistics, rewritten atomically at the end
     windows.csv     telemetry windows (idle, loaded, one per task) with energy and tokens per joule
     telemetry.csv   the sampler's time series
@@ -52,6 +53,7 @@ from benchlib.config.params import BenchParams, task_set_hash
 from benchlib.records.rows import (
     STATUS_OK,
     STATUS_UNSUPPORTED,
+    BatchedAppends,
     RequestLog,
     RequestRecord,
     read_requests,
@@ -189,7 +191,9 @@ class Session:
     # ---- execution -----------------------------------------------------------------------------------
     def execute(self, planned: list[Planned], concurrency: int = 1, progress: Any = None,
                 offsets: list[float] | None = None) -> list[RequestRecord]:
-        """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes.
+        """Send planned requests (at most `concurrency` in flight); each row is appended as it finishes, batched
+        with the rows that finish within rows.APPEND_EVERY_S of it (rows.BatchedAppends); returns once all are on
+        disk.
 
         Closed loop (offsets None): a request leaves as soon as a slot is free. Open loop: request i is due
         `offsets[i]` seconds after the first; a pacing thread (event_loop.paced) starts it there (then
@@ -202,8 +206,10 @@ class Session:
                        offsets: list[float] | None = None) -> list[RequestRecord]:
         gate = asyncio.Semaphore(max(concurrency, 1))
         done: list[RequestRecord] = []
+        appends, unfinished = BatchedAppends(self.log), len(planned)
 
         async def one(item: Planned, due_ns: int = 0) -> None:
+            nonlocal unfinished
             record, enter_ns = item.record, time.perf_counter_ns()
             async with gate:
                 queued_ns = time.perf_counter_ns() - enter_ns  # ~0 unless `concurrency` were in flight
@@ -221,12 +227,16 @@ class Session:
                     await asyncio.get_running_loop().run_in_executor(None, self.after_request, item, concurrency)
                 else:
                     self.after_request(item, concurrency)
-                # The fsync'd append runs off the loop: a loop blocked on the disk delays every other stream's
-                # reads, and their chunks then coalesce under one late stamp.
-                await asyncio.get_running_loop().run_in_executor(None, self.log.append, record)
-                done.append(record)
-                if progress is not None:
-                    progress.update(1)
+            unfinished -= 1
+            if not unfinished:  # the last request: its batch goes out at once, inside the caller's window
+                appends.finish()
+            # The fsync'd append runs off the loop (a loop blocked on the disk delays every other stream's reads,
+            # and their chunks then coalesce under one late stamp), batched with the rows finishing beside it, and
+            # after the slot is given back: a row waiting for its batch holds no request of a closed loop back.
+            await appends.append(record)
+            done.append(record)
+            if progress is not None:
+                progress.update(1)
 
         if offsets is None:
             await asyncio.gather(*(one(item) for item in planned))
