@@ -3,7 +3,8 @@ probes and the tokenizer calls. httpx bounds each read, not the whole exchange, 
 at a time, or streams without end, would hold a plain `client.get` for ever and fill memory; here the body is
 read piece by piece and given up once it passes `max_bytes` (response_too_large) or runs past `deadline_s`
 (deadline_exceeded), with the same RequestFailed every request path raises. Each read waits at most the
-deadline, so a request ends within twice its deadline at the latest."""
+deadline, so a request ends within twice its deadline at the latest; the connection is waited for no longer
+than the client's own connect timeout when that is shorter."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline_s: float, max
     """`method url` through `client`, its body read whole within `deadline_s` and `max_bytes` (decoded bytes).
     Raises RequestFailed (deadline_exceeded, response_too_large) or httpx.HTTPError."""
     end = time.monotonic() + deadline_s
-    timeout = httpx.Timeout(deadline_s)
+    connect = client.timeout.connect  # a client made with a shorter connect bound (the run's) keeps it
+    timeout = httpx.Timeout(deadline_s, connect=min(deadline_s, connect) if connect else deadline_s)
     with client.stream(method, url, json=json_body, timeout=timeout) as response:
         body = bytearray()
         for piece in response.iter_bytes():

@@ -180,13 +180,16 @@ class ServerMetrics:
     """Scrapes one server's /metrics around windows; `available` False (with `reason`) when it has none.
 
     `client` is injectable (tests); by default an httpx client with the run's headers. `secret` (the API key) is
-    scrubbed from every reason; `deadline_s` and `max_bytes` bound each scrape."""
+    scrubbed from every reason; `deadline_s` and `max_bytes` bound each scrape, `connect_s` (the run's connect
+    timeout) the wait for a connection."""
 
     def __init__(self, root_url: str, headers: Mapping[str, str] | None = None, *, software: str = "",
                  out_dir: Path | str | None = None, poll_s: float = 0.5, client: httpx.Client | None = None,
-                 secret: str = "", deadline_s: float = SCRAPE_DEADLINE_S, max_bytes: int = SCRAPE_MAX_BYTES):
+                 secret: str = "", deadline_s: float = SCRAPE_DEADLINE_S, max_bytes: int = SCRAPE_MAX_BYTES,
+                 connect_s: float | None = None):
         self.url = root_url.rstrip("/") + "/metrics"
-        self.client = client or httpx.Client(timeout=deadline_s, headers=dict(headers or {}), trust_env=False)
+        timeout = httpx.Timeout(deadline_s, connect=min(deadline_s, connect_s) if connect_s else deadline_s)
+        self.client = client or httpx.Client(timeout=timeout, headers=dict(headers or {}), trust_env=False)
         self.secret = secret
         self.deadline_s, self.max_bytes = deadline_s, max_bytes
         self.out_dir = Path(out_dir) if out_dir else None

@@ -179,6 +179,16 @@ def host_info(nvml: Any = None) -> dict[str, Any]:
 
 
 # ---- server ----------------------------------------------------------------------------------------------------
+def probe_client(params: BenchParams, timeout_s: float) -> httpx.Client:
+    """The probes' client: each answer within `timeout_s`, a connection within the run's own connect timeout when
+    that is shorter (a host that takes no connection has already cost the run's requests that long each)."""
+    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, params.run.connect_timeout_s))
+    return httpx.Client(timeout=timeout, headers=params.server.auth_headers())
+
+
+CONNECT_FAILURES = ("ConnectError", "ConnectTimeout")  # the reasons _probe gives when no connection was made
+
+
 def _probe(client: httpx.Client, method: str, url: str, errors: dict[str, str], label: str,
            body: dict[str, Any] | None = None) -> Any:
     """GET/POST a JSON endpoint within the client's timeout as a deadline and PROBE_MAX_BYTES; None (and a
@@ -255,6 +265,10 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
         probes += ["/version", "/props"]
     endpoints: dict[str, Any] = {}
     for path in probes:
+        if any(reason.startswith(CONNECT_FAILURES) for reason in errors.values()):
+            errors[path] = "not probed: the server took no connection"  # each would wait out the same timeout
+            endpoints[path] = None
+            continue
         endpoints[path] = _probe(client, "GET", root + path, errors, path)
     props = endpoints.get("/props")
     if isinstance(props, dict) and isinstance(props.get("chat_template"), str):
@@ -351,7 +365,7 @@ def server_state(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S) -> dic
     if params.server.kind != "ollama" or not params.server.base_url:
         return state
     errors: dict[str, str] = {}
-    with httpx.Client(timeout=timeout_s, headers=params.server.auth_headers()) as client:
+    with probe_client(params, timeout_s) as client:
         ps = _probe(client, "GET", params.server.root_url() + "/api/ps", errors, "/api/ps")
     if errors:
         state["error"] = errors["/api/ps"]
@@ -380,7 +394,7 @@ def server_info(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S, session
     if not base:
         info["errors"]["base_url"] = "no base_url (embedded server not started)"
         return info
-    with httpx.Client(timeout=timeout_s, headers=params.server.auth_headers()) as client:
+    with probe_client(params, timeout_s) as client:
         if params.server.kind == "ollama":
             _ollama(params, client, params.server.root_url(base), info)
         else:

@@ -457,7 +457,8 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
                 session.metrics = ServerMetrics(params.server.root_url(),
                                                 params.server.auth_headers(), software=params.server.software,
                                                 out_dir=out_dir, poll_s=params.run.server_metrics_poll_s,
-                                                secret=params.server.secret())
+                                                secret=params.server.secret(),
+                                                connect_s=params.run.connect_timeout_s)
         yield session
     finally:
         if session.backend is not None:

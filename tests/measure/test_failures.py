@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -84,6 +85,13 @@ def test_connect_timeout(outputs):
         for sock in fillers + [listener]:
             sock.close()
     assert list(result.requests["error_kind"]) == ["connect_timeout", "connect_timeout"]
+    # the manifest's probes wait for a connection no longer than the run's connect timeout, and only once: after
+    # the first found no connection the others are not sent (each would wait the same again)
+    server = json.loads((result.out_dir / "manifest.json").read_text())["server"]
+    errors = server["errors"]
+    assert errors["/v1/models"].startswith("ConnectTimeout")
+    assert {errors[path] for path in errors if path != "/v1/models"} == {"not probed: the server took no connection"}
+    assert len(errors) > 1
 
 
 @pytest.mark.parametrize("fault, kind, message", [
