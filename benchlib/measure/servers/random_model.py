@@ -17,6 +17,7 @@ streamed to the file one at a time (gguf's add_tensor_info / write_tensor_data),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,17 @@ SHAPES = {
 
 
 def tokenizer_fields(source: Path | str) -> list[tuple[str, object, gguf.GGUFValueType, gguf.GGUFValueType | None]]:
-    """Every `tokenizer.*` key of a GGUF as (key, value, type, array element type)."""
-    reader = gguf.GGUFReader(str(source))
+    """Every `tokenizer.*` key of a GGUF as (key, value, type, array element type). Read once per version of the
+    file (its size and modification time): GGUFReader takes seconds over a 49k-token vocabulary, and a vocab is read
+    again for every model written from it. The values are shared between callers: read them, do not change them."""
+    path = Path(source).resolve()
+    stat = path.stat()
+    return list(_tokenizer_fields(str(path), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_fields(source: str, size: int, mtime_ns: int) -> tuple:
+    reader = gguf.GGUFReader(source)
     out = []
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
@@ -73,7 +83,7 @@ def tokenizer_fields(source: Path | str) -> list[tuple[str, object, gguf.GGUFVal
         out.append((key, field.contents(), vtype, sub))
     if not any(key == "tokenizer.ggml.tokens" for key, *_ in out):
         raise ValueError(f"{source}: no tokenizer.ggml.tokens (not a model or vocab GGUF)")
-    return out
+    return tuple(out)
 
 
 def _vocab_size(fields: list) -> int:
