@@ -23,12 +23,13 @@ def cli(*args: str, env: dict | None = None, timeout: int = 240) -> subprocess.C
                           cwd=PROJECT_ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
-def cli_in_process(capsys, *args: str) -> subprocess.CompletedProcess:
-    """benchlib.cli.main in this process, for the checks that stop before any suite: the same exit code and output
-    as the command, without the ~10 s a fresh interpreter takes to import the CLI (test_missing_media_file_is_named
-    keeps one run of the real entry point)."""
+def cli_in_process(capture, *args: str) -> subprocess.CompletedProcess:
+    """benchlib.cli.main in this process: the same exit code and output as the command (`capture`: capsys, or capfd
+    to take what its kernels and servers write too), without the 5–10 s a fresh interpreter takes to import the CLI
+    (test_missing_media_file_is_named and test_api_key_never_reaches_outputs_or_the_terminal keep the real entry
+    point)."""
     code = cli_module.main(list(args))
-    out, err = capsys.readouterr()
+    out, err = capture.readouterr()
     return subprocess.CompletedProcess(["frontier-bench", *args], code, out, err)
 
 
@@ -110,16 +111,15 @@ def test_api_key_never_reaches_outputs_or_the_terminal(fake_server, tmp_path):
     assert "FB_TEST_API_KEY" in (outputs / "cli-host" / "fake-model" / "text" / "text.ipynb").read_text()
 
 
-def test_exit_code_is_nonzero_only_when_nothing_succeeded(fake_server, tmp_path):
-    outputs = tmp_path / "outputs"
-    env = {"FRONTIER_BENCH_OUTPUTS": str(outputs)}
+def test_exit_code_is_nonzero_only_when_nothing_succeeded(fake_server, tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
     failing = fake_params(tmp_path, fake_server.url, {"fault": "http_500"})
-    result = cli("run", str(failing), "--only", "text", "--no-paper", "--quiet", env=env)
+    result = cli_in_process(capfd, "run", str(failing), "--only", "text", "--no-paper", "--quiet")
     assert result.returncode == 1
     assert "basic_qa" in result.stdout and "INVALID" in result.stdout
     mixed = fake_params(tmp_path, fake_server.url, {"fault": "http_500", "fault_when": "Japan", "tokens": 4},
                         host={"name": "cli-host-2"})
-    result = cli("run", str(mixed), "--only", "text", "--no-paper", "--quiet", env=env)
+    result = cli_in_process(capfd, "run", str(mixed), "--only", "text", "--no-paper", "--quiet")
     assert result.returncode == 0, result.stderr[-2000:]
 
 
@@ -136,14 +136,18 @@ def test_explore_opens_a_working_copy_not_the_committed_notebook(tmp_path, monke
 
 
 @pytest.mark.parametrize("http_client", ["wire", "sdk"])
-def test_a_key_echoed_into_every_server_field_never_reaches_a_file(fake_server, tmp_path, http_client):
+def test_a_key_echoed_into_every_server_field_never_reaches_a_file(fake_server, tmp_path, http_client, monkeypatch,
+                                                                   capfd):
     """A careless server puts the Authorization header into the answer, the reasoning, a tool call's name and
-    arguments, and an error body: every one is scrubbed, on both HTTP paths."""
+    arguments, and an error body: every one is scrubbed, on both HTTP paths. (The command in this process, its
+    kernels' and servers' output read at the file descriptors: test_api_key_never_reaches_outputs_or_the_terminal
+    runs the real entry point.)"""
     outputs = tmp_path / "outputs"
+    monkeypatch.setenv("FB_TEST_API_KEY", SECRET)
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(outputs))
     path = fake_params(tmp_path, fake_server.url, {"leak": True, "tokens": 4}, tasks=["basic_qa", "tool_calling"],
                        run={"warmups": 0, "repeats": 1, "max_tokens": 16, "timeout_s": 5, "http_client": http_client})
-    result = cli("run", str(path), "--only", "text,quality", "--no-paper", "--quiet",
-                 env={"FB_TEST_API_KEY": SECRET, "FRONTIER_BENCH_OUTPUTS": str(outputs)})
+    result = cli_in_process(capfd, "run", str(path), "--only", "text,quality", "--no-paper", "--quiet")
     assert result.returncode == 0, result.stderr[-3000:]
     for file in (p for p in outputs.rglob("*") if p.is_file()):
         assert SECRET not in file.read_bytes().decode("utf-8", "replace"), f"key leaked into {file}"
