@@ -405,4 +405,7 @@ def _roofline_sentence(name: str, row: pd.Series) -> Sentence:
     return Sentence(f"**{name}** decodes {fmt(row['decode_tps'], '.1f')} tok/s (its speed tasks' average), "
                     f"{fmt(row['efficiency'], '.0%')} of "
                     f"its bandwidth ceiling of {fmt(row['ceiling_tps'], '.1f')} tok/s "
-                    f"({fmt(row['memory_bandwidth_gbs'], '.3g')} GB/s ÷ {per_token}).", ROOFLINE)
+                    f"({fmt(row['memory_bandwidth_gbs'], '.3g')} GB/s ÷ {per_token})"
+                    + (" — faster than the ceiling allows, so the bandwidth it rests on is too low for this machine "
+                       "now (a busy machine's measurement; `make ladder` measures it again)"
+                       if not is_missing(row["efficiency"]) and row["efficiency"] > 1 else "") + ".", ROOFLINE)

@@ -7,11 +7,13 @@ the GGUF's tensor table where the run served one."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from playwright.sync_api import sync_playwright
 
@@ -21,6 +23,7 @@ from benchlib.analysis.weights import read_gguf
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper import summary as summary_text
+from benchlib.paper import systems
 from benchlib.suites.study import deployment_label, recorded_deployment_name
 from benchlib.views import explorer as explore
 from benchlib.views.suite_report import console_table
@@ -272,3 +275,18 @@ def test_the_roofline_takes_bytes_per_token_from_the_gguf_it_served(tmp_path, mo
     assert roof["bytes_per_token_gb"] == pytest.approx(0.25)
     assert roof["bytes_per_param_source"] == "declared (server.bytes_per_param)"
     assert "GB/token = active params × bytes/param, declared (server.bytes_per_param)" in roof["note"]
+
+
+def test_a_decode_rate_above_its_bandwidth_ceiling_says_the_bandwidth_figure_is_too_low():
+    """A CPU's bandwidth measured while the machine was busy can sit below what the model then decodes at: the
+    summary and the roofline's note say the ceiling is wrong, not that the run beat physics."""
+    row = {"decode_tps": 23.1, "ceiling_tps": 15.6, "efficiency": 23.1 / 15.6, "memory_bandwidth_gbs": 3.85,
+           "bytes_per_token_gb": 0.247, "bytes_per_param_source": "GGUF tensor table (m.gguf)", "note": ""}
+    above = summary_text._roofline_sentence("m", pd.Series(row)).text
+    assert "148% of its bandwidth ceiling" in above and "too low for this machine" in above
+    within = summary_text._roofline_sentence("m", pd.Series({**row, "decode_tps": 12.0, "efficiency": 12.0 / 15.6})).text
+    assert "77% of its bandwidth ceiling" in within and "too low" not in within
+    point = SimpleNamespace(memory_bandwidth_gbs=3.85, active_params_b=0.27, bytes_per_param=math.nan,
+                            bytes_per_param_source="GGUF tensor table (m.gguf)", efficiency=1.48)
+    assert "too low for this machine" in systems._our_note(point, False, "measured under load")
+    assert "too low" not in systems._our_note(SimpleNamespace(**{**vars(point), "efficiency": 0.9}), False, "measured")
