@@ -9,8 +9,9 @@ The record keeps every measurement (cache file bandwidth.json in paths.cache_dir
 model and core count, the newest KEEP), each with its time (measured_unix), read and copy GB/s and the machine's
 load while it ran (load_during: the load average before and after, the machine's busy CPU share, this process's
 share, and other_cpu_percent, the share every other process used). A run reuses the record; a new measurement is
-made when the newest is older than CACHE_MAX_AGE_S (7 days), when there is none, or when asked (remeasure(): the
-ladder, `make ladder`, measures afresh each time). A one-measurement file of the older format is read as a list of
+made when the newest is older than CACHE_MAX_AGE_S (7 days) — UNDER_LOAD_RETRY_S (an hour) while none was taken
+with the machine otherwise idle —, when there is none, or when asked (remeasure(): the ladder, `make ladder`,
+measures afresh each time). A one-measurement file of the older format is read as a list of
 one whose load is unknown.
 
 The rule the roofline uses over them (choose()): the best read bandwidth among the measurements taken while the
@@ -95,6 +96,10 @@ LABELS = {"declared": "declared in params (host.memory_bandwidth_gbs)",
           MEASURED_UNDER_LOAD: "measured read bandwidth of this machine, measured under load (no measurement was "
                                "taken while it was otherwise idle: the best of them)"}
 CACHE_MAX_AGE_S = 7 * 86400
+# With no measurement taken while the machine was otherwise idle, another is made once this much older: a figure
+# taken beside other jobs understates the machine (a decode rate then beats its "ceiling"), and a later run may find
+# it idle. Once an hour at most, so a machine that is always busy pays a measurement an hour, not one a run.
+UNDER_LOAD_RETRY_S = 3600.0
 IDLE_OTHER_CPU_PCT = 10.0
 KEEP = 200
 RULE = (f"the best read bandwidth among the measurements taken while other processes used < {IDLE_OTHER_CPU_PCT:g} % "
@@ -181,14 +186,16 @@ def machine_measurements(cpu: str, cpu_count: int | None, cache: Path | None = N
                          measure_fn=None, fresh: bool = False) -> tuple[list[dict[str, Any]], str]:
     """Every measurement of this machine (oldest first) and whether one was made now (`reused`: memo | cache |
     no). A new one is made when asked (fresh), when there is none, or when the newest is older than
-    CACHE_MAX_AGE_S; it is appended to the cache file (the newest KEEP per machine are kept)."""
+    CACHE_MAX_AGE_S (UNDER_LOAD_RETRY_S while none of them is idle); it is appended to the cache file (the
+    newest KEEP per machine are kept)."""
     now = time.time() if now is None else now
     key = f"{cpu} × {cpu_count}"
     path = cache or cache_dir() / "bandwidth.json"
     store = _read_store(path)
     known = store.get(key) or _MEMO.get(key) or []
     newest = max((float(m.get("measured_unix") or 0) for m in known), default=0.0)
-    if known and not fresh and now - newest < CACHE_MAX_AGE_S:
+    max_age = CACHE_MAX_AGE_S if any(map(is_idle, known)) else UNDER_LOAD_RETRY_S
+    if known and not fresh and now - newest < max_age:
         return known, ("memo" if key not in store else f"cache {path}")
     known = [*known, {**load_during(measure_fn or measure), "measured_unix": now}][-KEEP:]
     _MEMO[key] = known

@@ -112,3 +112,16 @@ def test_load_during_records_the_machines_load_around_a_real_call():
     for key in ("loadavg_1m_before", "loadavg_1m_after", "cpu_percent", "own_cpu_percent", "other_cpu_percent"):
         assert math.isfinite(load[key]) and load[key] >= 0, key
     assert load["other_cpu_percent"] <= load["cpu_percent"] <= 100
+
+
+def test_with_only_busy_measurements_another_is_made_after_an_hour_not_a_week(machine):
+    machine["figures"] += [3.9, 6.1]
+    machine["others"] += [85.0, 2.0]  # the first beside other jobs, the second on an idle machine
+    _measure(machine, now=1000.0)
+    within = _measure(machine, now=1000.0 + bandwidth.UNDER_LOAD_RETRY_S - 1)
+    assert machine["calls"] == [3.9] and within["under_load"] is True
+    again = _measure(machine, now=1000.0 + bandwidth.UNDER_LOAD_RETRY_S + 1)
+    assert machine["calls"] == [3.9, 6.1] and again["read_gbs"] == 6.1 and again["under_load"] is False
+    # with an idle one on record, the week's rule again
+    kept = _measure(machine, now=1000.0 + 2 * bandwidth.UNDER_LOAD_RETRY_S + 2)
+    assert machine["calls"] == [3.9, 6.1] and kept["n_measurements"] == 2
