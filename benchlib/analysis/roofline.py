@@ -84,6 +84,15 @@ def roofline_table(runs: pd.DataFrame, tps_col: str = "decode_tps") -> pd.DataFr
     return out
 
 
+def above_ceiling(efficiency: Any) -> str:
+    """What a point measured faster than its ceiling says (the ceiling, not the run, is wrong: no machine decodes
+    faster than it reads its weights), or "" for any other efficiency, unknown included."""
+    if not number(efficiency) > 1:  # NaN compares false
+        return ""
+    return ("faster than the ceiling allows, so the bandwidth it rests on is too low for this machine now (a busy "
+            "machine's measurement; `make ladder` measures it again)")
+
+
 
 def run_inputs(host: Any, server: Any) -> dict[str, Any]:
     """Roofline inputs of one of our runs, from its params (HostParams / ServerParams, or the same sections as

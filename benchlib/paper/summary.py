@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from benchlib.analysis import frontier, host, paired
+from benchlib.analysis.roofline import above_ceiling
 from benchlib.config import metrics
 from benchlib.config.formatting import fmt, is_missing
 from benchlib.paper.format import Table
@@ -406,6 +407,4 @@ def _roofline_sentence(name: str, row: pd.Series) -> Sentence:
                     f"{fmt(row['efficiency'], '.0%')} of "
                     f"its bandwidth ceiling of {fmt(row['ceiling_tps'], '.1f')} tok/s "
                     f"({fmt(row['memory_bandwidth_gbs'], '.3g')} GB/s ÷ {per_token})"
-                    + (" — faster than the ceiling allows, so the bandwidth it rests on is too low for this machine "
-                       "now (a busy machine's measurement; `make ladder` measures it again)"
-                       if not is_missing(row["efficiency"]) and row["efficiency"] > 1 else "") + ".", ROOFLINE)
+                    + (f" — {above}" if (above := above_ceiling(row["efficiency"])) else "") + ".", ROOFLINE)

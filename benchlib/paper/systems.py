@@ -467,8 +467,7 @@ def _our_note(row: Any, bw_measured: bool, source: str) -> str:
         missing.append("bytes per parameter unknown (server.bytes_per_param / quantization)")
     basis = ("GB/token from the GGUF tensor table (every tensor once; a tied embedding table read whole)"
              if from_file else f"GB/token = active params × bytes/param, {row.bytes_per_param_source}")
-    above = ("above its ceiling, which no machine can be: the bandwidth figure is too low for this machine now "
-             "(`make ladder` measures it again)") if not is_missing(row.efficiency) and row.efficiency > 1 else ""
+    above = roofline.above_ceiling(row.efficiency)
     return ("; ".join(filter(None, missing + [source_note, basis])) if missing else
             "; ".join(filter(None, ["average decode tok/s over our speed tasks", basis, source_note, above])))
 

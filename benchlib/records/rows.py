@@ -283,6 +283,7 @@ class BatchedAppends:
         finally:
             self._flusher = None
 
+
 def append_csv_row(path: Path, columns: Sequence[str], row: Mapping[str, Any]) -> None:
     """Append one row (cells as given; None is empty) to a log CSV in one O_APPEND write + fsync, so a crash loses
     at most the row in progress. A file whose header is another layout (an older release's columns) is first
