@@ -33,6 +33,7 @@ from typing import Any, AsyncIterator
 import httpx
 import openai
 
+from benchlib.measure.event_loop import SEND_LEAD_S, on_time
 from benchlib.measure.failures import (RequestFailed, connect_failure, deadline_exceeded, http_failure, media_type,
                                        not_a_stream, server_message, too_large)
 from benchlib.config.params import RunSettings, ServerParams
@@ -181,6 +182,18 @@ class Backend:
             record.client_prep_s = (sent - state.start_ns) / NS
             state.start_ns = record.start_ns = sent
 
+    chat_on_time = False  # chat requests go by a path whose write the pacing thread can make (the plain-HTTP wire)
+
+    def sends_on_time(self, request: ChatRequest | TranscriptionRequest) -> bool:
+        """Whether this request's path hands its write to the pacing thread of an open-loop level
+        (event_loop.paced with a lead): the wire client's plain-HTTP chat path only."""
+        return self.chat_on_time and isinstance(request, ChatRequest)
+
+    def pacing_lead_ns(self) -> int:
+        """The lead to pace an open-loop level with (event_loop.paced): SEND_LEAD_S where chat requests can be
+        prepared ahead and written by the pacing thread, else none (each is handed to the loop at its instant)."""
+        return int(SEND_LEAD_S * 1e9) if self.chat_on_time else 0
+
     async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
         raise NotImplementedError
 
@@ -198,6 +211,9 @@ class Backend:
         else:
             send = self.stream
             record.max_tokens = record.max_tokens or request.max_tokens  # what a plausible count is held to
+        early = on_time()
+        if early is not None and not self.sends_on_time(request):
+            await early.due()  # started ahead of its instant, on a path the pacing thread cannot write for
         for attempt in range(attempts):
             record.http_status = None  # set by the attempt as soon as a response head arrives
             try:
@@ -242,6 +258,7 @@ class OpenAIBackend(Backend):
                                   headers=server.auth_headers(), deadline_s=run.deadline_s,
                                   max_bytes=run.max_response_bytes) \
             if run.http_client == "wire" and direct_route(base) else None
+        self.chat_on_time = self.wire is not None and self.wire.scheme == "http"
 
     def body_extras(self, request: ChatRequest) -> dict[str, Any]:
         extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": request.thinking}}
@@ -278,11 +295,11 @@ class OpenAIBackend(Backend):
 
         sends = 0
 
-        def on_wire(sent: int) -> None:  # the request goes on a ready connection: TTFT's origin
+        def on_wire(sent: int, ready: int) -> None:  # the request goes on a ready connection: TTFT's origin
             nonlocal sends
             sends += 1
             record.reconnects = sends - 1  # a second send: the pooled connection had been closed by the server
-            record.client_prep_s = (sent - start) / NS
+            record.client_prep_s = (ready - start) / NS  # not the wait for a paced request's instant
             state.start_ns = record.start_ns = sent
 
         def on_line(line: bytes, now: int) -> bool:  # runs in the read callback, stamped on arrival

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import contextvars
 import gc
+import heapq
+import itertools
 import sys
 import threading
 import time
 from array import array
-from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -42,35 +45,172 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 # ---- an open-loop schedule kept by a thread, not by the loop's timer ---------------------------------------
 PACE_SWITCH_S = 0.0002  # the GIL's switch interval while a schedule is paced (CPython's default: 5 ms)
+# How early the pacer starts a request whose path can hand its write back to the pacing thread (paced(lead_ns=...)):
+# the loop builds the request and takes its connection in that time, between the response callbacks it is running,
+# and the thread writes it at the instant itself. Longer than the loop's usual hand-off delay on a busy level
+# (bench/README.md, "The sending thread"), short enough that a request held in preparation keeps its slot briefly.
+SEND_LEAD_S = 0.005
 _pacing, _switch_s = 0, 0.005
 
 
-async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, int], None]) -> None:
-    """Call fire(i, due_ns) on the running loop at each instant start_ns + offsets_s[i] (perf_counter_ns).
+class _Pacer:
+    """The pacing thread's agenda: besides the schedule's hand-offs, callables to run in the thread at an instant
+    (`at`), earliest first. What is still pending when the pacer stops is abandoned, never run late."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.cond = threading.Condition()
+        self.agenda: list[tuple[int, int, Callable[[], None], Callable[[], None]]] = []
+        self.order = itertools.count()
+        self.stopped = False
+        self.wake_ns = 0  # when the thread wakes next by itself (0: it is running; -1: waiting for work)
+
+    def at(self, due_ns: int, run: Callable[[], None], abandon: Callable[[], None]) -> None:
+        """run() in the pacing thread at due_ns (at once if it has passed); abandon() on the loop instead if the
+        pacer stops first."""
+        with self.cond:
+            if self.stopped:
+                self.loop.call_soon(abandon)
+                return
+            heapq.heappush(self.agenda, (due_ns, next(self.order), run, abandon))
+            if self.wake_ns < 0 or due_ns < self.wake_ns:  # else it wakes in time anyway: no extra wake-up
+                self.cond.notify()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            left, self.agenda = self.agenda, []
+            self.cond.notify()
+        for _, _, _, abandon in left:
+            self.loop.call_soon(abandon)
+
+
+class OnTime:
+    """What an open-loop request started by `paced` (with a lead) carries: its due instant and the pacing thread that
+    can write it then. Code on the request's path reads it with `on_time()`; None everywhere else."""
+
+    __slots__ = ("due_ns", "pacer")
+
+    def __init__(self, due_ns: int, pacer: _Pacer):
+        self.due_ns, self.pacer = due_ns, pacer
+
+    def at_due(self, run: Callable[[], None], abandon: Callable[[], None]) -> None:
+        self.pacer.at(self.due_ns, run, abandon)
+
+    async def due(self) -> None:
+        """Returns at the due instant (at once if it has passed), woken by the pacing thread: a path that sends
+        from the loop leaves no earlier than it did without the lead."""
+        if time.perf_counter_ns() >= self.due_ns:
+            return
+        loop = self.pacer.loop
+        woken: asyncio.Future = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def run() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(wake)
+        self.at_due(run, wake)
+        await woken
+
+
+_on_time: contextvars.ContextVar[OnTime | None] = contextvars.ContextVar("benchlib_on_time", default=None)
+
+
+def on_time() -> OnTime | None:
+    """The running request's due instant and sending thread, when `paced` started it ahead of its instant."""
+    return _on_time.get()
+
+
+@contextlib.asynccontextmanager
+async def slot(gate: asyncio.Semaphore, due_ns: int = 0) -> AsyncIterator[list[int]]:
+    """Hold one of `gate`'s slots; yields [queued_ns]: how long the request waited for it after it was due (after it
+    was started, without a due instant). A request started ahead of its instant takes a free slot at once; with none
+    free it first waits for its instant, then queues like a request started then, so no slot is held early while
+    due requests wait for one."""
+    enter_ns = time.perf_counter_ns()
+    early = _on_time.get()
+    if early is not None and gate.locked():
+        await early.due()
+    async with gate:
+        yield [max(0, time.perf_counter_ns() - max(enter_ns, due_ns))]
+
+
+async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, int], Awaitable[Any] | None],
+                lead_ns: int = 0) -> None:
+    """Call fire(i, due_ns) on the running loop at each instant start_ns + offsets_s[i] (perf_counter_ns), or
+    `lead_ns` before it; returns once every awaitable fire returned is done (their errors are theirs to raise).
 
     The loop's own timer wakes late by up to a whole millisecond (epoll's timeout is in milliseconds, libuv's
     timers too), and later still while it parses streams. A pacing thread sleeps on a clock of microseconds
-    (Event.wait) and hands each due request to the loop through call_soon_threadsafe, whose self-pipe wakes the
+    (Condition.wait) and hands each due request to the loop through call_soon_threadsafe, whose self-pipe wakes the
     loop's poll at once; meanwhile the loop reads responses. The GIL's switch interval is cut while pacing, so a
-    pacer woken while the loop runs Python gets the GIL within PACE_SWITCH_S instead of 5 ms. Returns once the
-    last request was handed over; cancelling stops the thread."""
+    pacer woken while the loop runs Python gets the GIL within PACE_SWITCH_S instead of 5 ms.
+
+    With a lead, fire runs early, inside a context where `on_time()` gives the request's due instant and this
+    thread: the loop prepares the request and hands its write back (OnTime.at_due), and the thread makes it at the
+    instant, so the loop's queue of ready callbacks no longer sits between the due instant and the wire. A path that
+    cannot hand its write over waits for the instant with OnTime.due(). Cancelling stops the thread (what it was
+    still to run is abandoned)."""
     loop = asyncio.get_running_loop()
     finished: asyncio.Future = loop.create_future()
-    stop = threading.Event()
+    pacer = _Pacer(loop)
+    started: list[Awaitable[Any]] = []
 
     def settle(exc: BaseException | None) -> None:
         if not finished.done():
             finished.set_exception(exc) if exc is not None else finished.set_result(None)
 
+    def start(i: int, due_ns: int) -> None:
+        begun = fire(i, due_ns)
+        if begun is not None:
+            started.append(begun)
+
+    def hand(i: int, due_ns: int) -> None:  # in the pacing thread
+        if lead_ns <= 0:
+            loop.call_soon_threadsafe(start, i, due_ns)
+            return
+        context = contextvars.Context()
+        context.run(_on_time.set, OnTime(due_ns, pacer))
+        loop.call_soon_threadsafe(start, i, due_ns, context=context)
+
     def pace() -> None:
+        cond, agenda = pacer.cond, pacer.agenda
+        i, n = 0, len(offsets_s)
         try:
-            for i, offset in enumerate(offsets_s):
-                due_ns = start_ns + int(offset * 1e9)
-                wait_ns = due_ns - time.perf_counter_ns()
-                if wait_ns > 0 and stop.wait(wait_ns / 1e9):
-                    return
-                loop.call_soon_threadsafe(fire, i, due_ns)
-            loop.call_soon_threadsafe(settle, None)
+            while True:
+                with cond:
+                    while True:
+                        if pacer.stopped:
+                            return
+                        agenda = pacer.agenda
+                        next_hand = start_ns + int(offsets_s[i] * 1e9) - lead_ns if i < n else None
+                        next_run = agenda[0][0] if agenda else None
+                        soonest = min(t for t in (next_hand, next_run) if t is not None) \
+                            if next_hand is not None or next_run is not None else None
+                        if soonest is None:
+                            pacer.wake_ns = -1
+                            cond.wait()
+                            continue
+                        wait_ns = soonest - time.perf_counter_ns()
+                        if wait_ns <= 0:
+                            pacer.wake_ns = 0
+                            break
+                        pacer.wake_ns = soonest
+                        cond.wait(wait_ns / 1e9)
+                    item = heapq.heappop(agenda) if next_run is not None and next_run <= soonest else None
+                if item is not None:  # a write at its instant goes first: it is what the instant is for
+                    try:
+                        item[2]()
+                    except Exception:  # noqa: BLE001 — its waiter hears of it; the thread goes on pacing
+                        loop.call_soon_threadsafe(item[3])
+                    continue
+                hand(i, start_ns + int(offsets_s[i] * 1e9))
+                i += 1
+                if i == n:
+                    loop.call_soon_threadsafe(settle, None)
         except RuntimeError:  # the loop closed under it: nothing left to hand over
             return
         except BaseException as exc:  # noqa: BLE001 — raised on the loop, where the caller waits
@@ -83,12 +223,16 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
             _switch_s = sys.getswitchinterval()
             sys.setswitchinterval(min(_switch_s, PACE_SWITCH_S))
         _pacing += 1
+    if not offsets_s:
+        settle(None)
     thread = threading.Thread(target=pace, name="benchlib-pacer", daemon=True)
     thread.start()
     try:
         await finished
+        if started:  # the thread stays for their writes
+            await asyncio.gather(*started, return_exceptions=True)
     finally:
-        stop.set()
+        pacer.stop()
         with _lock:
             _pacing -= 1
             if _pacing == 0:

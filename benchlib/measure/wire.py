@@ -27,17 +27,20 @@ on the wire, and a byte cap (benchlib.measure.http_response.Exchange)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import socket
 import ssl
 import struct
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
 from typing import Callable
 
 from benchlib.measure.http_response import Exchange, LineHandler
+from benchlib.measure.event_loop import OnTime, on_time
 from benchlib.measure.failures import RequestFailed, connect_failure
 
 # Kernel receive timestamps (struct timespec, CLOCK_REALTIME): SO_TIMESTAMPNS is 35 on Linux (Python does not
@@ -167,6 +170,7 @@ class _RawConnection(_Pooled):
         self.kernel_stamps = kernel_stamps
         self.exchange: Exchange | None = None
         self.closed = False
+        self.write_lock = threading.Lock()  # the sending thread's write against the loop closing the socket
         self.loop = asyncio.get_running_loop()
         self.loop.add_reader(sock.fileno(), self._readable)
 
@@ -201,7 +205,8 @@ class _RawConnection(_Pooled):
     def _close_socket(self) -> None:
         if self.closed:
             return
-        self.closed = True
+        with self.write_lock:  # a write the sending thread is making finishes first: its fd stays this socket's
+            self.closed = True
         try:
             self.loop.remove_reader(self.sock.fileno())
         except (ValueError, OSError):
@@ -223,6 +228,43 @@ class _RawConnection(_Pooled):
 
     async def send(self, payload: bytes) -> None:
         await self.loop.sock_sendall(self.sock, payload)
+
+    async def send_on_time(self, payload: bytes, timed: OnTime) -> int:
+        """The pacing thread writes `payload` at its due instant (at once if that has passed) with one
+        non-blocking send, stamped right before it as `post_stream` stamps a send from the loop; what that send
+        could not take goes out from the loop. Returns the stamp. The response is read by the loop as ever (the
+        exchange is installed before this is called): it may arrive before the loop hears of the write, and the
+        caller takes the stamp from here before it reads the exchange's outcome."""
+        written: asyncio.Future = self.loop.create_future()
+
+        def settle(outcome: tuple[int, int] | BaseException) -> None:
+            if written.done():
+                return
+            written.set_exception(outcome) if isinstance(outcome, BaseException) else written.set_result(outcome)
+
+        def write() -> None:  # in the pacing thread
+            outcome: tuple[int, int] | BaseException
+            with self.write_lock:
+                if self.closed or written.cancelled():
+                    outcome = ConnectionResetError(errno.ECONNRESET, "the connection closed before its request "
+                                                                     "was due")
+                else:
+                    stamp = time.perf_counter_ns()
+                    try:
+                        outcome = (stamp, self.sock.send(payload))
+                    except (BlockingIOError, InterruptedError):
+                        outcome = (stamp, 0)
+                    except OSError as exc:
+                        outcome = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                self.loop.call_soon_threadsafe(settle, outcome)
+
+        timed.at_due(write, lambda: settle(ConnectionAbortedError(errno.ECONNABORTED, "the pacing thread stopped "
+                                                                                      "before the request was due")))
+        stamp, sent = await written
+        if sent < len(payload):
+            await self.loop.sock_sendall(self.sock, memoryview(payload)[sent:])
+        return stamp
 
     def close(self) -> None:
         self.drop()
@@ -370,33 +412,53 @@ class StreamingHTTP:
             self.idle.remove(conn)
 
     async def post_stream(self, path: str, body: bytes, on_line: LineHandler, *,
-                          on_wire: Callable[[int], None] | None = None, content_type: str = "application/json",
+                          on_wire: Callable[[int, int], None] | None = None, content_type: str = "application/json",
                           accept: str = "text/event-stream") -> Exchange:
         """Send one POST; `on_line(line, arrival_ns)` gets every body line as it arrives (in the read callback:
         keep it short, raise to abort). Returns once on_line returned True or the body ended; a status >= 300
         raises RequestFailed(http_<status>) with the server's message, a 2xx of a Content-Type other than
-        `accept` raises not_a_stream. `on_wire(ns)` gets the instant right before
+        `accept` raises not_a_stream. `on_wire(ns, ready_ns)` gets the instant right before
         the request is written to a ready connection (after any connect), again if a stale keep-alive connection
-        forced one retry on a fresh connection."""
+        forced one retry on a fresh connection, and the instant the request was ready to go: the same, except for
+        a request of a paced open-loop level (event_loop.on_time), prepared ahead and written by the pacing thread
+        at its due instant — ready_ns is when it was handed to that thread."""
         payload = self.request_bytes(path, body, content_type, accept)
+        timed = on_time()  # an open-loop request started ahead of its instant (event_loop.paced's lead)
         for attempt in (0, 1):
             conn, reused = await self._acquire(fresh=attempt > 0)
-            wire_ns = time.perf_counter_ns()  # right before the send: connection setup is not the server's time
-            if on_wire is not None:
-                on_wire(wire_ns)
+            # A first try on a plain socket is written by the pacing thread at the due instant; TLS (its
+            # transport's state is the loop's) and a retry go from the loop, never before the instant.
+            by_thread = timed is not None and attempt == 0 and isinstance(conn, _RawConnection)
+            if timed is not None and not by_thread:
+                await timed.due()
+            # right before the send: connection setup is not the server's time (the thread's own stamp below)
+            wire_ns = max(time.perf_counter_ns(), timed.due_ns) if by_thread else time.perf_counter_ns()
+            if on_wire is not None and not by_thread:
+                on_wire(wire_ns, wire_ns)
             exchange = Exchange(conn, on_line, self.read_timeout, wire_ns, expect=accept, deadline_s=self.deadline_s,
                                 max_bytes=self.max_bytes)
             conn.exchange = exchange
             try:
-                await conn.send(payload)
+                if by_thread:
+                    ready_ns = time.perf_counter_ns()
+                    wire_ns = await conn.send_on_time(payload, timed)
+                    if on_wire is not None:  # before the exchange's outcome is read: TTFT's origin is this stamp
+                        on_wire(wire_ns, ready_ns)
+                else:
+                    await conn.send(payload)
             except OSError as exc:  # e.g. the server closed this idle connection a moment ago
                 failed = exchange.future.done() and not exchange.future.cancelled() and exchange.future.exception()
                 conn.drop()
-                if isinstance(failed, RequestFailed):  # the exchange ended first (its deadline): that is why
-                    raise failed from None
-                if reused and attempt == 0:
+                retry = reused and attempt == 0
+                if isinstance(failed, RequestFailed) and not (failed.before_response and retry):
+                    raise failed from None  # the exchange ended first (its deadline): that is why
+                if retry:
                     continue
                 raise RequestFailed("stream_cut", f"sending the request failed: {exc}") from None
+            except BaseException:
+                if by_thread:  # cancelled while the thread was to write: the connection's state is unknown
+                    conn.drop()
+                raise
             try:
                 return await exchange.future
             except RequestFailed as failure:

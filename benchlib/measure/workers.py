@@ -36,7 +36,7 @@ import numpy as np
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
 from benchlib.measure.client_health import HEALTH_COLUMNS, health_figures
-from benchlib.measure.event_loop import LoopLagSampler, paced, quiet_gc
+from benchlib.measure.event_loop import LoopLagSampler, paced, quiet_gc, slot
 from benchlib.records.rows import RequestRecord
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -114,9 +114,8 @@ async def send_job(job: WorkerJob, backend: Backend, t0_ns: int, sampler: LoopLa
     gate = asyncio.Semaphore(max(job.concurrency, 1))
 
     async def one(record: RequestRecord, request: ChatRequest, due_ns: int) -> None:
-        enter_ns = time.perf_counter_ns()
-        async with gate:
-            queued_ns = time.perf_counter_ns() - enter_ns
+        async with slot(gate, due_ns) as waited:
+            queued_ns = waited[0]
             record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
             await backend.execute(request, record)
             if record.start_ns:
@@ -126,8 +125,12 @@ async def send_job(job: WorkerJob, backend: Backend, t0_ns: int, sampler: LoopLa
             deliver(record)
 
     started: list[asyncio.Task] = []
-    await paced(job.offsets, t0_ns,
-                lambda i, due_ns: started.append(asyncio.create_task(one(job.records[i], job.requests[i], due_ns))))
+
+    def fire(i: int, due_ns: int) -> asyncio.Task:
+        started.append(asyncio.create_task(one(job.records[i], job.requests[i], due_ns)))
+        return started[-1]
+
+    await paced(job.offsets, t0_ns, fire, lead_ns=backend.pacing_lead_ns())
     await asyncio.gather(*started)
 
 

@@ -197,7 +197,9 @@ class Session:
 
         Closed loop (offsets None): a request leaves as soon as a slot is free. Open loop: request i is due
         `offsets[i]` seconds after the first; a pacing thread (event_loop.paced) starts it there (then
-        it waits for a slot if `concurrency` are in flight). Each record keeps the instant it was due
+        it waits for a slot if `concurrency` are in flight; a backend whose path the pacing thread can write for gets
+        each request event_loop.SEND_LEAD_S ahead, prepared by the loop, and the thread sends it at its instant).
+        Each record keeps the instant it was due
         (scheduled_ns), the wait for a slot (queue_wait_s) and the rest of its way to the wire (schedule_lag_s =
         wire start − due − slot wait): how well one client process held the schedule."""
         return aio.run(self._execute(planned, concurrency, progress, offsets))
@@ -210,9 +212,9 @@ class Session:
 
         async def one(item: Planned, due_ns: int = 0) -> None:
             nonlocal unfinished
-            record, enter_ns = item.record, time.perf_counter_ns()
-            async with gate:
-                queued_ns = time.perf_counter_ns() - enter_ns  # ~0 unless `concurrency` were in flight
+            record = item.record
+            async with aio.slot(gate, due_ns) as waited:
+                queued_ns = waited[0]  # ~0 unless `concurrency` were in flight
                 if due_ns:
                     record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
                 if item.request is not None:
@@ -244,8 +246,13 @@ class Session:
         if len(offsets) != len(planned):
             raise ValueError(f"{len(planned)} requests but {len(offsets)} send offsets")
         started: list[asyncio.Task] = []
-        await aio.paced(offsets, time.perf_counter_ns(),
-                        lambda i, due_ns: started.append(asyncio.create_task(one(planned[i], due_ns))))
+
+        def fire(i: int, due_ns: int) -> asyncio.Task:
+            started.append(asyncio.create_task(one(planned[i], due_ns)))
+            return started[-1]
+
+        await aio.paced(offsets, time.perf_counter_ns(), fire,
+                        lead_ns=self.backend.pacing_lead_ns() if self.backend is not None else 0)
         await asyncio.gather(*started)
         return done
 
