@@ -44,7 +44,9 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 # ---- an open-loop schedule kept by a thread, not by the loop's timer ---------------------------------------
-PACE_SWITCH_S = 0.0002  # the GIL's switch interval while a schedule is paced (CPython's default: 5 ms)
+# The GIL's switch interval while a schedule is paced (CPython's default: 5 ms): the pacing thread, woken at an
+# instant, waits at most this long for the loop thread to let go of the GIL (bench/README.md, "The sending thread")
+PACE_SWITCH_S = 0.00005
 # How early the pacer starts a request whose path can hand its write back to the pacing thread (paced(lead_ns=...)):
 # the loop builds the request and takes its connection in that time, between the response callbacks it is running,
 # and the thread writes it at the instant itself. Longer than the loop's usual hand-off delay on a busy level
