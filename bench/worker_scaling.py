@@ -19,7 +19,8 @@ their rows scored and appended by this process. Arrivals are Poisson (seeded), a
     parent_cpu_ms         with workers: this process's CPU per request (scoring and appending the rows)
     held                  the SCHEDULE RULE: lag p99 ≤ min(5 ms, half the mean gap); else client_bound
 
-and, per worker count, the ceiling: the highest offered rate whose schedule held, and the most it sent.
+and, per worker count, the ceiling: the highest offered rate whose schedule held, and the most it sent; last, the
+scheduling the pacing threads got (event_loop.PACER_REALTIME where the OS permits, else why not).
 
     .venv/bin/python bench/worker_scaling.py                                 # 100, 500, 1000, 2000 req/s, 3 s
     .venv/bin/python bench/worker_scaling.py --workers 1 2 4 --rates 500 1000 --seconds 5
@@ -127,7 +128,7 @@ def run_level(params, workers: int, rate: float, seconds: float) -> dict[str, ob
             "worker_lag_ms": level["worker_lag_ms"] or "-", "cpu_share": level["client_cpu_share"],
             "sender_cpu_ms": level["client_cpu_per_request_ms"],
             "parent_cpu_ms": parent_cpu / len(items) * 1000 if int(plan["workers"]) > 1 else float("nan"),
-            "held": "yes" if not reason else "no"}
+            "held": "yes" if not reason else "no", "pacer": level["pacer"]}
 
 
 def main() -> int:
@@ -153,6 +154,7 @@ def main() -> int:
         proc.kill()
         proc.wait()
     table = pd.DataFrame(rows)
+    pacers = table.pop("pacer")
     with pd.option_context("display.width", 200, "display.max_colwidth", 40):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
@@ -165,6 +167,7 @@ def main() -> int:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
         else platform.processor()
+    print("pacing thread(s): " + "; ".join(dict.fromkeys(p for p in pacers if p)))
     print(f"\n{cpu} · {os.cpu_count()} cores · load average {load_before:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after · wall {time.time() - started:.0f} s")
     return 0

@@ -1,6 +1,6 @@
 """Client self-check for load levels: event-loop lag (a 10 ms sleeper on the client's loop), client CPU per
-request and its share of one core; a level is `client_bound` when lag p99 > 5 ms or the client used more
-than half a core."""
+request and its share of one core, and the scheduling its pacing thread got (`pacer`); a level is `client_bound`
+when lag p99 > 5 ms or the client used more than half a core."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from benchlib.measure.event_loop import LAG_INTERVAL_S, LoopLagSampler, quiet_gc
+from benchlib.measure.event_loop import LAG_INTERVAL_S, LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
 
 CLIENT_LAG_P99_MS = 5.0
 
@@ -19,12 +19,14 @@ CLIENT_CPU_SHARE = 0.5
 
 
 HEALTH_COLUMNS = ["wall_s", "client_cpu_s", "client_cpu_per_request_ms", "client_cpu_share", "loop_lag_p50_ms",
-                  "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples", "client_bound", "client_bound_reason"]
+                  "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples", "client_bound", "client_bound_reason", "pacer"]
 
 
 # ---- client self-check (the sampler and quiet_gc live with the loop, in benchlib.measure.event_loop) -----------------------
-def health_figures(cpu_s: float, wall_s: float, n_requests: int, lag: dict[str, float]) -> dict[str, Any]:
-    """Client health columns of one level; client_bound when lag p99 > 5 ms or CPU > 50 % of one core."""
+def health_figures(cpu_s: float, wall_s: float, n_requests: int, lag: dict[str, float],
+                   pacer: str = "") -> dict[str, Any]:
+    """Client health columns of one level; client_bound when lag p99 > 5 ms or CPU > 50 % of one core. `pacer`:
+    what the open-loop pacing thread ran under (event_loop.pacer_scheduling; "" for a closed-loop level)."""
     share = cpu_s / wall_s if wall_s > 0 else np.nan
     reasons = []
     p99 = lag.get("loop_lag_p99_ms", np.nan)
@@ -35,7 +37,7 @@ def health_figures(cpu_s: float, wall_s: float, n_requests: int, lag: dict[str, 
     return {"wall_s": wall_s, "client_cpu_s": cpu_s,
             "client_cpu_per_request_ms": cpu_s / n_requests * 1000 if n_requests else np.nan,
             "client_cpu_share": share, **lag, "client_bound": bool(reasons),
-            "client_bound_reason": "; ".join(reasons)}
+            "client_bound_reason": "; ".join(reasons), "pacer": pacer}
 
 
 @contextlib.contextmanager
@@ -45,10 +47,10 @@ def client_health(n_requests: int, interval_s: float = LAG_INTERVAL_S) -> Iterat
     sampler = LoopLagSampler(interval_s)
     with quiet_gc():
         sampler.start()
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
         try:
             yield figures
         finally:
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
             lag = sampler.stop()
-            figures.update(health_figures(cpu, wall, n_requests, lag))
+            figures.update(health_figures(cpu, wall, n_requests, lag, pacer_scheduling(mark)))

@@ -11,6 +11,7 @@ import contextvars
 import gc
 import heapq
 import itertools
+import os
 import sys
 import threading
 import time
@@ -53,6 +54,35 @@ PACE_SWITCH_S = 0.00005
 # (bench/README.md, "The sending thread"), short enough that a request held in preparation keeps its slot briefly.
 SEND_LEAD_S = 0.005
 _pacing, _switch_s = 0, 0.005
+# The pacing thread's scheduling, where the OS permits: the lowest real-time priority, so at its instant it runs at
+# once instead of waiting for a busy core's time slice (bench/README.md, "A real-time pacing thread"). It sleeps
+# between instants and works microseconds at each, so it cannot starve the loop or the server (and the kernel caps
+# real-time threads at 95 % of a core in any case).
+PACER_REALTIME = "realtime (SCHED_FIFO 1)"
+_pacers_started, _pacer_scheduling = 0, ""
+
+
+def _realtime_thread() -> str:
+    """Give the calling thread PACER_REALTIME if the OS lets it (root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least
+    1); returns what the thread runs under, with the reason where it stays at normal priority."""
+    if not hasattr(os, "sched_setscheduler"):
+        return "normal (this OS has no SCHED_FIFO)"
+    try:  # pid 0: this thread; RESET_ON_FORK: nothing it might start inherits the priority
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
+    except OSError as exc:
+        return f"normal (SCHED_FIFO not permitted: {exc.strerror or exc})"
+    return PACER_REALTIME
+
+
+def pacers_started() -> int:
+    """How many pacing threads this process has started: a mark for `pacer_scheduling`."""
+    return _pacers_started
+
+
+def pacer_scheduling(since: int = 0) -> str:
+    """What the latest pacing thread of this process ran under (PACER_REALTIME or why not), if one started after
+    the mark `since` (pacers_started()); "" if none did (a closed-loop level)."""
+    return _pacer_scheduling if _pacers_started > since else ""
 
 
 class _Pacer:
@@ -149,7 +179,9 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
     timers too), and later still while it parses streams. A pacing thread sleeps on a clock of microseconds
     (Condition.wait) and hands each due request to the loop through call_soon_threadsafe, whose self-pipe wakes the
     loop's poll at once; meanwhile the loop reads responses. The GIL's switch interval is cut while pacing, so a
-    pacer woken while the loop runs Python gets the GIL within PACE_SWITCH_S instead of 5 ms.
+    pacer woken while the loop runs Python gets the GIL within PACE_SWITCH_S instead of 5 ms. The thread runs at
+    real-time priority where the OS permits (PACER_REALTIME; `pacer_scheduling` says what it got), so a busy core
+    does not hold its wake-up back.
 
     With a lead, fire runs early, inside a context where `on_time()` gives the request's due instant and this
     thread: the loop prepares the request and hands its write back (OnTime.at_due), and the thread makes it at the
@@ -179,6 +211,10 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
         loop.call_soon_threadsafe(start, i, due_ns, context=context)
 
     def pace() -> None:
+        global _pacer_scheduling
+        scheduling = _realtime_thread()
+        with _lock:
+            _pacer_scheduling = scheduling
         cond, agenda = pacer.cond, pacer.agenda
         i, n = 0, len(offsets_s)
         try:
@@ -219,8 +255,9 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, exc)
 
-    global _pacing, _switch_s
+    global _pacing, _switch_s, _pacers_started
     with _lock:  # schedules paced at once (several loops of one process) restore the interval when the last ends
+        _pacers_started += 1
         if _pacing == 0:
             _switch_s = sys.getswitchinterval()
             sys.setswitchinterval(min(_switch_s, PACE_SWITCH_S))

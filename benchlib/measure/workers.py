@@ -36,7 +36,7 @@ import numpy as np
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
 from benchlib.measure.client_health import HEALTH_COLUMNS, health_figures
-from benchlib.measure.event_loop import LoopLagSampler, paced, quiet_gc, slot
+from benchlib.measure.event_loop import LoopLagSampler, paced, pacer_scheduling, pacers_started, quiet_gc, slot
 from benchlib.records.rows import RequestRecord
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -148,7 +148,7 @@ async def _worker(job: WorkerJob, results: Any, start: Any) -> None:
 async def _worker_send(job: WorkerJob, backend: Backend, sampler: LoopLagSampler, results: Any, start: Any) -> None:
     results.put(("ready", job.index, None))
     t0_ns = await asyncio.get_running_loop().run_in_executor(None, start.recv)
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
     pending: list[RequestRecord] = []
 
     def flush() -> None:
@@ -168,7 +168,7 @@ async def _worker_send(job: WorkerJob, backend: Backend, sampler: LoopLagSampler
         ticking.cancel()
         flush()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    figures = health_figures(cpu, wall, len(job.records), await sampler.astop())
+    figures = health_figures(cpu, wall, len(job.records), await sampler.astop(), pacer_scheduling(mark))
     results.put(("done", job.index, {**figures, "n_requests": len(job.records)}))
 
 
@@ -271,7 +271,8 @@ class WorkerPool:
 
 def merged_health(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
     """The level's client health from its workers': CPU summed (per request over all), the worst worker's CPU
-    share of its core and loop lag, client_bound when any worker was (its reasons named by worker)."""
+    share of its core and loop lag, client_bound when any worker was (its reasons named by worker), the pacing
+    threads' scheduling (each different one once)."""
     if not per_worker:
         return {}
     n = sum(int(h.get("n_requests", 0)) for h in per_worker)
@@ -288,5 +289,6 @@ def merged_health(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
            "client_cpu_share": worst("client_cpu_share"), "loop_lag_p50_ms": worst("loop_lag_p50_ms"),
            "loop_lag_p99_ms": worst("loop_lag_p99_ms"), "loop_lag_max_ms": worst("loop_lag_max_ms"),
            "loop_lag_samples": int(sum(h.get("loop_lag_samples", 0) for h in per_worker)),
-           "client_bound": bool(reasons), "client_bound_reason": "; ".join(reasons)}
+           "client_bound": bool(reasons), "client_bound_reason": "; ".join(reasons),
+           "pacer": "; ".join(dict.fromkeys(str(h.get("pacer") or "") for h in per_worker if h.get("pacer")))}
     return {c: out[c] for c in HEALTH_COLUMNS}

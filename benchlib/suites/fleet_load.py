@@ -34,7 +34,7 @@ except ImportError:
 
 from benchlib.measure.backends import make_backend
 from benchlib.measure.client_health import health_figures
-from benchlib.measure.event_loop import LoopLagSampler, quiet_gc
+from benchlib.measure.event_loop import LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
 from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR, ClockOffset, measure_offset
 from benchlib.measure.workers import WorkerJob, send_job
 from benchlib.records.rows import RequestRecord
@@ -65,13 +65,13 @@ class LoadWorker:
         sampler = await LoopLagSampler().astart()
         backend = make_backend(self.job.server, self.job.run, self.job.concurrency)
         rows: list[RequestRecord] = []
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
         try:
             await send_job(self.job, backend, t0_ns, sampler, rows.append)
         finally:
             await backend.aclose()
         figures = health_figures(time.process_time() - cpu0, time.perf_counter() - wall0, len(rows),
-                                 await sampler.astop())
+                                 await sampler.astop(), pacer_scheduling(mark))
         return {"rows": rows, "health": {**figures, "n_requests": len(rows)}}
 
 

@@ -66,6 +66,10 @@ def test_merged_health_sums_cpu_and_keeps_the_worst_worker():
     assert merged["client_cpu_share"] == 0.9 and merged["loop_lag_p99_ms"] == 7.0 and merged["loop_lag_samples"] == 400
     assert merged["client_bound"] and merged["client_bound_reason"] == "worker 1: client CPU 90% of one core > 50%"
     assert not workers.merged_health([calm, calm])["client_bound"]
+    refused = "normal (SCHED_FIFO not permitted: Operation not permitted)"
+    assert workers.merged_health([{**calm, "pacer": "realtime (SCHED_FIFO 1)"}, {**calm, "pacer": refused}])["pacer"] \
+        == "realtime (SCHED_FIFO 1); " + refused  # each different one once
+    assert workers.merged_health([{**calm, "pacer": refused}] * 2)["pacer"] == refused
 
 
 # ---- a level from two workers, against a one-process control ----------------------------------------------------
@@ -112,6 +116,8 @@ def test_two_workers_send_the_level_once_on_the_common_schedule(params_for, outp
     assert parts == [f"{np.percentile(m, 50):.2f}/{m.max():.2f}" for m in mine]  # 15 each: p99 is the max
     assert next(iter(plan.values()))["levels"][0]["workers"] == 2
     assert level["loop_lag_samples"] > 0 and level["client_cpu_s"] > 0  # the workers' own health, merged
+    # each worker's pacing thread says what scheduling it got; the one-process control's too
+    assert level["pacer"] == control_level["pacer"] != "" and level["pacer"].count("; ") == 0
     written = pd.read_csv(session.out_dir / serving.RATE_CSV)
     assert written["workers"].tolist() == [2] and written["worker_lag_ms"].tolist() == [level["worker_lag_ms"]]
 
