@@ -61,7 +61,7 @@ PIP_INSTALL = $(PY) -m pip install --quiet --progress-bar off
 #   speech.txt the speech extra (faster-whisper, Whisper tiny.en's package) under test.txt's pins, for params whose
 #              engine is whisper; test.txt holds it too (tests/integration/test_whisper_real.py runs in make test)
 #   fleet.txt  the fleet extra (ray) under test.txt's pins, for a study across hosts on Ray (make fleet-demo);
-#              test.txt holds it too (tests/suites/test_fleet.py runs a local 3-node cluster in make test)
+#              test.txt holds it too (tests/suites/test_fleet.py runs a local 3-node cluster in make test-fleet)
 LOCKS       := requirements
 RUN_LOCK    := $(LOCKS)/run.txt
 TEST_LOCK   := $(LOCKS)/test.txt
