@@ -35,14 +35,19 @@ class Fetched:
         return json.loads(self.content)
 
 
+def within(total_s: float, connect_s: float | None) -> httpx.Timeout:
+    """A timeout of `total_s`, the wait for a connection held to `connect_s` when that is shorter (a run's connect
+    timeout: a host that takes no connection has already cost each request that long)."""
+    return httpx.Timeout(total_s, connect=min(total_s, connect_s) if connect_s else total_s)
+
+
 def fetch(client: httpx.Client, method: str, url: str, *, deadline_s: float, max_bytes: int,
           json_body: Any = None) -> Fetched:
     """`method url` through `client`, its body read whole within `deadline_s` and `max_bytes` (decoded bytes).
     Raises RequestFailed (deadline_exceeded, response_too_large) or httpx.HTTPError."""
     end = time.monotonic() + deadline_s
-    connect = client.timeout.connect  # a client made with a shorter connect bound (the run's) keeps it
-    timeout = httpx.Timeout(deadline_s, connect=min(deadline_s, connect) if connect else deadline_s)
-    with client.stream(method, url, json=json_body, timeout=timeout) as response:
+    # a client made with a shorter connect bound (the run's) keeps it
+    with client.stream(method, url, json=json_body, timeout=within(deadline_s, client.timeout.connect)) as response:
         body = bytearray()
         for piece in response.iter_bytes():
             body += piece

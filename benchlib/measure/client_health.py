@@ -19,7 +19,8 @@ CLIENT_CPU_SHARE = 0.5
 
 
 HEALTH_COLUMNS = ["wall_s", "client_cpu_s", "client_cpu_per_request_ms", "client_cpu_share", "loop_lag_p50_ms",
-                  "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples", "client_bound", "client_bound_reason", "pacer"]
+                  "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples", "client_bound", "client_bound_reason",
+                  "pacer"]
 
 
 # ---- client self-check (the sampler and quiet_gc live with the loop, in benchlib.measure.event_loop) -----------------------

@@ -157,8 +157,8 @@ def on_time() -> OnTime | None:
 
 
 @contextlib.asynccontextmanager
-async def slot(gate: asyncio.Semaphore, due_ns: int = 0) -> AsyncIterator[list[int]]:
-    """Hold one of `gate`'s slots; yields [queued_ns]: how long the request waited for it after it was due (after it
+async def slot(gate: asyncio.Semaphore, due_ns: int = 0) -> AsyncIterator[int]:
+    """Hold one of `gate`'s slots; yields queued_ns: how long the request waited for it after it was due (after it
     was started, without a due instant). A request started ahead of its instant takes a free slot at once; with none
     free it first waits for its instant, then queues like a request started then, so no slot is held early while
     due requests wait for one."""
@@ -167,13 +167,14 @@ async def slot(gate: asyncio.Semaphore, due_ns: int = 0) -> AsyncIterator[list[i
     if early is not None and gate.locked():
         await early.due()
     async with gate:
-        yield [max(0, time.perf_counter_ns() - max(enter_ns, due_ns))]
+        yield max(0, time.perf_counter_ns() - max(enter_ns, due_ns))
 
 
 async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, int], Awaitable[Any] | None],
-                lead_ns: int = 0) -> None:
+                lead_ns: int = 0) -> list[Awaitable[Any]]:
     """Call fire(i, due_ns) on the running loop at each instant start_ns + offsets_s[i] (perf_counter_ns), or
-    `lead_ns` before it; returns once every awaitable fire returned is done (their errors are theirs to raise).
+    `lead_ns` before it; returns the awaitables fire returned, once every one is done (their errors are the
+    caller's to raise, e.g. by gathering them).
 
     The loop's own timer wakes late by up to a whole millisecond (epoll's timeout is in milliseconds, libuv's
     timers too), and later still while it parses streams. A pacing thread sleeps on a clock of microseconds
@@ -215,7 +216,7 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
         scheduling = _realtime_thread()
         with _lock:
             _pacer_scheduling = scheduling
-        cond, agenda = pacer.cond, pacer.agenda
+        cond = pacer.cond
         i, n = 0, len(offsets_s)
         try:
             while True:
@@ -223,11 +224,11 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
                     while True:
                         if pacer.stopped:
                             return
-                        agenda = pacer.agenda
+                        agenda = pacer.agenda  # stop() replaces it
                         next_hand = start_ns + int(offsets_s[i] * 1e9) - lead_ns if i < n else None
                         next_run = agenda[0][0] if agenda else None
-                        soonest = min(t for t in (next_hand, next_run) if t is not None) \
-                            if next_hand is not None or next_run is not None else None
+                        pending = [t for t in (next_hand, next_run) if t is not None]
+                        soonest = min(pending) if pending else None
                         if soonest is None:
                             pacer.wake_ns = -1
                             cond.wait()
@@ -270,6 +271,7 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
         await finished
         if started:  # the thread stays for their writes
             await asyncio.gather(*started, return_exceptions=True)
+        return started
     finally:
         pacer.stop()
         with _lock:

@@ -40,7 +40,7 @@ import httpx
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchlib.measure.bounded import fetch
+from benchlib.measure.bounded import fetch, within
 from benchlib.measure.failures import RequestFailed
 from benchlib.records.rows import append_csv_row
 from benchlib.records.schema import ColumnKind, read_csv
@@ -188,8 +188,7 @@ class ServerMetrics:
                  secret: str = "", deadline_s: float = SCRAPE_DEADLINE_S, max_bytes: int = SCRAPE_MAX_BYTES,
                  connect_s: float | None = None):
         self.url = root_url.rstrip("/") + "/metrics"
-        timeout = httpx.Timeout(deadline_s, connect=min(deadline_s, connect_s) if connect_s else deadline_s)
-        self.client = client or httpx.Client(timeout=timeout, headers=dict(headers or {}), trust_env=False)
+        self.client = client or httpx.Client(timeout=within(deadline_s, connect_s), headers=dict(headers or {}), trust_env=False)
         self.secret = secret
         self.deadline_s, self.max_bytes = deadline_s, max_bytes
         self.out_dir = Path(out_dir) if out_dir else None

@@ -44,7 +44,7 @@ from typing import Any, Callable
 import httpx
 
 from benchlib.measure import bandwidth
-from benchlib.measure.bounded import fetch
+from benchlib.measure.bounded import fetch, within
 from benchlib.measure.failures import RequestFailed
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
 from benchlib.measure.servers.whisper import model_folder
@@ -182,8 +182,7 @@ def host_info(nvml: Any = None) -> dict[str, Any]:
 def probe_client(params: BenchParams, timeout_s: float) -> httpx.Client:
     """The probes' client: each answer within `timeout_s`, a connection within the run's own connect timeout when
     that is shorter (a host that takes no connection has already cost the run's requests that long each)."""
-    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, params.run.connect_timeout_s))
-    return httpx.Client(timeout=timeout, headers=params.server.auth_headers())
+    return httpx.Client(timeout=within(timeout_s, params.run.connect_timeout_s), headers=params.server.auth_headers())
 
 
 CONNECT_FAILURES = ("ConnectError", "ConnectTimeout")  # the reasons _probe gives when no connection was made

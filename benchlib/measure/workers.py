@@ -114,8 +114,7 @@ async def send_job(job: WorkerJob, backend: Backend, t0_ns: int, sampler: LoopLa
     gate = asyncio.Semaphore(max(job.concurrency, 1))
 
     async def one(record: RequestRecord, request: ChatRequest, due_ns: int) -> None:
-        async with slot(gate, due_ns) as waited:
-            queued_ns = waited[0]
+        async with slot(gate, due_ns) as queued_ns:
             record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
             await backend.execute(request, record)
             if record.start_ns:
@@ -124,13 +123,9 @@ async def send_job(job: WorkerJob, backend: Backend, t0_ns: int, sampler: LoopLa
                 record.schedule_lag_s = (record.start_ns - due_ns - queued_ns) / 1e9
             deliver(record)
 
-    started: list[asyncio.Task] = []
-
-    def fire(i: int, due_ns: int) -> asyncio.Task:
-        started.append(asyncio.create_task(one(job.records[i], job.requests[i], due_ns)))
-        return started[-1]
-
-    await paced(job.offsets, t0_ns, fire, lead_ns=backend.pacing_lead_ns())
+    started = await paced(job.offsets, t0_ns,
+                          lambda i, due_ns: asyncio.create_task(one(job.records[i], job.requests[i], due_ns)),
+                          lead_ns=backend.pacing_lead_ns())
     await asyncio.gather(*started)
 
 

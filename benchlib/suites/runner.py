@@ -213,8 +213,7 @@ class Session:
         async def one(item: Planned, due_ns: int = 0) -> None:
             nonlocal unfinished
             record = item.record
-            async with aio.slot(gate, due_ns) as waited:
-                queued_ns = waited[0]  # ~0 unless `concurrency` were in flight
+            async with aio.slot(gate, due_ns) as queued_ns:  # ~0 unless `concurrency` were in flight
                 if due_ns:
                     record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
                 if item.request is not None:
@@ -245,14 +244,9 @@ class Session:
             return done
         if len(offsets) != len(planned):
             raise ValueError(f"{len(planned)} requests but {len(offsets)} send offsets")
-        started: list[asyncio.Task] = []
-
-        def fire(i: int, due_ns: int) -> asyncio.Task:
-            started.append(asyncio.create_task(one(planned[i], due_ns)))
-            return started[-1]
-
-        await aio.paced(offsets, time.perf_counter_ns(), fire,
-                        lead_ns=self.backend.pacing_lead_ns() if self.backend is not None else 0)
+        started = await aio.paced(offsets, time.perf_counter_ns(),
+                                  lambda i, due_ns: asyncio.create_task(one(planned[i], due_ns)),
+                                  lead_ns=self.backend.pacing_lead_ns() if self.backend is not None else 0)
         await asyncio.gather(*started)
         return done
 

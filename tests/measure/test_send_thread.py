@@ -68,10 +68,10 @@ def paced_level(params, n: int, gap_s: float, lead_ns: int, cap: int = 8) -> lis
 
         async def one(record: RequestRecord, due_ns: int) -> None:
             async with aio.slot(gate, due_ns) as waited:
-                record.scheduled_ns, record.queue_wait_s = due_ns, waited[0] / 1e9
+                record.scheduled_ns, record.queue_wait_s = due_ns, waited / 1e9
                 message = [{"role": "user", "content": f"[{record.variant}] go"}]
                 await backend.execute(ChatRequest(messages=message, max_tokens=16), record)
-                record.schedule_lag_s = (record.start_ns - due_ns - waited[0]) / 1e9
+                record.schedule_lag_s = (record.start_ns - due_ns - waited) / 1e9
 
         try:
             await aio.paced([i * gap_s for i in range(n)], time.perf_counter_ns() + 20_000_000,
@@ -215,7 +215,7 @@ def test_a_slot_taken_early_is_not_queue_wait_and_a_full_gate_is_waited_for_only
 
         async def one(due_ns: int) -> None:
             async with aio.slot(gate, due_ns) as waited:
-                out.append((due_ns, time.perf_counter_ns(), waited[0]))
+                out.append((due_ns, time.perf_counter_ns(), waited))
                 await asyncio.sleep(0.015)  # holds the only slot past the next instant
 
         await aio.paced([0.0, 0.005], time.perf_counter_ns() + 20_000_000,
