@@ -20,10 +20,16 @@ their rows scored and appended by this process. Arrivals are Poisson (seeded), a
     held                  the SCHEDULE RULE: lag p99 ≤ min(5 ms, half the mean gap); else client_bound
 
 and, per worker count, the ceiling: the highest offered rate whose schedule held, and the most it sent; last, the
-scheduling the pacing threads got (event_loop.PACER_REALTIME where the OS permits, else why not).
+scheduling the pacing threads got (event_loop.PACER_REALTIME where the OS permits, else why not) and who made the
+timed writes (event_loop.BY_SENDING_PROCESS: the sending process, and what it ran under).
+
+--busy N runs N processes spinning at normal priority beside the client and the server for the whole run: a busy box
+on demand (the slow hours this VM has at times, when its share of the cores drops), so a change to the sender can be
+judged on a loaded box, not only on a quiet one.
 
     .venv/bin/python bench/worker_scaling.py                                 # 100, 500, 1000, 2000 req/s, 3 s
     .venv/bin/python bench/worker_scaling.py --workers 1 2 4 --rates 500 1000 --seconds 5
+    .venv/bin/python bench/worker_scaling.py --workers 1 2 --rates 500 1000 --seconds 5 --busy 2
 """
 
 from __future__ import annotations
@@ -136,12 +142,15 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rates", type=float, nargs="+", default=[100, 500, 1000, 2000])
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="N processes spinning at normal priority beside the run (a busy box)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve()
         return 0
     proc, url = start_server()
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     started, load_before = time.time(), os.getloadavg()[0]
     try:
         params = bench_params(url, {})
@@ -151,8 +160,9 @@ def main() -> int:
                 rows.append(run_level(params, workers, rate, args.seconds))
                 print(f"  {workers} worker(s), {rate:g} req/s done", file=sys.stderr, flush=True)
     finally:
-        proc.kill()
-        proc.wait()
+        for child in (proc, *spinners):
+            child.kill()
+            child.wait()
     table = pd.DataFrame(rows)
     pacers = table.pop("pacer")
     with pd.option_context("display.width", 200, "display.max_colwidth", 40):
@@ -168,8 +178,8 @@ def main() -> int:
                 if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
         else platform.processor()
     print("pacing thread(s): " + "; ".join(dict.fromkeys(p for p in pacers if p)))
-    print(f"\n{cpu} · {os.cpu_count()} cores · load average {load_before:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after · wall {time.time() - started:.0f} s")
+    print(f"\n{cpu} · {os.cpu_count()} cores · {args.busy} busy process(es) beside · load average "
+          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after · wall {time.time() - started:.0f} s")
     return 0
 
 

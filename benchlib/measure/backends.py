@@ -33,6 +33,7 @@ from typing import Any, AsyncIterator
 import httpx
 import openai
 
+from benchlib.measure import send_process
 from benchlib.measure.event_loop import SEND_LEAD_S, on_time
 from benchlib.measure.failures import (RequestFailed, connect_failure, deadline_exceeded, http_failure, media_type,
                                        not_a_stream, server_message, too_large)
@@ -182,17 +183,24 @@ class Backend:
             record.client_prep_s = (sent - state.start_ns) / NS
             state.start_ns = record.start_ns = sent
 
-    chat_on_time = False  # chat requests go by a path whose write the pacing thread can make (the plain-HTTP wire)
+    chat_on_time = False  # chat requests go by a path whose write can be handed on (the plain-HTTP wire)
 
     def sends_on_time(self, request: ChatRequest | TranscriptionRequest) -> bool:
-        """Whether this request's path hands its write to the pacing thread of an open-loop level
+        """Whether this request's path hands its write on (to the sending process) in an open-loop level
         (event_loop.paced with a lead): the wire client's plain-HTTP chat path only."""
         return self.chat_on_time and isinstance(request, ChatRequest)
 
     def pacing_lead_ns(self) -> int:
         """The lead to pace an open-loop level with (event_loop.paced): SEND_LEAD_S where chat requests can be
-        prepared ahead and written by the pacing thread, else none (each is handed to the loop at its instant)."""
+        prepared ahead and written by the sending process, else none (each is handed to the loop at its instant)."""
         return int(SEND_LEAD_S * 1e9) if self.chat_on_time else 0
+
+    async def ready_to_pace(self) -> None:
+        """Before an open-loop level: where this backend's writes go by the sending process, wait (in an executor,
+        up to send_process.START_TIMEOUT_S) until it is up; until then the pacing thread writes them."""
+        sender = send_process.shared() if self.chat_on_time else None
+        if sender is not None:
+            await asyncio.get_running_loop().run_in_executor(None, sender.wait_started)
 
     async def stream(self, request: ChatRequest, record: RequestRecord) -> None:
         raise NotImplementedError
@@ -213,7 +221,7 @@ class Backend:
             record.max_tokens = record.max_tokens or request.max_tokens  # what a plausible count is held to
         early = on_time()
         if early is not None and not self.sends_on_time(request):
-            await early.due()  # started ahead of its instant, on a path the pacing thread cannot write for
+            await early.due()  # started ahead of its instant, on a path whose write cannot be handed on
         for attempt in range(attempts):
             record.http_status = None  # set by the attempt as soon as a response head arrives
             try:
@@ -259,6 +267,8 @@ class OpenAIBackend(Backend):
                                   max_bytes=run.max_response_bytes) \
             if run.http_client == "wire" and direct_route(base) else None
         self.chat_on_time = self.wire is not None and self.wire.scheme == "http"
+        if self.chat_on_time:  # started now, so it is up before an open-loop level's first instant
+            send_process.shared()
 
     def body_extras(self, request: ChatRequest) -> dict[str, Any]:
         extra: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": request.thinking}}

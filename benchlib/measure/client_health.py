@@ -1,5 +1,5 @@
 """Client self-check for load levels: event-loop lag (a 10 ms sleeper on the client's loop), client CPU per
-request and its share of one core, and the scheduling its pacing thread got (`pacer`); a level is `client_bound`
+request and its share of one core, and the scheduling its pacing thread (and sending process) got (`pacer`); a level is `client_bound`
 when lag p99 > 5 ms or the client used more than half a core."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ HEALTH_COLUMNS = ["wall_s", "client_cpu_s", "client_cpu_per_request_ms", "client
 def health_figures(cpu_s: float, wall_s: float, n_requests: int, lag: dict[str, float],
                    pacer: str = "") -> dict[str, Any]:
     """Client health columns of one level; client_bound when lag p99 > 5 ms or CPU > 50 % of one core. `pacer`:
-    what the open-loop pacing thread ran under (event_loop.pacer_scheduling; "" for a closed-loop level)."""
+    what the open-loop pacing thread ran under, and the sending process where it made the writes
+    (event_loop.pacer_scheduling; "" for a closed-loop level)."""
     share = cpu_s / wall_s if wall_s > 0 else np.nan
     reasons = []
     p99 = lag.get("loop_lag_p99_ms", np.nan)

@@ -11,7 +11,6 @@ import contextvars
 import gc
 import heapq
 import itertools
-import os
 import sys
 import threading
 import time
@@ -19,6 +18,8 @@ from array import array
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import numpy as np
+
+from benchlib.measure import send_process
 
 T = TypeVar("T")
 _loop: asyncio.AbstractEventLoop | None = None
@@ -48,30 +49,22 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 # The GIL's switch interval while a schedule is paced (CPython's default: 5 ms): the pacing thread, woken at an
 # instant, waits at most this long for the loop thread to let go of the GIL (bench/README.md, "The sending thread")
 PACE_SWITCH_S = 0.00005
-# How early the pacer starts a request whose path can hand its write back to the pacing thread (paced(lead_ns=...)):
-# the loop builds the request and takes its connection in that time, between the response callbacks it is running,
-# and the thread writes it at the instant itself. Longer than the loop's usual hand-off delay on a busy level
-# (bench/README.md, "The sending thread"), short enough that a request held in preparation keeps its slot briefly.
-SEND_LEAD_S = 0.005
+# How early the pacer starts a request whose path can hand its write on (paced(lead_ns=...)): the loop builds the
+# request and takes its connection in that time, between the response callbacks it is running, and the sending
+# process (or the pacing thread) writes it at the instant itself. A loop held up longer than this (preempted on a busy
+# box) hands requests over late (bench/README.md, "The sending process"); short enough that a request held in
+# preparation keeps its connection and slot briefly.
+SEND_LEAD_S = 0.050
 _pacing, _switch_s = 0, 0.005
 # The pacing thread's scheduling, where the OS permits: the lowest real-time priority, so at its instant it runs at
 # once instead of waiting for a busy core's time slice (bench/README.md, "A real-time pacing thread"). It sleeps
 # between instants and works microseconds at each, so it cannot starve the loop or the server (and the kernel caps
 # real-time threads at 95 % of a core in any case).
-PACER_REALTIME = "realtime (SCHED_FIFO 1)"
+PACER_REALTIME = send_process.REALTIME
+# Appended to the pacer's scheduling when the level's writes were made by the sending process (send_process), with
+# what that process runs under
+BY_SENDING_PROCESS = ", writes by the sending process: "
 _pacers_started, _pacer_scheduling = 0, ""
-
-
-def _realtime_thread() -> str:
-    """Give the calling thread PACER_REALTIME if the OS lets it (root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least
-    1); returns what the thread runs under, with the reason where it stays at normal priority."""
-    if not hasattr(os, "sched_setscheduler"):
-        return "normal (this OS has no SCHED_FIFO)"
-    try:  # pid 0: this thread; RESET_ON_FORK: nothing it might start inherits the priority
-        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
-    except OSError as exc:
-        return f"normal (SCHED_FIFO not permitted: {exc.strerror or exc})"
-    return PACER_REALTIME
 
 
 def pacers_started() -> int:
@@ -96,6 +89,7 @@ class _Pacer:
         self.order = itertools.count()
         self.stopped = False
         self.wake_ns = 0  # when the thread wakes next by itself (0: it is running; -1: waiting for work)
+        self.sender_scheduling = ""  # set once a write is handed to the sending process: what that process runs under
 
     def at(self, due_ns: int, run: Callable[[], None], abandon: Callable[[], None]) -> None:
         """run() in the pacing thread at due_ns (at once if it has passed); abandon() on the loop instead if the
@@ -128,6 +122,10 @@ class OnTime:
 
     def at_due(self, run: Callable[[], None], abandon: Callable[[], None]) -> None:
         self.pacer.at(self.due_ns, run, abandon)
+
+    def handed_to(self, sender: send_process.SendingProcess) -> None:
+        """Note that the sending process, not the pacing thread, writes this request (the level's health says so)."""
+        self.pacer.sender_scheduling = sender.scheduling
 
     async def due(self) -> None:
         """Returns at the due instant (at once if it has passed), woken by the pacing thread: a path that sends
@@ -185,10 +183,10 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
     does not hold its wake-up back.
 
     With a lead, fire runs early, inside a context where `on_time()` gives the request's due instant and this
-    thread: the loop prepares the request and hands its write back (OnTime.at_due), and the thread makes it at the
-    instant, so the loop's queue of ready callbacks no longer sits between the due instant and the wire. A path that
-    cannot hand its write over waits for the instant with OnTime.due(). Cancelling stops the thread (what it was
-    still to run is abandoned)."""
+    thread: the loop prepares the request and hands its write on, to the process's sending process (send_process,
+    which makes it at the instant with no GIL to wait for) or back to this thread (OnTime.at_due), so the loop's queue
+    of ready callbacks no longer sits between the due instant and the wire. A path that cannot hand its write over
+    waits for the instant with OnTime.due(). Cancelling stops the thread (what it was still to run is abandoned)."""
     loop = asyncio.get_running_loop()
     finished: asyncio.Future = loop.create_future()
     pacer = _Pacer(loop)
@@ -213,7 +211,7 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
 
     def pace() -> None:
         global _pacer_scheduling
-        scheduling = _realtime_thread()
+        scheduling = send_process.realtime()
         with _lock:
             _pacer_scheduling = scheduling
         cond = pacer.cond
@@ -256,7 +254,7 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, exc)
 
-    global _pacing, _switch_s, _pacers_started
+    global _pacing, _switch_s, _pacers_started, _pacer_scheduling
     with _lock:  # schedules paced at once (several loops of one process) restore the interval when the last ends
         _pacers_started += 1
         if _pacing == 0:
@@ -275,6 +273,8 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
     finally:
         pacer.stop()
         with _lock:
+            if pacer.sender_scheduling and BY_SENDING_PROCESS not in _pacer_scheduling:
+                _pacer_scheduling += BY_SENDING_PROCESS + pacer.sender_scheduling
             _pacing -= 1
             if _pacing == 0:
                 sys.setswitchinterval(_switch_s)

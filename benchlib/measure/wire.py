@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import socket
 import ssl
 import struct
@@ -39,6 +40,7 @@ import urllib.parse
 import urllib.request
 from typing import Callable
 
+from benchlib.measure import send_process
 from benchlib.measure.http_response import Exchange, LineHandler
 from benchlib.measure.event_loop import OnTime, on_time
 from benchlib.measure.failures import RequestFailed, connect_failure
@@ -171,6 +173,7 @@ class _RawConnection(_Pooled):
         self.exchange: Exchange | None = None
         self.closed = False
         self.write_lock = threading.Lock()  # the sending thread's write against the loop closing the socket
+        self.handed: tuple[send_process.SendingProcess, int] | None = None  # a write the sending process holds
         self.loop = asyncio.get_running_loop()
         self.loop.add_reader(sock.fileno(), self._readable)
 
@@ -207,6 +210,9 @@ class _RawConnection(_Pooled):
             return
         with self.write_lock:  # a write the sending thread is making finishes first: its fd stays this socket's
             self.closed = True
+        if self.handed is not None:  # not to be written after all (it holds its own descriptor of the socket)
+            sender, ident = self.handed
+            sender.cancel(ident)
         try:
             self.loop.remove_reader(self.sock.fileno())
         except (ValueError, OSError):
@@ -230,17 +236,32 @@ class _RawConnection(_Pooled):
         await self.loop.sock_sendall(self.sock, payload)
 
     async def send_on_time(self, payload: bytes, timed: OnTime) -> int:
-        """The pacing thread writes `payload` at its due instant (at once if that has passed) with one
-        non-blocking send, stamped right before it as `post_stream` stamps a send from the loop; what that send
-        could not take goes out from the loop. Returns the stamp. The response is read by the loop as ever (the
-        exchange is installed before this is called): it may arrive before the loop hears of the write, and the
-        caller takes the stamp from here before it reads the exchange's outcome."""
+        """`payload` written at its due instant (at once if that has passed) with one non-blocking send, stamped
+        right before it as `post_stream` stamps a send from the loop; what that send could not take goes out from
+        the loop. Returns the stamp. The write is made by this process's sending process (send_process: an
+        interpreter of its own, so no GIL between the instant and the wire) once it is up, else by the pacing
+        thread. The response is read by the loop as ever (the exchange is installed before this is called): it may
+        arrive before the loop hears of the write, and the caller takes the stamp from here before it reads the
+        exchange's outcome."""
         written: asyncio.Future = self.loop.create_future()
 
         def settle(outcome: tuple[int, int] | BaseException) -> None:
             if written.done():
                 return
             written.set_exception(outcome) if isinstance(outcome, BaseException) else written.set_result(outcome)
+
+        def tell(outcome: tuple[int, int] | BaseException) -> None:  # from another thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                self.loop.call_soon_threadsafe(settle, outcome)
+
+        def reported(stamp: int, sent: int, failure: int) -> None:  # the sending process's report
+            if failure == errno.ECANCELED:
+                tell(ConnectionResetError(errno.ECONNRESET, "the connection closed before its request was due"))
+            elif failure == errno.ECONNABORTED:
+                tell(ConnectionAbortedError(errno.ECONNABORTED, "the sending process stopped before the request "
+                                                                "was due"))
+            else:
+                tell(OSError(failure, os.strerror(failure)) if failure else (stamp, sent))
 
         def write() -> None:  # in the pacing thread
             outcome: tuple[int, int] | BaseException
@@ -256,12 +277,24 @@ class _RawConnection(_Pooled):
                         outcome = (stamp, 0)
                     except OSError as exc:
                         outcome = exc
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
-                self.loop.call_soon_threadsafe(settle, outcome)
+            tell(outcome)
 
-        timed.at_due(write, lambda: settle(ConnectionAbortedError(errno.ECONNABORTED, "the pacing thread stopped "
-                                                                                      "before the request was due")))
-        stamp, sent = await written
+        sender = send_process.shared(start=False)
+        ident = sender.send_at(self.sock, payload, timed.due_ns, reported) if sender is not None else 0
+        if ident:
+            self.handed = (sender, ident)
+            timed.handed_to(sender)
+        else:
+            timed.at_due(write, lambda: settle(ConnectionAbortedError(
+                errno.ECONNABORTED, "the pacing thread stopped before the request was due")))
+        try:
+            stamp, sent = await written
+        except BaseException:
+            if ident:  # cancelled before its instant: not to be written (a write already made reports as made)
+                sender.cancel(ident)
+            raise
+        finally:
+            self.handed = None
         if sent < len(payload):
             await self.loop.sock_sendall(self.sock, memoryview(payload)[sent:])
         return stamp
@@ -420,26 +453,26 @@ class StreamingHTTP:
         `accept` raises not_a_stream. `on_wire(ns, ready_ns)` gets the instant right before
         the request is written to a ready connection (after any connect), again if a stale keep-alive connection
         forced one retry on a fresh connection, and the instant the request was ready to go: the same, except for
-        a request of a paced open-loop level (event_loop.on_time), prepared ahead and written by the pacing thread
-        at its due instant — ready_ns is when it was handed to that thread."""
+        a request of a paced open-loop level (event_loop.on_time), prepared ahead and written at its due instant by
+        the sending process (or the pacing thread) — ready_ns is when it was handed over."""
         payload = self.request_bytes(path, body, content_type, accept)
         timed = on_time()  # an open-loop request started ahead of its instant (event_loop.paced's lead)
         for attempt in (0, 1):
             conn, reused = await self._acquire(fresh=attempt > 0)
-            # A first try on a plain socket is written by the pacing thread at the due instant; TLS (its
+            # A first try on a plain socket is written at the due instant by the sending process; TLS (its
             # transport's state is the loop's) and a retry go from the loop, never before the instant.
-            by_thread = timed is not None and attempt == 0 and isinstance(conn, _RawConnection)
-            if timed is not None and not by_thread:
+            handed = timed is not None and attempt == 0 and isinstance(conn, _RawConnection)
+            if timed is not None and not handed:
                 await timed.due()
-            # right before the send: connection setup is not the server's time (the thread's own stamp below)
-            wire_ns = max(time.perf_counter_ns(), timed.due_ns) if by_thread else time.perf_counter_ns()
-            if on_wire is not None and not by_thread:
+            # right before the send: connection setup is not the server's time (the writer's own stamp below)
+            wire_ns = max(time.perf_counter_ns(), timed.due_ns) if handed else time.perf_counter_ns()
+            if on_wire is not None and not handed:
                 on_wire(wire_ns, wire_ns)
             exchange = Exchange(conn, on_line, self.read_timeout, wire_ns, expect=accept, deadline_s=self.deadline_s,
                                 max_bytes=self.max_bytes)
             conn.exchange = exchange
             try:
-                if by_thread:
+                if handed:
                     ready_ns = time.perf_counter_ns()
                     wire_ns = await conn.send_on_time(payload, timed)
                     if on_wire is not None:  # before the exchange's outcome is read: TTFT's origin is this stamp
@@ -456,7 +489,7 @@ class StreamingHTTP:
                     continue
                 raise RequestFailed("stream_cut", f"sending the request failed: {exc}") from None
             except BaseException:
-                if by_thread:  # cancelled while the thread was to write: the connection's state is unknown
+                if handed:  # cancelled while its writer was to write: the connection's state is unknown
                     conn.drop()
                 raise
             try:

@@ -36,7 +36,8 @@ import numpy as np
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
 from benchlib.measure.client_health import HEALTH_COLUMNS, health_figures
-from benchlib.measure.event_loop import LoopLagSampler, paced, pacer_scheduling, pacers_started, quiet_gc, slot
+from benchlib.measure.event_loop import (SEND_LEAD_S, LoopLagSampler, paced, pacer_scheduling, pacers_started,
+                                        quiet_gc, slot)
 from benchlib.records.rows import RequestRecord
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -47,7 +48,9 @@ SPAWN = multiprocessing.get_context("spawn")
 AUTO_RPS_PER_WORKER = 250.0
 
 
-START_MARGIN_S = 0.05  # t0 lies this far after every worker said it was ready: each is asleep on it by then
+# t0 lies this far after every worker said it was ready: each is asleep on it by then, and hands its first requests
+# over a whole event_loop.SEND_LEAD_S ahead of their instants
+START_MARGIN_S = 0.05 + SEND_LEAD_S
 
 
 READY_TIMEOUT_S = 120.0  # a worker that has not built its client by then (imports on a loaded box) is broken
@@ -141,6 +144,7 @@ async def _worker(job: WorkerJob, results: Any, start: Any) -> None:
 
 
 async def _worker_send(job: WorkerJob, backend: Backend, sampler: LoopLagSampler, results: Any, start: Any) -> None:
+    await backend.ready_to_pace()
     results.put(("ready", job.index, None))
     t0_ns = await asyncio.get_running_loop().run_in_executor(None, start.recv)
     cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()

@@ -64,6 +64,7 @@ class LoadWorker:
     async def _send(self, t0_ns: int) -> dict[str, Any]:
         sampler = await LoopLagSampler().astart()
         backend = make_backend(self.job.server, self.job.run, self.job.concurrency)
+        await backend.ready_to_pace()  # well inside START_MARGIN_S
         rows: list[RequestRecord] = []
         cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
         try:

@@ -197,8 +197,9 @@ class Session:
 
         Closed loop (offsets None): a request leaves as soon as a slot is free. Open loop: request i is due
         `offsets[i]` seconds after the first; a pacing thread (event_loop.paced) starts it there (then
-        it waits for a slot if `concurrency` are in flight; a backend whose path the pacing thread can write for gets
-        each request event_loop.SEND_LEAD_S ahead, prepared by the loop, and the thread sends it at its instant).
+        it waits for a slot if `concurrency` are in flight; a backend whose path can hand its write on gets each
+        request event_loop.SEND_LEAD_S ahead, prepared by the loop, and the sending process (send_process) sends it
+        at its instant).
         Each record keeps the instant it was due
         (scheduled_ns), the wait for a slot (queue_wait_s) and the rest of its way to the wire (schedule_lag_s =
         wire start − due − slot wait): how well one client process held the schedule."""
@@ -244,9 +245,13 @@ class Session:
             return done
         if len(offsets) != len(planned):
             raise ValueError(f"{len(planned)} requests but {len(offsets)} send offsets")
-        started = await aio.paced(offsets, time.perf_counter_ns(),
-                                  lambda i, due_ns: asyncio.create_task(one(planned[i], due_ns)),
-                                  lead_ns=self.backend.pacing_lead_ns() if self.backend is not None else 0)
+        lead_ns = 0
+        if self.backend is not None:
+            await self.backend.ready_to_pace()
+            lead_ns = self.backend.pacing_lead_ns()
+        # the schedule starts one lead from now, so its first requests are prepared ahead like the rest
+        started = await aio.paced(offsets, time.perf_counter_ns() + lead_ns,
+                                  lambda i, due_ns: asyncio.create_task(one(planned[i], due_ns)), lead_ns=lead_ns)
         await asyncio.gather(*started)
         return done
 

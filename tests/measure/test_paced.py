@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from benchlib.measure import event_loop
+from benchlib.measure import event_loop, send_process
 
 
 def test_each_request_is_handed_to_the_loop_in_order_never_before_it_is_due_and_the_switch_interval_comes_back():
@@ -119,7 +119,7 @@ def test_where_realtime_is_refused_the_pacer_keeps_the_schedule_at_normal_priori
     def refuse(*args: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(event_loop.os, "sched_setscheduler", refuse)
+    monkeypatch.setattr(send_process.os, "sched_setscheduler", refuse)
     reported, pacer_policy, _ = _pacing_thread_policy()
     assert reported == "normal (SCHED_FIFO not permitted: Operation not permitted)"
     assert pacer_policy == os.SCHED_OTHER

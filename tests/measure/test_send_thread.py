@@ -1,7 +1,8 @@
-"""The sending thread of an open-loop level: event_loop.paced with a lead starts each request ahead of its instant,
-the loop prepares it on a pooled plain-HTTP connection, and the pacing thread writes it at the instant
-(wire._RawConnection.send_on_time). Checked against the fake server's own receive and send instants (same clock,
-CLOCK_MONOTONIC, in its own process), by causality, never by a time bound: a request is on the wire no earlier than
+"""The timed write of an open-loop level: event_loop.paced with a lead starts each request ahead of its instant,
+the loop prepares it on a pooled plain-HTTP connection, and the sending process (send_process) or, where none is up,
+the pacing thread writes it at the instant (wire._RawConnection.send_on_time): both writers are checked here.
+Checked against the fake server's own receive and send instants (same clock, CLOCK_MONOTONIC, in its own process),
+by causality, never by a time bound: a request is on the wire no earlier than
 it is due, its start stamp precedes the server's receipt, and its first delta is stamped after the server received
 it. Paths the thread cannot write for (the SDK client, a retry) wait for the instant and go from the loop."""
 
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from benchlib.measure import event_loop as aio
-from benchlib.measure import wire
+from benchlib.measure import send_process, wire
 from benchlib.measure.backends import ChatRequest, make_backend
 from benchlib.records.rows import RequestRecord
 
@@ -39,15 +40,33 @@ def fake_process():
     proc.wait(timeout=10)
 
 
+@pytest.fixture(params=["process", "thread"])
+def writer(request, monkeypatch):
+    """Which writer makes the timed writes: this process's sending process (up before the test starts) or the
+    pacing thread (no sending process to be had)."""
+    if request.param == "process":
+        assert send_process.shared().wait_started(), "the sending process did not start"
+    else:
+        monkeypatch.setattr(send_process, "shared", lambda start=True: None)
+    return request.param
+
+
 @pytest.fixture
-def writes(monkeypatch):
-    """Which path wrote each request: the pacing thread (send_on_time) or the loop (send)."""
-    seen = {"thread": 0, "loop": 0}
+def writes(monkeypatch, writer):
+    """Which path wrote each request: the timed write (send_on_time; "process": how many of those the sending
+    process took) or the loop (send)."""
+    seen = {"thread": 0, "loop": 0, "process": 0}
     on_time, send = wire._RawConnection.send_on_time, wire._RawConnection.send
+    send_at = send_process.SendingProcess.send_at
 
     async def by_thread(self, payload, timed):
         seen["thread"] += 1
         return await on_time(self, payload, timed)
+
+    def by_process(self, *args, **kwargs):
+        ident = send_at(self, *args, **kwargs)
+        seen["process"] += bool(ident)
+        return ident
 
     async def by_loop(self, payload):
         seen["loop"] += 1
@@ -55,6 +74,7 @@ def writes(monkeypatch):
 
     monkeypatch.setattr(wire._RawConnection, "send_on_time", by_thread)
     monkeypatch.setattr(wire._RawConnection, "send", by_loop)
+    monkeypatch.setattr(send_process.SendingProcess, "send_at", by_process)
     return seen
 
 
@@ -96,11 +116,14 @@ def test_the_wire_client_asks_for_a_lead_and_the_sdk_client_does_not(fake_proces
     assert make_backend(tls.server, tls.run).pacing_lead_ns() == 0
 
 
-def test_the_pacing_thread_writes_each_request_at_its_instant_and_the_stamps_stay_causal(fake_process, writes):
+def test_each_request_is_written_at_its_instant_and_the_stamps_stay_causal(fake_process, writes, writer):
     params = make_params(fake_process, {"ttft": 0.03, "itl": 0.005, "tokens": 6}, run={"timeout_s": 10})
+    mark = aio.pacers_started()
     records = paced_level(params, 24, 0.01, LEAD_NS)
     log = server_log(fake_process)
     assert writes["thread"] == 24 and writes["loop"] == 0, writes  # the first on fresh connections, too
+    assert writes["process"] == (24 if writer == "process" else 0), writes
+    assert (aio.BY_SENDING_PROCESS in aio.pacer_scheduling(mark)) == (writer == "process")
     slack = 1e6  # ns: a kernel receive stamp converted from the realtime clock
     for record in records:
         assert record.status == "ok", record.error_message
@@ -119,9 +142,9 @@ def test_the_pacing_thread_writes_each_request_at_its_instant_and_the_stamps_sta
         assert record.e2e_s >= record.ttft_s > 0
 
 
-def test_a_request_handed_back_after_its_instant_is_written_at_once_and_its_lag_is_kept(fake_process, writes):
-    """A loop too busy to prepare the request within the lead (here: blocked past the instant) hands it to the
-    thread late: the thread writes it at once, and the record carries the whole lateness as schedule lag."""
+def test_a_request_handed_over_after_its_instant_is_written_at_once_and_its_lag_is_kept(fake_process, writes):
+    """A loop too busy to prepare the request within the lead (here: blocked past the instant) hands it over
+    late: it is written at once, and the record carries the whole lateness as schedule lag."""
     params = make_params(fake_process, {"ttft": 0.01, "itl": 0.002, "tokens": 3}, run={"timeout_s": 10})
 
     async def drive():
@@ -154,7 +177,7 @@ def test_the_sdk_path_started_ahead_waits_for_its_instant_and_sends_from_the_loo
                          run={"timeout_s": 10, "http_client": "sdk"})
     records = paced_level(params, 6, 0.01, LEAD_NS)  # a lead forced on a path that cannot use it
     log = server_log(fake_process)
-    assert writes == {"thread": 0, "loop": 0}  # the SDK's own httpx client sent them
+    assert writes == {"thread": 0, "loop": 0, "process": 0}  # the SDK's own httpx client sent them
     for record in records:
         assert record.status == "ok", record.error_message
         assert log[record.variant]["received_ns"] >= record.scheduled_ns, "sent before its instant"
@@ -225,3 +248,37 @@ def test_a_slot_taken_early_is_not_queue_wait_and_a_full_gate_is_waited_for_only
     (due0, got0, wait0), (due1, got1, wait1) = asyncio.run(main())
     assert wait0 == 0, "a free slot taken before the instant is no wait"
     assert got1 >= due1 and wait1 > 0 and got1 - wait1 >= due1, "queued from its instant, not from its start"
+
+
+def test_a_request_cancelled_while_the_sending_process_holds_its_write_never_reaches_the_server(fake_process,
+                                                                                                   monkeypatch):
+    """(The pacing thread's counterpart: a cancelled write's future is cancelled, and write() checks it.)"""
+    assert send_process.shared().wait_started()
+    handed: list[int] = []
+    send_at = send_process.SendingProcess.send_at
+    monkeypatch.setattr(send_process.SendingProcess, "send_at", lambda *a: handed.append(send_at(*a)) or handed[-1])
+    params = make_params(fake_process, {"ttft": 0.01, "itl": 0.002, "tokens": 3}, run={"timeout_s": 10})
+    lead_ns = 400_000_000
+
+    async def drive():
+        backend = make_backend(params.server, params.run, 1)
+        record = RequestRecord(variant="gone0")
+        tasks: list[asyncio.Task] = []
+
+        def fire(i: int, due: int) -> asyncio.Task:
+            message = [{"role": "user", "content": "[gone0] go"}]
+            tasks.append(asyncio.ensure_future(backend.execute(ChatRequest(messages=message, max_tokens=8), record)))
+            asyncio.get_running_loop().call_later(0.1, tasks[0].cancel)  # long before its instant
+            return tasks[0]
+
+        try:
+            await aio.paced([0.0], time.perf_counter_ns() + lead_ns, fire, lead_ns=lead_ns)
+        finally:
+            await backend.aclose()
+        await asyncio.sleep(0.5)  # past the instant it had
+        return tasks[0]
+
+    task = aio.run(drive())
+    assert task.cancelled()
+    assert len(handed) == 1 and handed[0] > 0
+    assert "gone0" not in server_log(fake_process), "the held write was made after its connection was dropped"
