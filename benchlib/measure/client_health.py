@@ -1,6 +1,7 @@
 """Client self-check for load levels: event-loop lag (a 10 ms sleeper on the client's loop), client CPU per
-request and its share of one core, and the scheduling its pacing thread (and sending process) got (`pacer`); a level is `client_bound`
-when lag p99 > 5 ms or the client used more than half a core."""
+request and its share of one core (the sending process's included), and the scheduling its pacing thread and
+sending process got (`pacer`); a level is `client_bound` when lag p99 > 5 ms or the client used more than half a
+core."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from benchlib.measure import send_process
 from benchlib.measure.event_loop import LAG_INTERVAL_S, LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
 
 CLIENT_LAG_P99_MS = 5.0
@@ -24,6 +26,12 @@ HEALTH_COLUMNS = ["wall_s", "client_cpu_s", "client_cpu_per_request_ms", "client
 
 
 # ---- client self-check (the sampler and quiet_gc live with the loop, in benchlib.measure.event_loop) -----------------------
+def client_cpu_s() -> float:
+    """This process's CPU time so far, with its sending process's (send_process), which writes for it."""
+    sender = send_process.shared(start=False)
+    return time.process_time() + (sender.cpu_s() if sender is not None else 0.0)
+
+
 def health_figures(cpu_s: float, wall_s: float, n_requests: int, lag: dict[str, float],
                    pacer: str = "") -> dict[str, Any]:
     """Client health columns of one level; client_bound when lag p99 > 5 ms or CPU > 50 % of one core. `pacer`:
@@ -49,10 +57,10 @@ def client_health(n_requests: int, interval_s: float = LAG_INTERVAL_S) -> Iterat
     sampler = LoopLagSampler(interval_s)
     with quiet_gc():
         sampler.start()
-        cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
+        cpu0, wall0, mark = client_cpu_s(), time.perf_counter(), pacers_started()
         try:
             yield figures
         finally:
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            cpu, wall = client_cpu_s() - cpu0, time.perf_counter() - wall0
             lag = sampler.stop()
             figures.update(health_figures(cpu, wall, n_requests, lag, pacer_scheduling(mark)))

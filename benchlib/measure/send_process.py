@@ -193,6 +193,21 @@ class SendingProcess:
             return 0
         return ident
 
+    def cpu_s(self) -> float:
+        """The CPU time the child (one thread) has used so far: Linux's /proc/PID/schedstat, in nanoseconds, else
+        /proc/PID/stat's user + system ticks; 0.0 where neither can be read."""
+        try:
+            with open(f"/proc/{self.proc.pid}/schedstat") as stat:
+                return int(stat.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
     def cancel(self, ident: int) -> None:
         """Take back a write not yet made (its report then says ECANCELED; one already made reports as made)."""
         try:

@@ -35,7 +35,7 @@ import numpy as np
 
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
-from benchlib.measure.client_health import HEALTH_COLUMNS, health_figures
+from benchlib.measure.client_health import HEALTH_COLUMNS, client_cpu_s, health_figures
 from benchlib.measure.event_loop import (SEND_LEAD_S, LoopLagSampler, paced, pacer_scheduling, pacers_started,
                                         quiet_gc, slot)
 from benchlib.records.rows import RequestRecord
@@ -147,7 +147,7 @@ async def _worker_send(job: WorkerJob, backend: Backend, sampler: LoopLagSampler
     await backend.ready_to_pace()
     results.put(("ready", job.index, None))
     t0_ns = await asyncio.get_running_loop().run_in_executor(None, start.recv)
-    cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
+    cpu0, wall0, mark = client_cpu_s(), time.perf_counter(), pacers_started()
     pending: list[RequestRecord] = []
 
     def flush() -> None:
@@ -166,7 +166,7 @@ async def _worker_send(job: WorkerJob, backend: Backend, sampler: LoopLagSampler
     finally:
         ticking.cancel()
         flush()
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    cpu, wall = client_cpu_s() - cpu0, time.perf_counter() - wall0
     figures = health_figures(cpu, wall, len(job.records), await sampler.astop(), pacer_scheduling(mark))
     results.put(("done", job.index, {**figures, "n_requests": len(job.records)}))
 

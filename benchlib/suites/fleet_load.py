@@ -33,7 +33,7 @@ except ImportError:
     NodeAffinitySchedulingStrategy = None
 
 from benchlib.measure.backends import make_backend
-from benchlib.measure.client_health import health_figures
+from benchlib.measure.client_health import client_cpu_s, health_figures
 from benchlib.measure.event_loop import LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
 from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR, ClockOffset, measure_offset
 from benchlib.measure.workers import WorkerJob, send_job
@@ -66,12 +66,12 @@ class LoadWorker:
         backend = make_backend(self.job.server, self.job.run, self.job.concurrency)
         await backend.ready_to_pace()  # well inside START_MARGIN_S
         rows: list[RequestRecord] = []
-        cpu0, wall0, mark = time.process_time(), time.perf_counter(), pacers_started()
+        cpu0, wall0, mark = client_cpu_s(), time.perf_counter(), pacers_started()
         try:
             await send_job(self.job, backend, t0_ns, sampler, rows.append)
         finally:
             await backend.aclose()
-        figures = health_figures(time.process_time() - cpu0, time.perf_counter() - wall0, len(rows),
+        figures = health_figures(client_cpu_s() - cpu0, time.perf_counter() - wall0, len(rows),
                                  await sampler.astop(), pacer_scheduling(mark))
         return {"rows": rows, "health": {**figures, "n_requests": len(rows)}}
 

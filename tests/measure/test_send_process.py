@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from benchlib.measure import send_process
+from benchlib.measure import client_health, send_process
 
 
 @pytest.fixture
@@ -154,3 +154,28 @@ def test_where_no_sending_process_can_be_started_none_is_offered_and_the_reason_
     assert send_process.shared() is None
     assert "Address family not supported" in send_process.unavailable
     assert send_process.shared() is None, "tried again on every call"
+
+
+def test_the_childs_cpu_time_is_read_and_grows_with_its_work(sender):
+    before = sender.cpu_s()
+    reports, sockets = Reports(), []
+    for i in range(300):
+        ours, far = pair()
+        sockets.append((ours, far))
+        sender.send_at(ours, b"x" * 1000, time.perf_counter_ns(), reports.for_(f"w{i}"))
+    reports.wait(*(f"w{i}" for i in range(300)))
+    assert sender.cpu_s() > before > 0
+    for ours, far in sockets:
+        ours.close(), far.close()
+
+
+def test_a_levels_client_cpu_counts_the_sending_process_that_wrote_for_it(monkeypatch):
+    class Child:
+        def cpu_s(self) -> float:
+            return 5.0
+
+    own = time.process_time()
+    monkeypatch.setattr(send_process, "shared", lambda start=True: Child())
+    assert client_health.client_cpu_s() >= own + 5.0
+    monkeypatch.setattr(send_process, "shared", lambda start=True: None)
+    assert own <= client_health.client_cpu_s() < own + 5.0
