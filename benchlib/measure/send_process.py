@@ -28,6 +28,7 @@ import heapq
 import itertools
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -64,10 +65,12 @@ def realtime() -> str:
 
 def _big_buffers(sock: socket.socket) -> None:
     for option, forced in ((socket.SO_SNDBUF, 32), (socket.SO_RCVBUF, 33)):  # SO_*BUFFORCE: past wmem_max as root
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, forced, BUFFER_BYTES)
-        except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
+        for name in (forced, option):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, name, BUFFER_BYTES)
+                break
+            except OSError:
+                continue
 
 
 # ---- the child ---------------------------------------------------------------------------------------------------
@@ -75,8 +78,8 @@ def child(control_fd: int) -> None:
     """The sending process's loop: take orders, write each at its instant, report. Ends when the parent's end of the
     control socket closes (the parent exited or stopped it)."""
     gc.disable()  # it makes no cycles; a collection would be a pause at some instant
-    control = socket.socket(fileno=control_fd)
-    control.setblocking(False)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes the socket, we end
+    control = socket.socket(fileno=control_fd)  # blocking: a report waits for room (the parent reads them all)
     scheduling = realtime()
     control.sendall(READY + scheduling.encode())
     agenda: list[tuple[int, int]] = []  # (due, id), earliest first
@@ -88,7 +91,8 @@ def child(control_fd: int) -> None:
         """Every order waiting; False when the parent is gone."""
         while True:
             try:
-                message, ancillary, _, _ = control.recvmsg(AHEAD_BYTES + ORDER.size, socket.CMSG_SPACE(fd_size))
+                message, ancillary, _, _ = control.recvmsg(AHEAD_BYTES + ORDER.size, socket.CMSG_SPACE(fd_size),
+                                                           socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 return True
             if not message:
@@ -131,7 +135,7 @@ def child(control_fd: int) -> None:
             for report in reports:
                 try:
                     control.send(report)
-                except BrokenPipeError:
+                except OSError:  # the parent is gone
                     return
             wait = (agenda[0][0] - time.perf_counter_ns()) / 1e9 if agenda else None
             if wait is not None and wait <= 0:
@@ -139,7 +143,10 @@ def child(control_fd: int) -> None:
         else:
             wait = None
         readable, _, _ = select.select(ready_to_read, [], [], wait)
-        if readable and not take_orders():
+        try:
+            if readable and not take_orders():
+                return
+        except OSError:  # the parent is gone
             return
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import select
+import signal
 import socket
 import threading
 import time
@@ -179,3 +180,13 @@ def test_a_levels_client_cpu_counts_the_sending_process_that_wrote_for_it(monkey
     assert client_health.client_cpu_s() >= own + 5.0
     monkeypatch.setattr(send_process, "shared", lambda start=True: None)
     assert own <= client_health.client_cpu_s() < own + 5.0
+
+
+def test_ctrl_c_is_left_to_the_parent_the_child_ends_when_the_parent_closes_its_end(sender):
+    os.kill(sender.proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends the whole foreground group
+    reports, (ours, far) = Reports(), pair()
+    sender.send_at(ours, b"still here", time.perf_counter_ns(), reports.for_("after"))
+    reports.wait("after")
+    assert far.recv(20) == b"still here" and sender.proc.poll() is None
+    sender.close()
+    assert sender.proc.returncode == 0, "the child did not end by itself when its control socket closed"
