@@ -47,7 +47,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 # ---- an open-loop schedule kept by a thread, not by the loop's timer ---------------------------------------
 # The GIL's switch interval while a schedule is paced (CPython's default: 5 ms): the pacing thread, woken at an
-# instant, waits at most this long for the loop thread to let go of the GIL (bench/README.md, "The sending thread")
+# instant, waits at most this long for the loop thread to let go of the GIL (bench/README.md, "Less CPU per request
+# in the sender": the sending thread)
 PACE_SWITCH_S = 0.00005
 # How early the pacer starts a request whose path can hand its write on (paced(lead_ns=...)): the loop builds the
 # request and takes its connection in that time, between the response callbacks it is running, and the sending
@@ -150,7 +151,7 @@ _on_time: contextvars.ContextVar[OnTime | None] = contextvars.ContextVar("benchl
 
 
 def on_time() -> OnTime | None:
-    """The running request's due instant and sending thread, when `paced` started it ahead of its instant."""
+    """The running request's due instant and pacing thread, when `paced` started it ahead of its instant."""
     return _on_time.get()
 
 

@@ -172,7 +172,7 @@ class _RawConnection(_Pooled):
         self.kernel_stamps = kernel_stamps
         self.exchange: Exchange | None = None
         self.closed = False
-        self.write_lock = threading.Lock()  # the sending thread's write against the loop closing the socket
+        self.write_lock = threading.Lock()  # the pacing thread's write against the loop closing the socket
         self.handed: tuple[send_process.SendingProcess, int] | None = None  # a write the sending process holds
         self.loop = asyncio.get_running_loop()
         self.loop.add_reader(sock.fileno(), self._readable)
@@ -208,7 +208,7 @@ class _RawConnection(_Pooled):
     def _close_socket(self) -> None:
         if self.closed:
             return
-        with self.write_lock:  # a write the sending thread is making finishes first: its fd stays this socket's
+        with self.write_lock:  # a write the pacing thread is making finishes first: its fd stays this socket's
             self.closed = True
         if self.handed is not None:  # not to be written after all (it holds its own descriptor of the socket)
             sender, ident = self.handed
