@@ -85,7 +85,6 @@ def child(control_fd: int) -> None:
     agenda: list[tuple[int, int]] = []  # (due, id), earliest first
     held: dict[int, tuple[int, bytes]] = {}  # id → (descriptor, bytes)
     fd_size = array.array("i").itemsize
-    ready_to_read = [control]
 
     def take_orders() -> bool:
         """Every order waiting; False when the parent is gone."""
@@ -114,36 +113,28 @@ def child(control_fd: int) -> None:
                 control.send(REPORT.pack(ident, 0, 0, errno.ECANCELED))
 
     while True:
-        if agenda:
-            now = time.perf_counter_ns()
-            reports = []
-            while agenda and agenda[0][0] <= now:
-                _, ident = heapq.heappop(agenda)
-                if ident not in held:  # cancelled
-                    continue
-                fd, payload = held.pop(ident)
-                stamp, sent, failure = time.perf_counter_ns(), 0, 0
-                try:
-                    sent = os.write(fd, payload)
-                except (BlockingIOError, InterruptedError):
-                    pass
-                except OSError as exc:
-                    failure = exc.errno or errno.EIO
-                os.close(fd)
-                reports.append(REPORT.pack(ident, stamp, sent, failure))
-                now = time.perf_counter_ns()
+        reports = []
+        while agenda and agenda[0][0] <= time.perf_counter_ns():
+            _, ident = heapq.heappop(agenda)
+            if ident not in held:  # cancelled
+                continue
+            fd, payload = held.pop(ident)
+            stamp, sent, failure = time.perf_counter_ns(), 0, 0
+            try:
+                sent = os.write(fd, payload)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                failure = exc.errno or errno.EIO
+            os.close(fd)
+            reports.append(REPORT.pack(ident, stamp, sent, failure))
+        try:
             for report in reports:
-                try:
-                    control.send(report)
-                except OSError:  # the parent is gone
-                    return
+                control.send(report)
             wait = (agenda[0][0] - time.perf_counter_ns()) / 1e9 if agenda else None
             if wait is not None and wait <= 0:
                 continue
-        else:
-            wait = None
-        readable, _, _ = select.select(ready_to_read, [], [], wait)
-        try:
+            readable, _, _ = select.select([control], [], [], wait)
             if readable and not take_orders():
                 return
         except OSError:  # the parent is gone

@@ -173,7 +173,7 @@ class _RawConnection(_Pooled):
         self.exchange: Exchange | None = None
         self.closed = False
         self.write_lock = threading.Lock()  # the pacing thread's write against the loop closing the socket
-        self.handed: tuple[send_process.SendingProcess, int] | None = None  # a write the sending process holds
+        self.held: tuple[send_process.SendingProcess, int] | None = None  # a write the sending process holds
         self.loop = asyncio.get_running_loop()
         self.loop.add_reader(sock.fileno(), self._readable)
 
@@ -210,8 +210,8 @@ class _RawConnection(_Pooled):
             return
         with self.write_lock:  # a write the pacing thread is making finishes first: its fd stays this socket's
             self.closed = True
-        if self.handed is not None:  # not to be written after all (it holds its own descriptor of the socket)
-            sender, ident = self.handed
+        if self.held is not None:  # not to be written after all (it holds its own descriptor of the socket)
+            sender, ident = self.held
             sender.cancel(ident)
         try:
             self.loop.remove_reader(self.sock.fileno())
@@ -282,7 +282,7 @@ class _RawConnection(_Pooled):
         sender = send_process.shared(start=False)
         ident = sender.send_at(self.sock, payload, timed.due_ns, reported) if sender is not None else 0
         if ident:
-            self.handed = (sender, ident)
+            self.held = (sender, ident)
             timed.handed_to(sender)
         else:
             timed.at_due(write, lambda: settle(ConnectionAbortedError(
@@ -294,7 +294,7 @@ class _RawConnection(_Pooled):
                 sender.cancel(ident)
             raise
         finally:
-            self.handed = None
+            self.held = None
         if sent < len(payload):
             await self.loop.sock_sendall(self.sock, memoryview(payload)[sent:])
         return stamp
