@@ -138,6 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     any_ok = print_summary(suite_dirs)
+    reasons = dict(failed)
     failed = list(failed)
     root, url = results_root(params)
     model_dir = params.suite_dir("x", root).parent
@@ -151,7 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {name}: {reasons.get(name, 'see above')}" for name in failed),
+              file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 

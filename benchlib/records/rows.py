@@ -28,6 +28,10 @@ from benchlib.records.schema import complete_prefix, dataclass_kinds, log, read_
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_UNSUPPORTED = "unsupported"
+# Failures a rerun sends again: nothing answered, the answer was cut or timed out, the server turned it away
+RETRY_KINDS = frozenset({"connection_refused", "dns_failure", "connect_timeout", "connect_error", "read_timeout",
+                         "deadline_exceeded", "stream_cut", "empty_response", "server_error", "http_429",
+                         "http_408"})
 SURROGATE = re.compile("[\ud800-\udfff]")  # code points UTF-8 cannot encode
 REPLACEMENT = "\ufffd"
 
@@ -172,12 +176,16 @@ class RequestLog:
         self._lock = threading.Lock()  # rows arrive from executor threads: one header, whole rows
 
     def done_keys(self, run_id: str | None = None) -> set[str]:
-        """Keys of whole rows already recorded (any status): a resumed run does not redo them. A torn or
-        malformed row is never counted as done (read_requests leaves it out, with a warning)."""
+        """Keys of whole rows already recorded: a resumed run does not redo them — except a request whose last
+        attempt failed in a way the server may not repeat (RETRY_KINDS: refused, cut, timed out, a 5xx), which a
+        rerun sends again (its new row supersedes the old, read_requests). A torn or malformed row is never counted
+        as done (read_requests leaves it out, with a warning)."""
         frame = read_requests(self.path)
         if run_id is not None:
             frame = frame[frame["run_id"] == run_id]
-        return set(frame["request_key"])
+        again = (frame["status"] == STATUS_FAILED) & frame.get("error_kind", pd.Series("", index=frame.index)) \
+            .fillna("").astype(str).map(retry_worthy)
+        return set(frame.loc[~again, "request_key"])
 
     def recover(self) -> str:
         """Move a torn last row aside before anything is appended: a crash, a kill or a full disk can cut the
@@ -324,17 +332,25 @@ def _append_rows(path: Path, columns: Sequence[str], rows: list[Mapping[str, Any
         os.close(fd)
 
 
+def retry_worthy(error_kind: str) -> bool:
+    """A failure a rerun sends again (RETRY_KINDS, any HTTP 5xx): the server or the route may answer next time."""
+    return error_kind in RETRY_KINDS or error_kind.startswith("http_5")
+
+
 def read_requests(path: Path) -> pd.DataFrame:
     """requests.csv typed by REQUEST_KINDS (booleans are booleans, counts nullable integers, JSON decoded).
 
     Rows that cannot be read whole (a torn last line) or that lack a request key or a known status are left
-    out with a warning naming the file and the count (schema.read_csv); never silently.
+    out with a warning naming the file and the count (schema.read_csv); never silently. A request sent again by a
+    rerun (its earlier attempt failed: RETRY_KINDS) is read as its last attempt; the file keeps every one.
     """
     frame = read_csv(path, REQUEST_KINDS, label=str(path), required=("request_key", "status"))
     known = frame["status"].isin([STATUS_OK, STATUS_FAILED, STATUS_UNSUPPORTED])
     if not known.all():
         log.warning("%s: %d row(s) with an unknown status were left out", path, int((~known).sum()))
         frame = frame[known]
+    keys = ["run_id", "request_key"] if "run_id" in frame else ["request_key"]
+    frame = frame[~frame.duplicated(keys, keep="last")]
     return frame.reset_index(drop=True)
 
 
