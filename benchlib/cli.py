@@ -24,14 +24,14 @@ from benchlib.analysis import paired
 from benchlib.analysis.deployments import deployment_overview
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
-from benchlib.measure.servers.llama_cpp import EmbeddedServerError
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import reduced_note
 from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
-from benchlib.records.secrets import redact_url
+from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
 from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
@@ -152,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed:\n" + "\n".join(f"  {name}: {reasons.get(name, 'see above')}" for name in failed),
+        print("failed:\n" + "\n".join(f"  {name}: {cut(reasons.get(name, 'see above'), 110)}" for name in failed),
               file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
@@ -402,6 +402,43 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def embedded_models() -> list[tuple[str, str, str]]:
+    """(model name, GGUF path, params file) of each embedded llama.cpp deployment in params/, one per file."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for path in sorted((PROJECT_ROOT / "params").glob("embedded*.yaml"), key=lambda p: (len(p.name), p.name)):
+        try:
+            params = load_params(path)
+        except ParamsError:
+            continue
+        settings = params.server.embedded
+        if params.server.kind != "embedded" or settings.engine == "whisper" or params.server.weights == "random":
+            continue
+        try:
+            gguf = model_path_of(settings)
+        except EmbeddedServerError:
+            continue
+        found.setdefault(gguf, (params.server.model, gguf, _display(str(path))))
+    return list(found.values())
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """The embedded models' GGUF files, to serve with a server of your own (the README's own-server walk)."""
+    models = embedded_models()
+    if args.path:
+        chosen = [m for m in models if args.path.lower() in m[0].lower()]
+        if len(chosen) != 1:
+            return _fail(f"--path {args.path}: {'no' if not chosen else 'more than one'} embedded model matches "
+                         f"(names: {', '.join(m[0] for m in models)})")
+        print(chosen[0][1])
+        return 0
+    if not models:
+        return _fail("no embedded model is installed (make run installs them)", code=1)
+    print("The embedded models (serve one yourself: .venv/bin/python -m llama_cpp.server --model PATH):")
+    for name, gguf, source in models:
+        print(f"  {name:<30} {_display(gguf)}  ({source})")
+    return 0
+
+
 def _run_options(parser: argparse.ArgumentParser) -> None:
     """What every command that runs suites takes: --fresh, --no-paper, --quiet."""
     parser.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
@@ -475,6 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--buffer", type=int, default=telemetry_agent.DEFAULT_BUFFER,
                        help="samples kept for clients that fall behind (ring buffer)")
     agent.set_defaults(func=cmd_telemetry_agent)
+    models = sub.add_parser("models", help="the embedded models' GGUF files, to serve with a server of your own")
+    models.add_argument("--path", metavar="NAME", help="print only the path of the model whose name contains NAME")
+    models.set_defaults(func=cmd_models)
     validate = sub.add_parser("validate", help="check a params file and exit")
     validate.add_argument("params")
     validate.set_defaults(func=cmd_validate)

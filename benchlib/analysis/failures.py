@@ -8,6 +8,7 @@ ranks nor puts on a frontier a deployment whose graded sets mostly failed (grade
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -41,6 +42,7 @@ FIXES = {
     "response_too_large": "the server did not stop at max_tokens",
 }
 DEFAULT_FIX = "see error_message in requests.csv"
+GRADED_FAILED = "not ranked: its graded sets failed"
 
 
 def fix_for(kind: str) -> str:
@@ -71,6 +73,15 @@ class FailureReport:
 
     def kinds(self) -> str:
         return ", ".join(f"{kind} {n}" for kind, n in sorted(self.by_kind.items(), key=lambda kv: -kv[1]))
+
+    def lines(self) -> list[str]:
+        """The same for the terminal, each line short: counts by kind, the first message, the likely fix."""
+        largest = max(self.by_kind, key=self.by_kind.get) if self.by_kind else ""
+        what = (f"{self.graded_failed} of {self.graded_sent} graded requests failed" if self.graded_sent
+                else f"{self.failed} of {self.sent} requests failed")
+        return [f"{what} (above run.max_error_rate {self.threshold:.0%}): {cut(self.kinds(), 60)}",
+                f"first: {cut(self.first_message, 110)}",
+                *textwrap.wrap(f"likely fix: {fix_for(largest)}", 112, subsequent_indent="  ")]
 
     def reason(self) -> str:
         """One line: counts, the largest kind's first message, the likely fix."""
@@ -112,3 +123,38 @@ def _graded_tasks(rows: pd.DataFrame) -> set[str]:
     """Tasks that have a checker on some row: a graded task's failed rows carry none, its answered ones do."""
     with_checker = rows[rows["checker"].fillna("").astype(str).ne("")]
     return set(with_checker["task"].astype(str).str.split("@").str[0])
+
+
+OUTCOME_COLUMNS = ["host", "model", "graded_sent", "graded_answered", "graded_scored", "graded_failed",
+                   "graded_failures"]
+
+
+def graded_outcome(requests: pd.DataFrame, graded_sets: Iterable[str]) -> pd.DataFrame:
+    """Per deployment (host, model): its graded requests sent, answered, scored and failed (with the kinds), warm-ups
+    left out — the counts a reader is shown, and what decides whether a deployment is ranked (not_ranked)."""
+    sets = set(graded_sets)
+    if not len(requests) or "task" not in requests:
+        return pd.DataFrame(columns=OUTCOME_COLUMNS)
+    rows = requests[requests["task"].astype(str).str.split("@").str[0].isin(sets)]
+    if "is_warmup" in rows:
+        rows = rows[~rows["is_warmup"].map(flag)]
+    out = []
+    for (host, model), group in rows.groupby(["host", "model"], sort=False):
+        failed = group[group["status"] == STATUS_FAILED]
+        kinds = failed.get("error_kind", pd.Series(dtype=object)).fillna("").astype(str).replace("", "unknown")
+        scored = group["passed"].notna() if "passed" in group else pd.Series(False, index=group.index)
+        out.append({"host": host, "model": model, "graded_sent": len(group),
+                    "graded_answered": int((group["status"] == "ok").sum()), "graded_scored": int(scored.sum()),
+                    "graded_failed": len(failed),
+                    "graded_failures": ", ".join(f"{k} {n}" for k, n in kinds.value_counts().items())})
+    return pd.DataFrame(out, columns=OUTCOME_COLUMNS)
+
+
+def not_ranked(outcome: pd.Series | dict, threshold: float) -> str:
+    """Why a deployment is neither ranked nor on a frontier ("" when it is): its graded sets failed above the run's
+    threshold — nothing is ranked on answers it did not get."""
+    sent, failed = int(outcome.get("graded_sent") or 0), int(outcome.get("graded_failed") or 0)
+    if not sent or failed / sent <= threshold:
+        return ""
+    return (f"{GRADED_FAILED}: {failed} of {sent} sent failed ({outcome.get('graded_failures')}); "
+            f"{int(outcome.get('graded_answered') or 0)} answered")

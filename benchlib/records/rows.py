@@ -183,8 +183,8 @@ class RequestLog:
         frame = read_requests(self.path)
         if run_id is not None:
             frame = frame[frame["run_id"] == run_id]
-        again = (frame["status"] == STATUS_FAILED) & frame.get("error_kind", pd.Series("", index=frame.index)) \
-            .fillna("").astype(str).map(retry_worthy)
+        kinds = frame["error_kind"] if "error_kind" in frame else pd.Series("", index=frame.index)
+        again = (frame["status"] == STATUS_FAILED) & kinds.map(lambda k: isinstance(k, str) and retry_worthy(k))
         return set(frame.loc[~again, "request_key"])
 
     def recover(self) -> str:

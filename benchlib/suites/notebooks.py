@@ -199,7 +199,8 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
                       f"above); results are in {shown_path(str(suite_dir))}/", flush=True)
             elif suite != "load" and (report := suite_failures(suite_dir, suite, params)).over:
                 failed[suite] = report.reason()
-                print(f"✗ {suite} measured in {time.monotonic() - started:.0f} s, but {failed[suite]}", flush=True)
+                print(f"✗ {suite} measured in {time.monotonic() - started:.0f} s, but\n    "
+                      + "\n    ".join(report.lines()), flush=True)
             else:
                 print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
         finally:
