@@ -142,8 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = list(failed)
     root, url = results_root(params)
     model_dir = params.suite_dir("x", root).parent
-    print(f"\nresults: {_display(str(model_dir))}/"
-          f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
+    print(f"\nresults: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
     if not args.no_paper:
@@ -152,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed:\n" + "\n".join(f"  {name}: {cut(reasons.get(name, 'see above'), 110)}" for name in failed),
+        print("failed:\n" + "\n".join(f"  {name}: {cut(reasons.get(name, 'see above'), 100)}" for name in failed),
               file=sys.stderr)
     return 0 if any_ok and not failed else 1
 

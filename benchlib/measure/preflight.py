@@ -40,6 +40,7 @@ PREFLIGHT_JSON = "preflight.json"  # in the deployment's folder (outputs/<host>/
 OVERLAP_PROBE = 2
 PROBE_TOKENS = 24  # long enough that two answers overlap in time on any server, short enough for a slow CPU
 LIST_TIMEOUT_S = 10.0
+ANSWER_TIMEOUT_S = 120.0
 LIST_MAX_BYTES = 4 * 2**20
 # error kinds that say the server turned a request away rather than cut it
 REFUSED_KINDS = ("http_429", "http_503")
@@ -134,8 +135,8 @@ def _model(params: BenchParams, listed: list[str]) -> tuple[str, str]:
     if wanted in listed or (params.server.kind == "ollama" and f"{wanted}:latest" in listed):
         return wanted, f"{wanted} (listed by the server)"
     if len(listed) == 1:
-        return listed[0], (f"the server lists one model, {_short(listed[0])}: requests name it; results go "
-                           f"under '{params.server.model}'")
+        return listed[0], (f"{_short(listed[0], 44)} (the one model listed; results under "
+                           f"'{params.server.model}')")
     shown = ", ".join(cut(n, 60) for n in listed[:8]) + (f" (+{len(listed) - 8} more)" if len(listed) > 8 else "")
     raise PreflightError(f"server.model '{wanted}' is not a model the server lists (it lists: {shown or 'none'}); "
                          f"set server.model to one of them, or server.model_id to the id and keep server.model as "
@@ -155,7 +156,9 @@ def _probe_request(nonce: str, index: int) -> ChatRequest:
 
 async def _send(params: BenchParams, count: int) -> list[RequestRecord]:
     """`count` short chat requests at once, through the client the suites use (same wire, same failure kinds)."""
-    backend = make_backend(params.server, params.run, count)
+    # the first answer may load the model (Ollama, a server that sleeps): the pre-flight waits longer than a request
+    run = params.run.model_copy(update={"timeout_s": max(params.run.timeout_s, ANSWER_TIMEOUT_S), "retries_429": 0})
+    backend = make_backend(params.server, run, count)
     nonce = uuid.uuid4().hex[:8]
     records = [RequestRecord(task="preflight", concurrency=count) for _ in range(count)]
     try:
@@ -240,8 +243,8 @@ def _decide(pf: Preflight, params: BenchParams) -> None:
                       ("" if pf.in_flight == pf.planned_in_flight else f" (the plan's {pf.planned_in_flight} "
                                                                        f"capped at what it serves)"))
     if bad is not None and (explicit or 0) > (pf.takes or 1) and params.run.graded_concurrency <= 1:
-        pf.warnings.append(f"run.graded_in_flight {explicit} is more than this server served whole ({pf.takes}): "
-                           f"{bad.outcome} at {bad.sent} at once; expect failed graded requests")
+        pf.warnings.append(f"run.graded_in_flight {explicit} is more than this server served whole ({pf.takes}; "
+                           f"it {bad.outcome} at {bad.sent}): expect failed requests")
     if params.run.graded_concurrency > (pf.takes or 1) and bad is not None:
         pf.warnings.append(f"run.graded_concurrency {params.run.graded_concurrency}: this server {bad.outcome} at "
                            f"{bad.sent} at once, so the pass under load will have failed requests")
