@@ -283,9 +283,10 @@ LADDER_PARAMS ?= params/embedded.yaml
 ladder: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli ladder $(LADDER_PARAMS) $(ARGS)
 
-# The request explorer in JupyterLab, opened on a git-ignored working copy (outputs/explore.ipynb).
+# The request explorer in JupyterLab, opened on a git-ignored working copy (outputs/explore.ipynb), on 127.0.0.1
+# (the SSH tunnel that reaches it is printed; ARGS="--ip 0.0.0.0" listens on every interface), as any user, root too.
 explore: $(VENV)/.installed-run
-	$(PY) -m benchlib.cli explore
+	$(PY) -m benchlib.cli explore $(ARGS)
 
 validate: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli validate $(or $(PARAMS),params/embedded.yaml)
