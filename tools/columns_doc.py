@@ -1,13 +1,12 @@
 """docs/columns.md, written from the code that declares each file's columns, so the page cannot drift from the files.
 
-Run `python -m tools.columns_doc` after changing a declaration; tests/project/test_docs.py fails while the committed page
-differs from what this writes, or while a declared column has no comment.
+Run `python -m tools.columns_doc` after changing a declaration; tests/project/test_docs.py fails while the committed
+page differs from what this writes, or while a declared column has no comment.
 
 Where a column's meaning comes from: its declaration's own comments.
 - A dataclass field or a line of a column list: the comment at the end of its line describes what that line declares.
-- A comment on a line of its own describes the lines after it that carry no comment of their own, up to the next
-  comment on a line of its own, a blank line, or the end of the declaration.
-- A comment block right above a column list belongs to its first lines.
+- A comment on a line of its own (inside the declaration) describes the lines right after it that carry no comment
+  of their own, up to the first that does, a blank line, or the next comment on a line of its own.
 - A column its declaration leaves without a comment takes the meaning another file's declaration gives it.
 - A name inside a column list (`+ HEALTH_COLUMNS`) is followed to its own declaration, in this module or the one it
   is imported from; any other expression (a comprehension) is evaluated, and its columns take its comment.
@@ -16,6 +15,7 @@ Where a column's meaning comes from: its declaration's own comments.
 from __future__ import annotations
 
 import ast
+import collections
 import importlib
 import inspect
 import io
@@ -42,7 +42,7 @@ FILES = (
          "telemetry window and the server's view of it",
          ("benchlib.analysis.summary:GROUP_KEYS", "benchlib.analysis.summary:SUMMARY_COLUMNS",
           "benchlib.analysis.crosscheck:COUNT_COLUMNS", "benchlib.analysis.summary:WINDOW_COLUMNS",
-          "benchlib.analysis.summary:EFFICIENCY_COLUMNS", "benchlib.analysis.summary:DERIVED_COLUMNS",
+          "benchlib.analysis.summary:DERIVED_COLUMNS",
           "benchlib.analysis.summary:SERVER_SUMMARY_COLUMNS")),
     File("windows.csv, telemetry_windows.csv", "one row per telemetry window (idle, model loaded, a task, a load "
          "level); windows.csv adds the efficiency columns", ("benchlib.measure.telemetry.files:WINDOW_COLUMNS",
@@ -69,9 +69,10 @@ FILES = (
     File("load_workers.csv", "a level sent from several Ray nodes: one row per level and worker",
          ("benchlib.suites.load.fleet_levels:WORKER_COLUMNS",)),
     File("transcription.csv", "the audio suite's transcriptions: one row per clip (scope clip), then one per task "
-         "(scope corpus)", ("benchlib.analysis.transcription:CLIP_COLUMNS",
+         "(scope corpus)", ("benchlib.analysis.transcription:SCOPE_COLUMNS",
+                            "benchlib.analysis.transcription:CLIP_COLUMNS",
                             "benchlib.analysis.transcription:CORPUS_COLUMNS")),
-    File("quality_plan.csv", "a sized quality plan, one row per look", ("benchlib.analysis.sequential:LOOK_COLUMNS",)),
+    File("quality_plan.csv", "a sized quality plan, one row per look", ("benchlib.analysis.sequential:Look",)),
 )
 
 
@@ -134,6 +135,8 @@ class Module:
                 shared = ""
                 continue
             out[line] = self.trailing.get(line, shared)
+            if line in self.trailing:
+                shared = ""
         return out
 
 
@@ -166,10 +169,7 @@ def declared(source: str) -> list[tuple[str, str]]:
                                                  if notes.get(n)), "")
         return [(f.name, by_field.get(f.name, "")) for f in fields(value)]
     expr = node.value
-    first = node.lineno
-    while first - 1 in mod.alone:  # a comment block right above the declaration belongs to its first lines
-        first -= 1
-    notes = mod.described(first, node.end_lineno)
+    notes = mod.described(node.lineno, node.end_lineno)
     return _elements(mod, expr, notes)
 
 
@@ -222,11 +222,14 @@ def described_files() -> list[tuple[File, list[tuple[str, str]]]]:
     """Every file's columns; a column its own declaration leaves without a comment takes the meaning another
     declaration gives the same name (summary.csv's energy_j is the window's), so each meaning is written once."""
     listed = [(f, columns(f)) for f in FILES]
-    known: dict[str, str] = {}
+    alone: dict[str, str] = {}  # a meaning given to that one column
+    shared: dict[str, str] = {}  # a meaning given to it with others ("prompt and cached tokens, summed")
     for _, cols in listed:
+        uses = collections.Counter(note for _, note in cols)
         for name, note in cols:
             if note:
-                known.setdefault(name, note)
+                (alone if uses[note] == 1 else shared).setdefault(name, note)
+    known = {**shared, **alone}
     return [(f, [(name, note or known.get(name, "")) for name, note in cols]) for f, cols in listed]
 
 

@@ -36,7 +36,7 @@ COUNT_COLUMNS = [
     "n_implausible",  # ok requests whose server token counts are implausible, kept out of the token rates
 ]
 SUMMARY_COLUMNS = (COUNT_COLUMNS
-                   # <metric>_<stat> for each request metric of benchlib/config/metrics.py (decode_tps, ttft_s,
+                   # `<metric>_<stat>` for each request metric of benchlib/config/metrics.py (decode_tps, ttft_s,
                    # ttfo_s, e2e_s, tpot_s, prefill_tps over the ok requests; itl_s pooled over every gap of them):
                    # count, mean with its 95 % bootstrap interval (mean_lo, mean_hi), sd, p50 with its interval,
                    # p90 (from 10 samples) and p99 (from 100)
@@ -51,15 +51,18 @@ SUMMARY_COLUMNS = (COUNT_COLUMNS
                       "failures",  # failed requests by error_kind: 'kind: n; …'
                       "percentile_note",  # which percentiles are left out for too few samples, and why
                       "note"])  # why the task is not valid, or how many requests had implausible counts
-# The task window's telemetry carried into the summary (benchlib/measure/telemetry/files.py WINDOW_COLUMNS has each
-# one's meaning; several windows of a task add up)
-WINDOW_COLUMNS = ("duration_s", "energy_j", "net_energy_j", "avg_power_w", "peak_power_w", "idle_power_w",
-                  "temp_avg_c", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes", "throttle_seen",
-                  "tokens_per_joule",  # completion tokens ÷ energy_j
-                  "joules_per_token",  # energy_j ÷ completion tokens
-                  "tps_per_w",  # the mean decode rate ÷ avg_power_w: the paper's tok/s per W, from the same window
-                  "efficiency_reason",  # why the efficiency figures are empty
-                  "energy_boundary", "idle_subtracted")  # what the joules cover; false: idle draw included
+# The task window's telemetry carried into the summary (several windows of one task, a resumed run's, add up)
+WINDOW_COLUMNS = (
+    "duration_s", "energy_j", "net_energy_j",  # the task window's length, s; its energy, J; less the idle draw, J
+    "avg_power_w", "peak_power_w", "idle_power_w",  # energy ÷ duration, W; the highest sample, W; the idle window's, W
+    "temp_avg_c", "temp_peak_c",  # temperature over the window, mean and peak, °C
+    "mem_peak_bytes", "mem_delta_bytes",  # memory at its peak; the peak's rise over the window's start
+    "throttle_seen",  # throttle reasons or thermal pressure seen inside the window
+    "tokens_per_joule",  # completion tokens ÷ energy_j
+    "joules_per_token",  # energy_j ÷ completion tokens
+    "tps_per_w",  # the mean decode rate ÷ avg_power_w: the paper's tok/s per W, from the same window
+    "efficiency_reason",  # why the efficiency figures are empty
+    "energy_boundary", "idle_subtracted")  # what the joules cover; false: the idle draw is included
 DERIVED_COLUMNS = (
     "joules_per_correct",  # energy_j ÷ n_passed: the energy of one correct answer (scored tasks)
     "mem_peak_gb",  # mem_peak_bytes in GB
@@ -251,11 +254,14 @@ def join_windows(summary: pd.DataFrame, windows: pd.DataFrame | None, on: Sequen
     return _efficiency(out)
 
 
-SERVER_SUMMARY_COLUMNS = [  # the task window's server_metrics.csv figures (docs/columns.md has each one's meaning)
-    "server_ttft_mean_ms",  # the server's mean TTFT over the task's windows, ms
-    "ttft_client_minus_server_ms", "server_decode_tok_s", "server_generation_tokens", "client_completion_tokens",
-    "token_delta_mismatch", "server_running_peak", "server_waiting_peak", "server_kv_usage_peak",
-    "server_preemptions"]
+SERVER_SUMMARY_COLUMNS = [  # the task's windows in server_metrics.csv (several windows: counts add, peaks the maximum)
+    "server_ttft_mean_ms",  # the server's mean TTFT, ms
+    "ttft_client_minus_server_ms",  # client mean TTFT − the server's: what the network and the client add, ms
+    "server_decode_tok_s",  # the server's own decode rate
+    "server_generation_tokens", "client_completion_tokens",  # tokens the server says it generated; the rows' sum
+    "token_delta_mismatch",  # those two disagree
+    # peaks of the server's gauges: requests running, requests waiting, KV-cache usage (0–1); requests preempted
+    "server_running_peak", "server_waiting_peak", "server_kv_usage_peak", "server_preemptions"]
 
 
 def join_server_metrics(summary: pd.DataFrame, server: pd.DataFrame | None) -> pd.DataFrame:
