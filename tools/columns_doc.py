@@ -43,7 +43,8 @@ FILES = (
          ("benchlib.analysis.summary:GROUP_KEYS", "benchlib.analysis.summary:SUMMARY_COLUMNS",
           "benchlib.analysis.crosscheck:COUNT_COLUMNS", "benchlib.analysis.summary:WINDOW_COLUMNS",
           "benchlib.analysis.summary:DERIVED_COLUMNS",
-          "benchlib.analysis.summary:SERVER_SUMMARY_COLUMNS")),
+          "benchlib.analysis.summary:SERVER_SUMMARY_COLUMNS", "benchlib.analysis.load_levels:FRONTIER_COLUMNS",
+          "benchlib.analysis.serving:SERVING_COLUMNS")),
     File("windows.csv, telemetry_windows.csv", "one row per telemetry window (idle, model loaded, a task, a load "
          "level); windows.csv adds the efficiency columns", ("benchlib.measure.telemetry.files:WINDOW_COLUMNS",
                                                               "benchlib.analysis.summary:EFFICIENCY_COLUMNS")),

@@ -218,6 +218,13 @@ def flag_column(series: pd.Series) -> pd.Series:
     return series.map(flag)
 
 
+FRONTIER_COLUMNS = (  # the load suite's figures for the frontier, on every row of its summary.csv (frontier_figures)
+    "max_concurrency_ok",  # the highest concurrency level that ran with no failure
+    "max_context_ok",  # the longest context (target tokens) that ran with no failure
+    "knee_concurrency",  # the knee's concurrency (KNEE RULE; empty when throughput kept growing)
+    "peak_throughput_tps")  # the concurrency sweep's highest aggregate throughput
+
+
 def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[str, float]:
     """max_concurrency_ok, max_context_ok (target prompt tokens), knee_concurrency, peak throughput."""
     knee = concurrency.loc[flag_column(concurrency["knee"]), "concurrency"] if "knee" in concurrency else []

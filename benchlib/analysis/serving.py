@@ -444,6 +444,13 @@ def max_slo_rate(levels: pd.DataFrame) -> tuple[float, str]:
     return float(best["rate_rps"]), str(best["level"])
 
 
+SERVING_COLUMNS = (  # the rate sweep's figures for the frontier, on every row of the load suite's summary.csv
+    "max_slo_rate_rps",  # the highest rate that met the SLOs and was not oversaturated
+    "goodput_tps", "goodput_rps",  # the sweep's best goodput, tok/s and req/s
+    # the search's answer (the highest passing rate), the lowest failing rate, and the levels it ran (SEARCH RULE)
+    "search_rate_rps", "search_bound_rps", "search_levels")
+
+
 def serving_figures(levels: pd.DataFrame) -> dict[str, float]:
     """What the rate sweep gives the frontier: the highest SLO-meeting rate and the best goodput (tok/s, req/s),
     and the search's answer when it ran (search_figures)."""
