@@ -202,7 +202,7 @@ test-ladder: $(VENV)/.installed-test
 test-llama-server: $(VENV)/.installed-test llama-server
 	$(PY) -m pytest -q -ra -m llama_server $(ARGS)
 
-# The one-command GPU check (bench/gpu_check.py; README, "A real GPU in one short window"). Here: gpu-pack fills
+# The one-command GPU check (bench/gpu_check.py; docs/gpu.md). Here: gpu-pack fills
 # .gpu-pack/part1, part2… (each at most 64 MiB with the working tree: what one command carries to a GPU machine),
 # gpu-check-dry prints the plan (packing first if nothing is packed: MiB per command, each phase's time limit),
 # gpu-build-cuda compiles the CUDA llama-server here (then gpu-pack carries the binary instead of the source).
