@@ -142,5 +142,7 @@ def test_the_readme_is_a_front_door():
     head = "\n".join(lines[:100])
     assert "make run" in head and "## Measure your own server" in head and "## Where the results are" in head
     assert "outputs/<host>/<model>/<suite>/" in head
-    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+    links = re.findall(r"\]\(((?:docs|bench)/[^)#]+)", text)
+    assert links
+    for link in links:
         assert (PROJECT_ROOT / link).is_file(), f"README links to {link}, which does not exist"
