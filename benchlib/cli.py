@@ -8,9 +8,12 @@ Exit codes: 0 = results written; 1 = a notebook failed or no request succeeded; 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -310,12 +313,52 @@ def explore_copy(root: Path | None = None) -> Path:
     return target
 
 
+LAB_PORT = 8888  # JupyterLab's own default; the first free port from here on is taken
+
+
+def free_port(host: str, first: int = LAB_PORT, tries: int = 50) -> int:
+    """The first port from `first` that `host` can bind: JupyterLab is then told that port and no other, so the
+    address and the tunnel line printed before it starts are the ones it serves."""
+    for port in range(first, first + tries):
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port on {host} in {first}–{first + tries - 1}")
+
+
+def lab_command(target: Path, ip: str, port: int, as_root: bool) -> list[str]:
+    """JupyterLab on `target`, bound to `ip`:`port` only. Root is the normal user in containers and on rented GPU
+    machines; Jupyter refuses it ("Running as root is not recommended") unless told --allow-root."""
+    # Jupyter opens a file only inside the folder it serves: the project, or the outputs folder where that lies elsewhere
+    served = PROJECT_ROOT if target.resolve().is_relative_to(PROJECT_ROOT.resolve()) else target.parent
+    return [sys.executable, "-m", "jupyterlab", str(target), f"--notebook-dir={served}", f"--ServerApp.ip={ip}",
+            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--no-browser"] + \
+        (["--allow-root"] if as_root else [])
+
+
+def tunnel_hint(ip: str, port: int) -> str:
+    """How to reach the explorer from another machine: an SSH tunnel to the loopback address it listens on."""
+    if ip in ("127.0.0.1", "localhost", "::1"):
+        return (f"from another machine: ssh -N -L {port}:127.0.0.1:{port} {getpass.getuser()}@{socket.gethostname()}, "
+                f"then open the same address there")
+    return f"listening on {ip}: anyone who reaches that address and has the token can open it"
+
+
 def cmd_explore(args: argparse.Namespace) -> int:
     target = explore_copy()
     print(f"explorer: {_display(str(target))} (a working copy; notebooks/explore.ipynb stays clean)", flush=True)
     if args.no_lab:
         return 0
-    return subprocess.call([sys.executable, "-m", "jupyterlab", str(target), f"--notebook-dir={PROJECT_ROOT}"])
+    try:
+        port = args.port or free_port(args.ip)
+    except OSError as exc:
+        return _fail(str(exc))
+    print(f"explorer: http://{args.ip}:{port}/lab (the token is in JupyterLab's lines below); "
+          f"{tunnel_hint(args.ip, port)}", flush=True)
+    return subprocess.call(lab_command(target, args.ip, port, as_root=os.geteuid() == 0))
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
@@ -480,6 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     paper.set_defaults(func=cmd_paper)
     explore = sub.add_parser("explore", help="open the request explorer (a working copy under outputs/) in JupyterLab")
     explore.add_argument("--no-lab", action="store_true", help="only write the working copy and print its path")
+    explore.add_argument("--ip", default="127.0.0.1",
+                         help="address JupyterLab listens on (default 127.0.0.1: reach it through an SSH tunnel)")
+    explore.add_argument("--port", type=int, default=0, help=f"its port (default: the first free one from {LAB_PORT})")
     explore.set_defaults(func=cmd_explore)
     bund = sub.add_parser("bundle", help="write one host's results (outputs/<host>/) as a single .tar.gz")
     bund.add_argument("host", help="host folder name under outputs/")

@@ -4,8 +4,8 @@ Two wire protocols behind one interface (`Backend.stream`):
 - OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): a lean HTTP/1.1 client
   (benchlib/measure/wire.py) parses the SSE lines in the event loop's read callback, stamped with the kernel's receive
   time where available; the `openai` SDK + httpx cost more CPU per chunk and delayed stamps under load
-  (bench/README.md), and stay only for URLs an environment proxy applies to (raw body bytes, split into SSE
-  events by the same benchlib/measure/sse.py).
+  (bench/results/, the measure-accuracy file), and stay only for URLs an environment proxy applies to (raw body bytes,
+  split into SSE events by the same benchlib/measure/sse.py).
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
 A speech model gets `Backend.transcribe` instead: one clip to /v1/audio/transcriptions (benchlib.measure.transcription).
 
