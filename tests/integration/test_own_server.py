@@ -21,6 +21,7 @@ import yaml
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.servers.llama_cpp import free_port
 from benchlib.records.rows import read_requests
+from tests.project.test_readme import fenced_commands, readme, section
 
 VENV_BIN = Path(sys.executable).parent
 README_PORT = "http://127.0.0.1:8011/v1"
@@ -31,10 +32,10 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           cwd=PROJECT_ROOT, timeout=900)
 
 
-def _serve(gguf: str, port: int) -> subprocess.Popen:
-    """llama-cpp-python's server as the README starts it: its defaults, only --model and --port."""
-    process = subprocess.Popen([str(VENV_BIN / "python"), "-m", "llama_cpp.server", "--model", gguf, "--port",
-                                str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)
+def _serve(command: str, port: int) -> subprocess.Popen:
+    """The README's server command, its port this test's: llama-cpp-python's server with its defaults."""
+    process = subprocess.Popen(["bash", "-c", "exec " + command.rstrip("& ").replace("8011", str(port))],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -62,9 +63,12 @@ def _params_at(port: int, tmp_path: Path, name: str, host: str = "", **run: obje
 def walk(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("own-server")
     env = {**os.environ, "FRONTIER_BENCH_OUTPUTS": str(tmp / "outputs")}
-    models = _cli("models", "--path", "smollm2", env=env)
-    assert models.returncode == 0, models.stderr
-    gguf = models.stdout.strip()
+    models_cmd, serve_cmd, run_cmd = [c for c in fenced_commands(section(readme(), "Measure your own server"))
+                                      if "mine.yaml" not in c]
+    assert models_cmd == ".venv/bin/frontier-bench models" and run_cmd == "make run PARAMS=params/own-server.yaml"
+    models = subprocess.run(models_cmd, shell=True, capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
+    assert models.returncode == 0 and "smollm2" in models.stdout, models.stdout + models.stderr
+    gguf = _cli("models", "--path", "smollm2", env=env).stdout.strip()
     port = free_port()
     # a study pointed at a port where nothing listens yet: it fails in the pre-flight, with the reason
     study = tmp / "study.yaml"
@@ -73,11 +77,12 @@ def walk(tmp_path_factory):
                                          graded_items={"arithmetic": 3, "*": 0}))}],
         "overrides": {"tasks": ["arithmetic"]}}), encoding="utf-8")
     dead = _cli("study", str(study), "--no-paper", "--quiet", env=env)
-    server = _serve(gguf, port)
+    server = _serve(serve_cmd, port)
     try:
         rerun = _cli("study", str(study), "--no-paper", "--quiet", env=env)
-        make = subprocess.run(["make", "run", f"PARAMS={_params_at(port, tmp, 'own.yaml')}", "ARGS=--no-paper"],
-                              capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=900)
+        own = run_cmd.replace("params/own-server.yaml", str(_params_at(port, tmp, "own.yaml")))
+        make = subprocess.run([own.split()[0], "-o", ".venv/.installed-run", *own.split()[1:], "ARGS=--no-paper"], capture_output=True, text=True, env=env,
+                              cwd=PROJECT_ROOT, timeout=900)
         cut = _cli("run", str(_params_at(port, tmp, "cut.yaml", host="cut-host", graded_in_flight=4,
                                          graded_items={"arithmetic": 4, "*": 0})),
                    "--only", "quality", "--no-paper", "--quiet", env=env)

@@ -23,6 +23,7 @@ from tests.fakes.servers import FakeServer
 
 README = PROJECT_ROOT / "README.md"
 THIS = "tests/project/test_readme.py"
+OWN = "tests/integration/test_own_server.py"  # the walk with the real llama-cpp-python server, as the README has it
 
 # Every command of the README's ```bash blocks → the tests that run it ("file::test"), or what runs it.
 RUN_BY = {
@@ -33,6 +34,10 @@ RUN_BY = {
                  "tests/suites/test_study.py::test_the_shipped_studies_load",
                  "tests/integration/test_e2e.py::test_text_notebook_through_papermill_writes_real_rows"],
     "make test": [".ci/run", f"{THIS}::test_ci_runs_make_test"],
+    ".venv/bin/frontier-bench models": [OWN + "::test_the_walk_answers_every_graded_item_and_names_smollm2s_weights"],
+    '.venv/bin/python -m llama_cpp.server --model "$(.venv/bin/frontier-bench models --path smollm2)" --port 8011 &':
+        [OWN + "::test_the_walk_answers_every_graded_item_and_names_smollm2s_weights"],
+    "make run PARAMS=params/own-server.yaml": [OWN + "::test_the_walk_answers_every_graded_item_and_names_smollm2s_weights"],
     "make validate PARAMS=params/mine.yaml": [f"{THIS}::test_the_own_server_walk_runs_as_written"],
     "make run PARAMS=params/mine.yaml": [f"{THIS}::test_the_own_server_walk_runs_as_written"],
     "frontier-bench compare outputs-before/ outputs/ --fail-on decode_tps=5 --fail-on accuracy=3":
@@ -115,7 +120,7 @@ def test_the_own_server_walk_runs_as_written(tmp_path):
         params.write_text(yaml.safe_dump(data))
         outputs = tmp_path / "outputs"
         env = {**os.environ, "FRONTIER_BENCH_OUTPUTS": str(outputs)}
-        commands = [c.replace("params/mine.yaml", str(params)) for c in fenced_commands(walk)]
+        commands = [c.replace("params/mine.yaml", str(params)) for c in fenced_commands(walk) if "mine.yaml" in c]
         assert [c.split()[:2] for c in commands] == [["make", "validate"], ["make", "run"]]
         validated = make(*commands[0].split()[1:], env=env)
         assert validated.returncode == 0, validated.stdout + validated.stderr
