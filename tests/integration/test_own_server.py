@@ -81,7 +81,8 @@ def walk(tmp_path_factory):
     try:
         rerun = _cli("study", str(study), "--no-paper", "--quiet", env=env)
         own = run_cmd.replace("params/own-server.yaml", str(_params_at(port, tmp, "own.yaml")))
-        make = subprocess.run([own.split()[0], "-o", ".venv/.installed-run", *own.split()[1:], "ARGS=--no-paper"], capture_output=True, text=True, env=env,
+        make = subprocess.run([own.split()[0], "-o", ".venv/.installed-run", *own.split()[1:], "ARGS=--no-paper"],
+                              capture_output=True, text=True, env=env,
                               cwd=PROJECT_ROOT, timeout=900)
         cut = _cli("run", str(_params_at(port, tmp, "cut.yaml", host="cut-host", graded_in_flight=4,
                                          graded_items={"arithmetic": 4, "*": 0})),
