@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import _signal
 import builtins
+import errno
 import json
 import os
 import posix
@@ -286,7 +287,8 @@ def landlock_abi() -> tuple[int, str]:
     if abi > 0:
         return abi, ""
     number = ctypes.get_errno()
-    return 0, {38: "the kernel has no Landlock", 95: "Landlock is off (not in the kernel's lsm= list)"}.get(
+    return 0, {errno.ENOSYS: "the kernel has no Landlock",
+               errno.EOPNOTSUPP: "Landlock is off (not in the kernel's lsm= list)"}.get(
         number, f"landlock_create_ruleset: {os.strerror(number)}")
 
 
