@@ -1,9 +1,10 @@
-"""Shared fixtures: a local fake streaming server and params pointing at it."""
+"""Shared fixtures: a local fake streaming server, params pointing at it, the sandbox a test running code needs."""
 
 from __future__ import annotations
 
 import pytest
 
+from benchlib.scoring import sandbox
 from tests.fakes.servers import FakeServer
 from tests.helpers import make_params
 
@@ -28,3 +29,13 @@ def params_for(fake_server):
     def factory(fake: dict | None = None, kind: str = "openai", **overrides):
         return make_params(fake_server.url, fake, kind, **overrides)
     return factory
+
+
+@pytest.fixture
+def bounded_sandbox() -> sandbox.Isolation:
+    """For tests that run a model's code: where nothing on this machine bounds it the sandbox runs none (it says so,
+    and tests/scoring/test_sandbox_degraded.py shows it), so what they claim cannot be shown here."""
+    way = sandbox.isolation()
+    if not way.bounded:
+        pytest.skip(f"the sandbox runs no code on this machine ({way.missing})")
+    return way

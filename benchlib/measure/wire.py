@@ -14,7 +14,9 @@ taken when the packet reached the host's network stack, CLOCK_REALTIME converted
 read), so a busy client loop no longer delays the stamps — only when one read coalesces several chunks do the
 earlier ones carry the last one's arrival (the kernel reports the last segment's time). Elsewhere (https,
 other systems) the stamp is perf_counter_ns() in the read callback. Lines that arrived in one read share its
-stamp.
+stamp. The kernel stamps segments only while some socket on the host asks it to, switching that on late on a busy
+host: the process holds one asking socket for life and waits for a stamped loopback segment before its first
+connection (`kernel_stamps_on`); a read that still falls back is kept in `_RawConnection.fallbacks`, with why.
 
 Scope: http:// and https:// (TLS via the ssl module), a keep-alive connection pool (one request per
 connection at a time), chunked / Content-Length / close-delimited bodies, identity asked (gzip/deflate
@@ -28,6 +30,7 @@ on the wire, and a byte cap (benchlib.measure.http_response.Exchange)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import os
@@ -39,7 +42,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from benchlib.measure import send_process
 from benchlib.measure.http_response import Exchange, LineHandler
@@ -160,12 +163,83 @@ def _realtime_minus_monotonic() -> tuple[int, int]:
     return best[1], best[0] // 2 + 1
 
 
+class Fallback(NamedTuple):
+    """A read whose kernel stamp was not used (it carries the read instant instead), and why."""
+
+    reason: str  # "no kernel stamp" (none came with the read), "after the read", "clock step"
+    read_index: int  # which read of its connection (0: the first, the response head of its first request)
+    kernel_minus_read_ns: int | None  # the kernel stamp converted to the monotonic clock, minus the read instant
+    error_ns: int | None  # the conversion's own error bound (half the realtime read's monotonic bracket)
+    flags: int  # recvmsg's flags (MSG_CTRUNC: the control message did not fit)
+
+
+class StampProbe(NamedTuple):
+    """How this process found the kernel stamping received segments before its first plain-HTTP connection."""
+
+    probes: int  # loopback segments sent until one came back stamped (1: it already did)
+    waited_ns: int
+    stamped: bool  # False: none did within STAMP_WAIT_S (reads then fall back to their read instants)
+
+
+STAMP_WAIT_S = 1.0
+_stamp_keeper: socket.socket | None = None
+stamp_probe: StampProbe | None = None  # diagnostics
+
+
+def _segment_stamped(receiver: socket.socket, sender: socket.socket) -> bool:
+    """One loopback segment sent and read back: did the kernel stamp it on arrival?"""
+    sender.send(b".")
+    _, ancillary, _, _ = receiver.recvmsg(16, ANC_SIZE)
+    return any(level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS for level, kind, _ in ancillary)
+
+
+def kernel_stamps_on() -> StampProbe | None:
+    """Linux stamps a received segment only while some socket on the host asks for stamps, and the first socket to
+    ask switches stamping on through a deferred work item (net_enable_timestamp: netstamp_wanted goes from 0 by a
+    workqueue that flips a static key). On a busy host that item can run after a new connection's first segments
+    arrived — the response head of each of 32 fresh streams read without a stamp — and the last timestamping socket
+    to close switches stamping off again, so each run of a long process can lose its first reads.
+
+    So the process keeps one socket asking for stamps for its whole life, and before its first plain-HTTP
+    connection sends loopback segments until one comes back stamped (at most STAMP_WAIT_S; the first already is
+    wherever stamping was on). Blocking, once per process: nothing of it is on the wire yet. None off Linux."""
+    global _stamp_keeper, stamp_probe
+    if SO_TIMESTAMPNS is None or _stamp_keeper is not None:
+        return stamp_probe
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    _stamp_keeper = keeper
+    started = time.perf_counter_ns()
+    probes, stamped = 0, False
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as listener, \
+                socket.create_connection(listener.getsockname(), timeout=STAMP_WAIT_S) as sender:
+            receiver, _ = listener.accept()
+            with receiver:
+                receiver.settimeout(STAMP_WAIT_S)
+                receiver.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                while not stamped and (not probes or time.perf_counter_ns() - started < STAMP_WAIT_S * 1e9):
+                    if probes:
+                        time.sleep(0.001)
+                    probes += 1
+                    stamped = _segment_stamped(receiver, sender)
+    except OSError:  # no loopback here (a namespace without lo): the reads' own stamps will say
+        pass
+    stamp_probe = StampProbe(probes, time.perf_counter_ns() - started, stamped)
+    return stamp_probe
+
+
 class _RawConnection(_Pooled):
     """A plain-TCP keep-alive connection read with recvmsg in the loop's reader callback; each read carries the
     kernel's receive timestamp when SO_TIMESTAMPNS is on (see the module docstring)."""
 
     kernel_stamps_seen = 0  # reads stamped by the kernel, over every connection of the process (diagnostics)
     reads_seen = 0  # reads with data, over every connection of the process (diagnostics)
+    fallbacks: collections.deque[Fallback] = collections.deque(maxlen=256)  # the latest (diagnostics)
 
     def __init__(self, pool: "StreamingHTTP", sock: socket.socket, kernel_stamps: bool):
         self.pool = pool
@@ -173,6 +247,7 @@ class _RawConnection(_Pooled):
         self.kernel_stamps = kernel_stamps
         self.exchange: Exchange | None = None
         self.closed = False
+        self.reads = 0
         self.write_lock = threading.Lock()  # the pacing thread's write against the loop closing the socket
         self.held: tuple[send_process.SendingProcess, int] | None = None  # a write the sending process holds
         self.loop = asyncio.get_running_loop()
@@ -180,7 +255,7 @@ class _RawConnection(_Pooled):
 
     def _readable(self) -> None:
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(READ_SIZE, ANC_SIZE if self.kernel_stamps else 0)
+            data, ancillary, flags, _ = self.sock.recvmsg(READ_SIZE, ANC_SIZE if self.kernel_stamps else 0)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -192,6 +267,8 @@ class _RawConnection(_Pooled):
             return
         stamp = now
         _RawConnection.reads_seen += 1
+        self.reads += 1
+        fallback = Fallback("no kernel stamp", self.reads - 1, None, None, flags) if self.kernel_stamps else None
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
                 seconds, nanos = struct.unpack_from("qq", payload)
@@ -202,8 +279,13 @@ class _RawConnection(_Pooled):
                     # arrived no later than the read, so the read instant is its closest possible stamp
                     kernel = now
                 if now - 60_000_000_000 < kernel <= now:  # a clock step would put it off: keep the read time
-                    stamp = kernel
+                    stamp, fallback = kernel, None
                     _RawConnection.kernel_stamps_seen += 1
+                else:
+                    fallback = Fallback("after the read" if kernel > now else "clock step", self.reads - 1,
+                                        kernel - now, error, flags)
+        if fallback is not None:
+            _RawConnection.fallbacks.append(fallback)
         self.deliver(data, stamp)
 
     def _close_socket(self) -> None:
@@ -391,6 +473,7 @@ class StreamingHTTP:
                 except socket.gaierror as exc:
                     raise connect_failure(exc, self.host) from None
             self._addresses = infos
+        kernel_stamps_on()
         errors: list[str] = []
         refused = False
         for family, kind, proto, _, address in infos:

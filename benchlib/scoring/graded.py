@@ -20,7 +20,8 @@ Code checkers read the answer whole (CODE_CHECKERS): executing it is echo-proof 
 prompt defines no working function), while cutting the prompt's spans out would break a correct answer that
 restates the function's signature and docstring. The runner still flags the echo.
 Sandbox limits come from checker_args: timeout_s (wall clock), cpu_s, memory_mb. Where the machine gives the sandbox
-less than its full isolation, the detail says what was missing.
+less than its full isolation, the detail says what was missing; where nothing on it bounds the code (docs/sandbox.md)
+the code is not run and the answer is not scored (passed empty, the reason in the detail).
 """
 
 from __future__ import annotations
@@ -84,12 +85,19 @@ def _detail(result: sandbox.Execution) -> str:
     return f"{result.detail} [sandbox degraded: {result.missing}]" if result.missing else result.detail
 
 
+def _verdict(result: sandbox.Execution, said: str, answer: str = "") -> Verdict:
+    """The run's verdict; code the sandbox would not run (nothing on this machine bounds it) is not scored."""
+    if result.error == sandbox.UNSANDBOXED:
+        return Verdict(None, None, f"{said}not scored: {result.reason}", answer)
+    return Verdict(result.passed, float(result.passed), f"{said}{_detail(result)}", answer)
+
+
 def human_eval(response: Response, expected: dict, **args: Any) -> Verdict:
     """expected: the HumanEval problem (task_id, prompt, test, entry_point)."""
     code, how = extract_code(response.text)
     result = sandbox.run_tests(human_eval_program(expected, code), human_eval_tests(expected),
                                [expected["entry_point"]], setup=expected["prompt"], **_limits(args))
-    return Verdict(result.passed, float(result.passed), f"{expected['task_id']} ({how}): {_detail(result)}", code)
+    return _verdict(result, f"{expected['task_id']} ({how}): ", code)
 
 
 def python_code(response: Response, expected: dict, **args: Any) -> Verdict:
@@ -107,8 +115,7 @@ def python_code(response: Response, expected: dict, **args: Any) -> Verdict:
     if not tests:
         return Verdict(True, 1.0, f"defines {names}")
     result = sandbox.run_tests(code, "\n".join(tests) + "\n", [expected["function"]], **_limits(args))
-    return Verdict(result.passed, float(result.passed),
-                   f"defines {names}; {len(tests)} tests ({how}): {_detail(result)}")
+    return _verdict(result, f"defines {names}; {len(tests)} tests ({how}): ")
 
 
 def exact_answer(response: Response, expected: dict, read: str = "last_number", **_: Any) -> Verdict:

@@ -26,7 +26,12 @@ allows; every run's Execution.isolation says which were in force, and what was m
                       as the scratch folder, which vanishes with the namespace; the benchmark user's home and /root
                       (HIDDEN) seen empty but for the interpreter's own files; everything else read-only and without
                       set-uid (mount_setattr); nested user namespaces switched off
-    no capabilities   the worker drops every capability and may gain none (no_new_privs) before the model's code
+    Landlock          without namespaces, the kernel's Landlock (no privilege needed) in their place: reads only
+                      outside /proc, /tmp, /run, /dev and the hidden home folders (the interpreter's files granted),
+                      writes only in the scratch folder, no TCP (ABI 4), no signal or abstract socket outside (ABI 6),
+                      and no ptrace access — /proc/<pid>/fd, environ, mem — to any process outside, whatever the uid
+    no capabilities   the worker drops every capability and may gain none (no_new_privs) before the model's code;
+                      it and its reaper are not dumpable (neither reaches the other's descriptors)
     limits            CPU seconds (SIGXCPU), address space (MemoryError), file size, no core dumps, no new processes
     refusals          an audit hook (Python code cannot remove one) refusing process creation, signals, sockets,
                       ctypes, imports of subprocess/multiprocessing/ctypes, other processes' /proc entries and
@@ -42,10 +47,11 @@ any means, native code through ctypes included, where the namespaces are in forc
 Not a boundary against: kernel exploits (no seccomp filter: the worker can make any system call), reading what the
 read-only view shows (world-readable files; files of the benchmark's uid outside the hidden home folders, e.g. the
 repository; as root mapped to root, /etc/shadow and the like), CPU and memory of the machine beyond the limits above
-(no cgroup), or an answer that finds the tests' answers by other means (the dataset is readable). Where namespaces
-are unavailable (a container that forbids unshare) the sandbox degrades to the throwaway uid (when root) and the
-audit hook, with the reason in every run's Execution.missing and the graded checkers' detail; without both,
-same-uid processes can be read and signalled, and only the Python-level refusals stand.
+(no cgroup), or an answer that finds the tests' answers by other means (the dataset is readable).
+Without namespaces (a container that forbids unshare, a distribution that restricts unprivileged user namespaces)
+the throwaway uid and Landlock stand in, and every run's Execution.missing (the graded checkers' detail) says what
+is then missing; where neither exists the audit hook alone is no boundary (PEP 578), so the code is not run
+(Execution.error UNSANDBOXED) and the graded checkers do not score it. docs/sandbox.md has each start's boundary.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ from pathlib import Path
 
 import psutil
 
+from benchlib.scoring.sandbox_child import landlock_abi
+
 # Defaults, overridable per task through checker_args (timeout_s, cpu_s, memory_mb).
 TIMEOUT_S = 5.0
 CPU_S = 5
@@ -73,6 +81,7 @@ MEMORY_MB = 1024
 FILE_MB = 16  # one file
 SCRATCH_MB = 32  # the scratch folder in total (its tmpfs)
 NOBODY = 65534
+UNSANDBOXED = "unsandboxed"  # Execution.error of code the sandbox did not run: nothing on this machine bounds it
 REPORT_BYTES = 64 * 1024
 CHILD = (Path(__file__).with_name("sandbox_child.py")).read_text(encoding="utf-8")
 UNSHARE = ("--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--net",
@@ -110,10 +119,16 @@ class Isolation:
     user: int | None  # the throwaway uid, or None (same uid)
     in_force: str
     missing: str
+    landlock: int = 0  # the Landlock ABI the worker is restricted with (no namespaces only), 0: none
 
     @property
     def namespaces(self) -> bool:
         return bool(self.prefix)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the OS bounds the code (namespaces, the throwaway uid or Landlock); else the code is not run."""
+        return self.namespaces or self.user is not None or self.landlock > 0
 
 
 def _env(scratch: str) -> dict[str, str]:
@@ -135,12 +150,16 @@ def _starts(prefix: tuple[str, ...], user: int | None) -> str:
 
 @lru_cache(maxsize=1)
 def isolation() -> Isolation:
-    """The strongest start this machine allows: namespaces and the throwaway uid, either, or neither."""
-    unshare = shutil.which("unshare")
+    """The strongest start this machine allows: namespaces and the throwaway uid, either, Landlock, or none."""
+    return _probe(shutil.which("unshare"), NOBODY if os.geteuid() == 0 else None, landlock_abi())
+
+
+def _probe(unshare: str | None, user: int | None, landlock: tuple[int, str]) -> Isolation:
+    """The strongest start given the unshare command (or None), the throwaway uid (or None: not root) and the
+    kernel's Landlock ABI (0 with why not). Tests force the degraded starts through it."""
     prefix = (unshare, *UNSHARE) if unshare else ()
     why_not_ns = "" if unshare else "no unshare command (util-linux)"
-    user = NOBODY if os.geteuid() == 0 else None
-    why_not_user = ""
+    why_not_user = "" if user is not None else "not root"
     if prefix and user is not None:
         why_not_user = _starts(prefix, user)
         if not why_not_user:
@@ -151,15 +170,29 @@ def isolation() -> Isolation:
             missing = (f"runs as root without capabilities, not nobody: files only root may read are readable "
                        f"outside the hidden home folders (as nobody: {why_not_user})") if user is not None else ""
             return Isolation(prefix, None, "namespaces (user, pid, mount, net)", missing)
+    abi, why_not_landlock = landlock
+
+    def unbarred(whose: str) -> str:  # what Landlock leaves to the audit hook (no private tmpfs without namespaces)
+        signals = f"; signals to {whose} processes refused by the audit hook only (Landlock ABI {abi} < 6)" \
+            if abi < 6 else ""
+        return "scratch folder without a total size cap (RLIMIT_FSIZE per file only); UDP and Unix sockets " \
+               f"refused by the audit hook only{signals}"
+
     if user is not None:
         why_not_user = _starts((), user)
+        if not why_not_user and abi:
+            return Isolation((), user, f"nobody and Landlock (ABI {abi}), no namespaces",
+                             f"no namespaces ({why_not_ns}): {unbarred('other nobody')}", abi)
         if not why_not_user:
-            return Isolation((), user, "nobody, no namespaces", f"no namespaces ({why_not_ns}): /proc of other "
-                             "nobody processes readable, filesystem limited by permissions only")
-    reasons = "; ".join(r for r in (f"no namespaces ({why_not_ns})", why_not_user and
-                                    f"no throwaway uid ({why_not_user})") if r)
-    return Isolation((), None, "Python-level refusals only",
-                     f"{reasons}: same-uid processes readable and signalable, only the audit hook refuses")
+            return Isolation((), user, "nobody, no namespaces", f"no namespaces ({why_not_ns}), no Landlock "
+                             f"({why_not_landlock}): /proc of other nobody processes readable, filesystem limited "
+                             "by permissions only")
+    reasons = f"no namespaces ({why_not_ns}); no throwaway uid ({why_not_user})"
+    if abi:
+        return Isolation((), None, f"Landlock (ABI {abi}), same uid, no namespaces",
+                         f"{reasons}: {unbarred('same-uid')}", abi)
+    return Isolation((), None, "none", f"{reasons}; no Landlock ({why_not_landlock}): nothing bounds the code, "
+                     "so it is not run and the answers are not scored")
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
@@ -262,9 +295,14 @@ def _spawn(argv: list[str], config: dict, pass_fds: tuple[int, ...], user: int |
 
 def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refusals: bool) -> Execution:
     way = isolation()
+    network = "empty network namespace; socket calls refused" if way.namespaces else \
+        "TCP refused by Landlock; socket calls refused" if way.landlock >= 4 else "socket calls refused"
+    if not way.bounded:  # the audit hook alone is no boundary (PEP 578): the code is not run
+        _warn(way.missing)
+        return Execution(False, f"not run: {way.missing}", UNSANDBOXED, None, 0.0, network, way.in_force,
+                         way.missing)
     started = time.monotonic()
     deadline = started + timeout_s
-    network = "empty network namespace; socket calls refused" if way.namespaces else "socket calls refused"
     with tempfile.TemporaryDirectory(prefix="fb-sandbox-") as scratch:
         if way.user is not None:
             os.chown(scratch, way.user, way.user)
@@ -279,7 +317,8 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
             worker_fds, parent_fds = (calls_r, answers_w), {"verdict": verdict_r}
         config = {"program": program, "limits": limits, "scratch": scratch, "namespaces": way.namespaces,
                   "mode": "program" if judge is None else "serve", "notes_fd": notes_w, "worker_fds": worker_fds,
-                  "refusals": refusals, "hide": HIDDEN}
+                  "refusals": refusals, "hide": HIDDEN, "landlock": 0 if way.namespaces else way.landlock,
+                  "landlock_required": way.user is None}
         processes: list[subprocess.Popen] = []
         try:
             try:
@@ -313,10 +352,10 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
     reaper = _messages(got["notes"])
     notes = [str(n) for n in reaper.get("notes", [])]
     missing = "; ".join(p for p in (way.missing, *notes) if p)
-    if missing and missing not in _warned:  # once per process and reason; every Execution carries it
-        _warned.add(missing)
-        log.warning("sandbox degraded: %s", missing)
+    _warn(missing)
     context = {"seconds": seconds, "network": network, "isolation": way.in_force, "missing": missing}
+    if reaper.get("refused"):  # written before the worker existed: the model's code never ran
+        return Execution(False, f"not run: {reaper['refused']}", UNSANDBOXED, None, **context)
     if timed_out:
         return Execution(False, f"timed out after {timeout_s:g} s (wall clock)", "timeout", None, **context)
     status = reaper.get("status")
@@ -328,6 +367,13 @@ def _run(program: str, limits: dict, timeout_s: float, judge: dict | None, refus
         return Execution(False, reason, error, line, **context)
     error, reason = _ended(status, limits)
     return Execution(False, reason, error, None, **context)
+
+
+def _warn(missing: str) -> None:
+    """Once per process and reason; every Execution carries it."""
+    if missing and missing not in _warned:
+        _warned.add(missing)
+        log.warning("sandbox degraded: %s", missing)
 
 
 def _drain(fd: int) -> bytes:

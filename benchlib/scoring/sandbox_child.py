@@ -11,16 +11,21 @@ between the judge and the answer, the answer's bootstrap (a reaper and a worker)
              (None, bool, int, float, str, bytes, complex, list, tuple, set, frozenset, dict), so nothing the
              model's code defines ever runs in the judge, and the verdict is written on a pipe only the judge has
 
-Standard library only: it runs in a bare `python -I`. Imported by the parent only for the wire format.
+Standard library only: it runs in a bare `python -I`. Imported by the parent for the wire format and the Landlock
+probe.
 """
 
 from __future__ import annotations
 
+import _signal
 import builtins
+import errno
 import json
 import os
+import posix
 import resource
 import signal
+import stat
 import struct
 import sys
 
@@ -156,6 +161,18 @@ PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MNT_DETACH = 0x1, 0x2, 0x2, 0x4, \
     0x1000, 0x4000, 0x2
+# Landlock (linux/landlock.h): the system calls, and the rights by the ABI that brought them
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 0x1, 0x2, 0x4, 0x8
+FS_ABI1, FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = (1 << 13) - 1, 1 << 13, 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 0x1, 0x2  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 0x1, 0x2  # ABI 6
+# Out of the worker's sight under Landlock (besides the hidden home folders): every process's /proc entries,
+# other programs' temporary files and sockets, devices; the few device and /proc files code may read are granted
+UNSEEN = ("/proc", "/tmp", "/var/tmp", "/dev", "/run", "/var/run")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+HOST_FILES = ("/proc/cpuinfo", "/proc/meminfo")  # the machine's, no process's (BLAS libraries read them)
 BLOCKED_MODULES = ("ctypes", "_ctypes", "subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing")
 PROCESS_EVENTS = {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system", "subprocess.Popen",
                   "pty.spawn", "os.startfile"}
@@ -243,21 +260,108 @@ def _hide(folders: list[str], libc, notes: list[str]) -> None:
                 pass
 
 
-def _drop_privileges(libc, namespaces: bool, notes: list[str]) -> None:
-    """The worker keeps no capability (so it cannot undo the read-only view, mount, or read the reaper's /proc
-    entries) and can gain none (no new privileges)."""
-    if namespaces:
-        try:
-            with open("/proc/sys/kernel/cap_last_cap") as handle:
-                last = int(handle.read())
-        except (OSError, ValueError):
-            last = 63
-        for cap in range(last + 1):
-            libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0)
-        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-        if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
-            notes.append(f"capabilities kept ({os.strerror(ctypes.get_errno())})")
+def _drop_privileges(libc) -> None:
+    """The worker keeps no capability (so it cannot undo the read-only view, mount, or read a non-dumpable
+    process's /proc entries — the reaper's, the judge's — as a root worker without namespaces could) and can gain
+    none (no new privileges). Where it has none to drop (a plain user) the calls change nothing."""
+    last = 63
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as handle:
+            last = int(handle.read())
+    except (OSError, ValueError):
+        pass
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    libc.capset(header, (ctypes.c_uint32 * 6)())
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def landlock_abi() -> tuple[int, str]:
+    """(the kernel's Landlock ABI version, ''), or (0, why not)."""
+    if ctypes is None:
+        return 0, "no ctypes"
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                       ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    if abi > 0:
+        return abi, ""
+    number = ctypes.get_errno()
+    return 0, {errno.ENOSYS: "the kernel has no Landlock",
+               errno.EOPNOTSUPP: "Landlock is off (not in the kernel's lsm= list)"}.get(
+        number, f"landlock_create_ruleset: {os.strerror(number)}")
+
+
+def _seen(hidden: set[str], folder: str = "/"):
+    """The paths under `folder` the worker may read: every entry, except the hidden ones and, for an entry that
+    holds a hidden one, its own entries the same way (paths resolved: a rule holds the file, not the name)."""
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = os.path.realpath(os.path.join(folder, entry))
+        if path in hidden or path == "/":
+            continue
+        if any(h.startswith(path + "/") for h in hidden):
+            if os.path.isdir(path):
+                yield from _seen(hidden, path)
+        else:
+            yield path
+
+
+def _landlock(libc, abi: int, scratch: str, hide: list[str]) -> str:
+    """Restricts this process and every process it starts (Landlock, which needs no privilege) to reading what
+    `_seen` lists, the interpreter's own files, a few devices and host files, and to writing only the scratch
+    folder; no TCP (ABI 4), no signal or abstract Unix socket outside (ABI 6). Landlock also keeps it from
+    ptrace access to any process outside — /proc/<pid>/fd, environ, mem — whatever the uid. '' when in force,
+    else why not."""
+    handled = FS_ABI1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0) | \
+        (FS_IOCTL_DEV if abi >= 5 else 0)
+    file_rights = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | (FS_TRUNCATE if abi >= 3 else 0) | \
+        (FS_IOCTL_DEV if abi >= 5 else 0)
+    attr = (ctypes.c_uint64 * 3)(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                                 SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    ruleset = libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
+    read = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+    hidden = {os.path.realpath(p) for p in (*UNSEEN, *hide)}
+    interpreter = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    interpreter.discard("/")  # an interpreter installed at the root: `_seen` grants what it may read
+    grants = [(path, read) for path in (*_seen(hidden), *sorted(interpreter), *HOST_FILES)]
+    grants += [(path, FS_READ_FILE | (FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0) if path == "/dev/null"
+                                      else 0)) for path in DEVICES]
+    grants.append((scratch, handled))
+    try:
+        for path, rights in grants:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # not on this machine
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= file_rights
+                rule = PathBeneath(rights, fd)
+                if libc.syscall(ctypes.c_long(SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)):
+                    if path == scratch:
+                        return f"landlock_add_rule {path}: {os.strerror(ctypes.get_errno())}"
+            finally:
+                os.close(fd)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or libc.syscall(
+                ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+            return f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return ""
 
 
 def _set_limits(limits: dict) -> None:
@@ -295,6 +399,8 @@ def _refusals(scratch: str):
             return False
         if isinstance(resolved, bytes):
             resolved = resolved.decode("utf-8", "surrogateescape")
+        if resolved == "/proc":  # listing it finds the other processes; a descriptor of it reaches them (dir_fd)
+            return True
         if not resolved.startswith("/proc/"):
             return False
         first = resolved.split("/")[2]
@@ -320,12 +426,26 @@ def _refusals(scratch: str):
             flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
             if flags & writing and not inside(args[0]):
                 raise PermissionError("sandbox: writing outside the scratch folder refused")
+        if event in ("os.listdir", "os.scandir") and args and not isinstance(args[0], int) and proc_refused(args[0]):
+            raise PermissionError("sandbox: other processes' /proc entries refused")
         if event in WRITE_EVENTS:
             for index in WRITE_EVENTS[event]:
                 if index < len(args) and not isinstance(args[index], int) and not inside(args[index]):
                     raise PermissionError("sandbox: changing files outside the scratch folder refused")
 
     return hook
+
+
+def _refuse_pidfds() -> None:
+    """pidfd_open and pidfd_send_signal raise no audit event: the worker's modules get stand-ins that refuse. A
+    Python-level refusal (a fresh copy of the module can be had); where Landlock has ABI 6 the kernel refuses too."""
+    def refused(*_args, **_kwargs):
+        raise PermissionError("sandbox: signals refused")
+
+    for module, name in ((os, "pidfd_open"), (posix, "pidfd_open"), (signal, "pidfd_send_signal"),
+                         (_signal, "pidfd_send_signal")):
+        if hasattr(module, name):
+            setattr(module, name, refused)
 
 
 def worker_main() -> None:
@@ -346,15 +466,26 @@ def worker_main() -> None:
         handle.write(config["program"])
     if libc is not None and not config["namespaces"]:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans stay under this process, where the parent finds them
-    send(notes_fd, {"notes": notes})
+    refused = ""
+    if config["landlock"]:  # no namespaces: Landlock is the boundary (with the throwaway uid, where there is one)
+        why_not = _landlock(libc, config["landlock"], scratch, config["hide"]) if libc is not None else \
+            "no libc access"
+        if why_not and config["landlock_required"]:
+            refused = f"Landlock could not be set up ({why_not}), and nothing else bounds the code"
+        elif why_not:
+            notes.append(f"no Landlock ({why_not}): /proc of other nobody processes readable, filesystem limited by "
+                         "permissions only")
+    send(notes_fd, {"notes": notes, "refused": refused})
+    if refused:  # the model's code never runs
+        os._exit(0)
+    if libc is not None:  # before the fork, so the worker starts non-dumpable too: neither reaches the other's fds
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     pid = os.fork()
     if pid == 0:
         os.close(notes_fd)
         _worker(config, path, scratch, libc)
     for fd in worker_fds:
         os.close(fd)
-    if libc is not None:
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(number, signal.SIG_IGN)
     while True:
@@ -369,14 +500,14 @@ def worker_main() -> None:
 
 def _worker(config: dict, path: str, scratch: str, libc) -> None:
     _exit, limits = os._exit, config["limits"]
-    notes: list[str] = []
     if libc is not None:
-        _drop_privileges(libc, config["namespaces"], notes)
+        _drop_privileges(libc)
     _set_limits(limits)
     for name in list(sys.modules):
         if name.split(".")[0] in BLOCKED_MODULES:
             del sys.modules[name]
     if config["refusals"]:
+        _refuse_pidfds()
         sys.addaudithook(_refusals(scratch))
     sys.argv = [path]
     os.environ.update(HOME=scratch, TMPDIR=scratch)

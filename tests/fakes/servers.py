@@ -162,6 +162,7 @@ class FakeServer:
         self.peak_running = 0  # the most chat requests this server streamed at once
         self.chatting = 0  # "busy_text" requests in this server right now (arrived, not yet answered)
         self.seen_prompts: set[str] = set()
+        self.http_faults: list[str] = []  # the status of each chat request answered with an HTTP error, in order
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._ready = threading.Event()
@@ -381,6 +382,7 @@ class FakeServer:
             fault = None
         if fault and fault.startswith("http_"):
             status = int(fault.split("_")[1])
+            self.http_faults.append(fault)
             return await self._json(writer, status, {"error": {"message": f"fake {status} for testing"}},
                                     {"Retry-After": str(spec["retry_after"])} if status == 429 else None)
         if spec["leak"] == "split":  # the key in halves, each half in another value

@@ -137,13 +137,16 @@ def test_429_is_retried_honouring_retry_after(params_for, outputs):
     assert time.monotonic() - started >= 0.3
 
 
-def test_429_gives_up_after_bounded_retries(params_for, outputs):
+def test_429_gives_up_after_bounded_retries(params_for, fake_server, outputs):
     params = params_for({"fault": "http_429", "retry_after": 0.1}, tasks=TASKS,
                         run={"warmups": 0, "repeats": 1, "retries_429": 2})
+    answered = len(fake_server.http_faults)
     started = time.monotonic()
     rows = run_text(params).requests
-    assert list(rows["error_kind"]) == ["http_429"] and "rate limited" not in rows["error_message"][0] or True
-    assert 0.2 <= time.monotonic() - started < 5
+    assert fake_server.http_faults[answered:] == ["http_429"] * 3, "the first try and exactly 2 retries"
+    assert list(rows["status"]) == ["failed"] and list(rows["error_kind"]) == ["http_429"]
+    assert "fake 429 for testing" in rows["error_message"][0], rows["error_message"][0]  # the server's own words
+    assert time.monotonic() - started >= 0.2  # each retry waited the server's Retry-After (0.1 s)
 
 
 def test_error_rate_above_threshold_marks_task_invalid(params_for, outputs):

@@ -71,7 +71,8 @@ def test_stamps_are_arrival_instants_bounded_by_the_servers_sends_at_32_streams(
     stamped = wire._RawConnection.kernel_stamps_seen - stamped_before
     reads = wire._RawConnection.reads_seen - reads_before
     if kernel:
-        assert stamped == reads > 0, f"{stamped} of {reads} reads carried the kernel's receive timestamp"
+        assert stamped == reads > 0, f"{stamped} of {reads} reads carried the kernel's receive timestamp; the " \
+                                     f"last that fell back: {list(wire._RawConnection.fallbacks)[-8:]}"
     slack = 1e6  # ns: converting the kernel's realtime stamp to the monotonic clock
     log = {e["prompt"].split("[", 2)[-1].split("]")[0]: e for e in httpx.get(f"{fake_process}/log").json()}
     for record in records:
@@ -295,7 +296,7 @@ def _read_with_kernel_stamp(monkeypatch, arrival_after_read_ns: int) -> tuple[in
 
     delivered = []
     conn = object.__new__(wire._RawConnection)
-    conn.sock, conn.kernel_stamps = Socket(), True
+    conn.sock, conn.kernel_stamps, conn.reads = Socket(), True, 0
     conn.deliver = lambda data, stamp: delivered.append(stamp)
     before = wire._RawConnection.kernel_stamps_seen
     conn._readable()
@@ -315,3 +316,51 @@ def test_a_kernel_stamp_after_a_clock_step_falls_back_to_the_read_instant(monkey
     # realtime stepped back 5 ms between the arrival and the read: the converted stamp lies in the future
     stamp, read_at, stamped = _read_with_kernel_stamp(monkeypatch, 5_000_000)
     assert (stamp, stamped) == (read_at, 0)
+    # and the client keeps why, for the diagnosis: the connection's first read, its kernel stamp 5 ms after the
+    # read, converted with an offset good to 1,001 ns (half its 2 µs bracket)
+    assert wire._RawConnection.fallbacks[-1] == wire.Fallback("after the read", 0, 5_000_000, 1_001, 0)
+
+
+LINUX = sys.platform.startswith("linux")
+
+
+@pytest.mark.skipif(not LINUX, reason="kernel receive timestamps are Linux's (elsewhere reads carry their read instant)")
+def test_the_first_connection_finds_the_kernel_stamping_and_the_process_keeps_it_on(monkeypatch):
+    monkeypatch.setattr(wire, "_stamp_keeper", None)
+    monkeypatch.setattr(wire, "stamp_probe", None)
+    stamped, reads = wire._RawConnection.kernel_stamps_seen, wire._RawConnection.reads_seen
+    body = sse(*CONTENT)
+    script = ScriptedServer([[b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body), body]])
+    (lines, _), = collect(serve(script))
+    assert lines[-1] == b"data: [DONE]"
+    keeper = wire._stamp_keeper
+    try:
+        assert wire.stamp_probe is not None and wire.stamp_probe.stamped, wire.stamp_probe
+        # the connection is closed: the process still asks for stamps, so the host's switch stays on
+        assert keeper.getsockopt(socket.SOL_SOCKET, wire.SO_TIMESTAMPNS) == 1
+        assert wire._RawConnection.kernel_stamps_seen - stamped == wire._RawConnection.reads_seen - reads > 0
+    finally:
+        keeper.close()
+
+
+@pytest.mark.skipif(not LINUX, reason="kernel receive timestamps are Linux's")
+def test_the_first_connection_waits_while_the_kernel_switches_stamping_on(monkeypatch):
+    """The kernel switches receive stamping on for the whole host, late on a busy one, and a test cannot switch it
+    off while any process on the machine asks for stamps: the first three probe segments (real loopback segments)
+    read as unstamped here, as they arrive before the kernel's deferred switch has run."""
+    monkeypatch.setattr(wire, "_stamp_keeper", None)
+    monkeypatch.setattr(wire, "stamp_probe", None)
+    real, seen = wire._segment_stamped, []
+
+    def switching_on(receiver: socket.socket, sender: socket.socket) -> bool:
+        seen.append(real(receiver, sender))
+        return seen[-1] and len(seen) > 3
+
+    monkeypatch.setattr(wire, "_segment_stamped", switching_on)
+    try:
+        probe = wire.kernel_stamps_on()
+        assert probe.stamped and probe.probes == len(seen) >= 4, (probe, seen)
+        assert probe.waited_ns >= 3_000_000  # a millisecond's pause before each probe after the first
+        assert wire.kernel_stamps_on() is probe  # once per process
+    finally:
+        wire._stamp_keeper.close()

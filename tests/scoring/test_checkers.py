@@ -320,6 +320,7 @@ def test_script_share_kannada():
 # ---------------------------------------------------------------------------------------------------------
 # The task files: every checker exists, and a perfect answer built from each expected value passes
 # ---------------------------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_every_task_checker_exists_and_perfect_answers_pass():
     tasks = load_tasks()
     assert tasks

@@ -62,6 +62,7 @@ def _replies():
 
 
 @pytest.mark.parametrize("suite", SUITES)
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_an_echo_scores_nothing_and_an_echo_then_an_answer_passes(params_for, outputs, suite):
     echo = run_suite(_params(params_for, {"echo": True, "itl": 0.0005, "ttft": 0.001}), suite, progress=False)
     scored = echo.requests[echo.requests["passed"].notna()]

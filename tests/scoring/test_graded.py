@@ -119,6 +119,7 @@ def test_the_generators_own_scorer_decides_and_partial_credit_is_not_a_pass(task
     assert score("reasoning_gym", r(", ".join(words)), entry, sorting.checker_args).passed
 
 
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_every_humaneval_program_assembles_and_canonical_solutions_pass(tasks):
     humaneval = tasks["humaneval"]
     assert len(humaneval.variants) == 164
@@ -137,6 +138,7 @@ def test_every_humaneval_program_assembles_and_canonical_solutions_pass(tasks):
         assert not stub.passed and problem["task_id"] in stub.detail
 
 
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_a_humaneval_answer_that_misbehaves_fails_with_the_reason(tasks):
     problem = tasks["humaneval"].variants[0].expected
     entry = problem["entry_point"]
@@ -149,6 +151,7 @@ def test_a_humaneval_answer_that_misbehaves_fails_with_the_reason(tasks):
     assert not network.passed and "network access refused" in network.detail
 
 
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_coding_answers_run_against_their_tests(tasks):
     coding = tasks["coding"]
     for variant in coding.variants:

@@ -13,6 +13,8 @@ import pytest
 
 from benchlib.scoring.sandbox import run_python
 
+pytestmark = pytest.mark.usefixtures("bounded_sandbox")
+
 
 def run(program: str, **limits):
     started = time.monotonic()

@@ -2,8 +2,10 @@
 outlive its limit, signal other processes, bring ctypes back, or leave files outside its scratch folder.
 
 Each case runs twice where it can: with the sandbox's audit hook (the clear refusal) and without it
-(refusals=False), which is what the OS boundary alone holds against native code. Where this machine gives the
-sandbox no namespaces, the case checks that the missing layer is recorded instead."""
+(refusals=False), which is what the OS boundary alone holds against native code. They run in whatever isolation
+this machine gives the sandbox; a case whose claim that isolation does not make skips with the reason
+(docs/sandbox.md says what each one holds). tests/scoring/test_sandbox_degraded.py forces the starts without
+namespaces."""
 
 from __future__ import annotations
 
@@ -27,16 +29,12 @@ from benchlib.scoring.verdict import Verdict
 from benchlib.suites import runner
 from benchlib.suites.runner import run_suite
 
+pytestmark = pytest.mark.usefixtures("bounded_sandbox")
+
 KEY = "sk-fb-test-" + uuid.uuid4().hex
 LIMITS = {"timeout_s": 3.0, "cpu_s": 2, "memory_mb": 512}
 PROBLEM = {"task_id": "HumanEval/forge", "entry_point": "add", "prompt": "def add(a, b):\n    \"\"\"a + b\"\"\"\n",
            "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n"}
-
-
-def bounded() -> bool:
-    """Whether the OS boundary is in force here (namespaces, or the throwaway uid)."""
-    way = sandbox.isolation()
-    return way.namespaces or way.user is not None
 
 
 def run(program: str, **limits) -> sandbox.Execution:
@@ -106,39 +104,52 @@ def test_values_cross_between_judge_and_answer_as_plain_data_only():
 
 
 # ---- item 2: no secret ------------------------------------------------------------------------------------------
-def _reads_every_environment(parent: int) -> str:
-    return ("import os\nfound = [repr(dict(os.environ))]\n"
-            f"for path in ['/proc/{parent}/environ', '/proc/{os.getppid()}/environ'] + "
-            "['/proc/' + p + '/environ' for p in os.listdir('/proc') if p.isdigit()]:\n"
-            "    try:\n        found.append(open(path, 'rb').read().decode('utf-8', 'replace'))\n"
+def reads_every_environment(holder: int) -> str:
+    """A program that looks for the key in its own environment and every process's start environment it can
+    read (the holder's named, in case /proc cannot be listed)."""
+    return ("import os\nfound = [repr(dict(os.environ))]\ntry:\n"
+            "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\nexcept OSError:\n    pids = []\n"
+            f"for pid in ['{holder}'] + pids:\n    try:\n"
+            "        found.append(open(f'/proc/{pid}/environ', 'rb').read().decode('utf-8', 'replace'))\n"
             "    except OSError:\n        pass\n"
             "raise RuntimeError(' '.join(found)[-190:] if any('sk-fb-test-' in f for f in found) else 'none')\n")
 
 
 @pytest.mark.parametrize("refusals", [True, False], ids=["with the audit hook", "OS boundary alone"])
 def test_the_sandbox_sees_no_secret(monkeypatch, refusals):
+    """The key in the benchmark's environment, and in the environment a process of its uid was started with
+    (/proc/<pid>/environ shows what a process started with, not what it set since): neither reaches the code."""
     monkeypatch.setenv("FB_SANDBOX_TEST_KEY", KEY)
-    result = sandbox.run_python(_reads_every_environment(os.getpid()), **LIMITS, refusals=refusals)
-    if refusals or bounded():
-        assert result.reason.endswith("RuntimeError: none") or "RuntimeError: none at line" in result.reason, \
-            result.reason
-        assert KEY not in result.reason
-    else:
-        assert result.missing, "no boundary, and nothing says so"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                              env={**os.environ, "FB_SANDBOX_TEST_KEY": KEY}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "up\n"
+        with open(f"/proc/{holder.pid}/environ", "rb") as handle:
+            assert KEY.encode() in handle.read()  # the key is there to be found
+        result = sandbox.run_python(reads_every_environment(holder.pid), **LIMITS, refusals=refusals)
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert result.reason.startswith("RuntimeError: none"), result.reason
     environment = run("import os\nassert sorted(os.environ) == ['HOME', 'LANG', 'TMPDIR'], sorted(os.environ)\n",
                       refusals=refusals)
     assert environment.passed, environment.reason
 
 
-def test_the_home_folder_is_seen_empty_but_for_the_interpreter(monkeypatch):
+def test_the_home_folder_is_seen_empty_or_not_at_all_but_the_interpreter_works(monkeypatch):
     home = Path(tempfile.mkdtemp(prefix="fb-home-", dir="/var/tmp"))  # outside /tmp, which the sandbox replaces
     try:
         (home / ".netrc").write_text(f"password {KEY}\n")
         monkeypatch.setattr(sandbox, "HIDDEN", [str(home)])
-        result = run(f"import os\nraise RuntimeError(repr(os.listdir({str(home)!r})))\n", refusals=False)
-        if sandbox.isolation().namespaces:
-            assert result.reason.startswith("RuntimeError: []"), result.reason
-        assert KEY not in result.reason or result.missing
+        listing = run(f"import os\nraise RuntimeError(repr(os.listdir({str(home)!r})))\n", refusals=False)
+        netrc = run(f"raise RuntimeError(open({str(home / '.netrc')!r}).read())\n", refusals=False)
+        if sandbox.isolation().namespaces:  # an empty folder mounted over it
+            assert listing.reason.startswith("RuntimeError: []"), listing.reason
+            assert netrc.error == "FileNotFoundError", netrc.reason
+        else:  # Landlock, or the throwaway uid (the folder is the benchmark's, mode 0700)
+            assert listing.error == netrc.error == "PermissionError", (listing.reason, netrc.reason)
+        assert KEY not in listing.reason + netrc.reason
         assert run("import json, hashlib, collections\n").passed  # the standard library is still there
     finally:
         shutil.rmtree(home)
@@ -182,25 +193,27 @@ def test_ctypes_cannot_be_brought_back():
 
 
 def test_signals_do_not_reach_other_processes():
+    way = sandbox.isolation()
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         refused = run(f"import posix\nposix.kill({victim.pid}, 9)\n")
         assert not refused.passed and "signals refused" in refused.reason, refused.reason
+        if not way.namespaces and way.user is None and way.landlock < 6:
+            pytest.skip(f"same uid, no namespaces, Landlock ABI {way.landlock} < 6: only the audit hook refuses "
+                        "signals (the case with it ran)")
         native = run(f"import ctypes\nctypes.CDLL(None).kill({victim.pid}, 9)\nimport os\nos.kill({victim.pid}, 9)\n",
                      refusals=False)
         assert not native.passed
         time.sleep(0.2)
-        if bounded():
-            assert victim.poll() is None, "a sandboxed program killed a process outside it"
-        else:
-            assert native.missing
+        assert victim.poll() is None, "a sandboxed program killed a process outside it"
     finally:
         victim.kill()
         victim.wait()
 
 
-@pytest.mark.parametrize("refusals", [True, False], ids=["with the audit hook", "OS boundary alone"])
-def test_writes_outside_the_scratch_folder_fail_and_the_scratch_folder_is_capped(tmp_path, refusals):
+def _writes(tmp_path: Path, refusals: bool) -> tuple[list[int], list[str]]:
+    """MB written into each folder (three outside the scratch folder, then the scratch folder itself), 12 files of
+    15 MB each at most, and the files left outside."""
     token = uuid.uuid4().hex[:12]
     outside = [str(tmp_path), "/var/tmp", "/dev/shm"]
     program = (f"import os\nwritten = []\nfor folder in {outside + ['.']!r}:\n    written.append(0)\n"
@@ -213,23 +226,23 @@ def test_writes_outside_the_scratch_folder_fail_and_the_scratch_folder_is_capped
     left = [p for folder in outside for p in glob.glob(os.path.join(folder, f"fb_{token}_*"))]
     for path in left:
         os.unlink(path)
-    if not (refusals or sandbox.isolation().namespaces):
-        assert result.missing, "no boundary, and nothing says so"
-        return
+    return json.loads(result.reason.split("SystemExit: ", 1)[1].split(" at line")[0]), left
+
+
+@pytest.mark.parametrize("refusals", [True, False], ids=["with the audit hook", "OS boundary alone"])
+def test_writes_outside_the_scratch_folder_fail(tmp_path, refusals):
+    way = sandbox.isolation()
+    if not (refusals or way.namespaces or way.landlock):
+        pytest.skip("the throwaway uid without namespaces or Landlock: world-writable folders (/var/tmp, /dev/shm) "
+                    "are writable, only the audit hook refuses (the case with it runs)")
+    written, left = _writes(tmp_path, refusals)
     assert not left, f"left outside the scratch folder: {left}"
-    written = json.loads(result.reason.split("SystemExit: ", 1)[1].split(" at line")[0])  # MB per folder
-    assert written[:3] == [0, 0, 0], written
+    assert written[:3] == [0, 0, 0] and written[3] > 0, written
+
+
+def test_the_scratch_folder_is_capped_in_total(tmp_path):
+    if not sandbox.isolation().namespaces:
+        pytest.skip("no namespaces: no tmpfs of its own, so no total cap on the scratch folder (RLIMIT_FSIZE caps "
+                    "each file)")
+    written, _ = _writes(tmp_path, False)
     assert 0 < written[3] <= sandbox.SCRATCH_MB, written  # in total, not per file (it was 12 x 15 MB)
-
-
-def test_without_namespaces_the_sandbox_says_so_and_the_refusals_still_hold(monkeypatch, tmp_path):
-    bare = sandbox.Isolation((), None, "Python-level refusals only", "no namespaces (unshare refused, in this test)")
-    monkeypatch.setattr(sandbox, "isolation", lambda: bare)
-    honest = run("assert 1 + 1 == 2\n")
-    assert honest.passed and honest.missing == bare.missing
-    monkeypatch.setenv("FB_SANDBOX_TEST_KEY", KEY)
-    environ = run(_reads_every_environment(os.getpid()))
-    assert KEY not in environ.reason and "none" in environ.reason
-    assert not run(f"open({str(tmp_path / 'x')!r}, 'w').write('x')\n").passed and not (tmp_path / "x").exists()
-    verdict = score("human_eval", Response(text="```python\ndef add(a, b):\n    return a + b\n```"), PROBLEM, LIMITS)
-    assert verdict.passed and "sandbox degraded: no namespaces (unshare refused, in this test)" in verdict.detail

@@ -65,6 +65,7 @@ def accuracy(result, task: str) -> pd.Series:
     return result.summary.set_index("task").loc[task]
 
 
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_all_right_all_wrong_and_some_right_give_the_exact_graded_accuracy(params_for, outputs):
     every = {name: set(range(ITEMS)) for name in SETS}
     good = run(params_for, every)
@@ -108,6 +109,7 @@ def test_thinking_is_left_out_and_the_raw_answer_kept(params_for, outputs):
     assert f"read last_number: '{second}'" in rows.loc[1, "check_detail"]
 
 
+@pytest.mark.usefixtures("bounded_sandbox")
 def test_two_deployments_on_the_same_items_get_a_paired_verdict(params_for, outputs):
     strong = run(params_for, {name: set(range(ITEMS)) for name in SETS}, host="strong")
     weak = run(params_for, {"arithmetic": {0}, "humaneval": {0}}, host="weak")
