@@ -81,7 +81,7 @@ class FailureReport:
                 else f"{self.failed} of {self.sent} requests failed")
         return [f"{what} (above run.max_error_rate {self.threshold:.0%}): {cut(self.kinds(), 60)}",
                 f"first: {cut(self.first_message, 110)}",
-                *textwrap.wrap(f"likely fix: {fix_for(largest)}", 112, subsequent_indent="  ")]
+                *textwrap.wrap(f"likely fix: {fix_for(largest)}", 112, subsequent_indent="  ", break_on_hyphens=False)]
 
     def reason(self) -> str:
         """One line: counts, the largest kind's first message, the likely fix."""
