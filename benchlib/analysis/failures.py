@@ -42,6 +42,9 @@ FIXES = {
     "response_too_large": "the server did not stop at max_tokens",
 }
 DEFAULT_FIX = "see error_message in requests.csv"
+# What the server did to a request, in a word, for a load level's failures (a sweep sends more than a server takes)
+WHAT_IT_DID = {"stream_cut": "cut", "http_429": "refused", "http_503": "refused", "connection_refused": "refused",
+               "read_timeout": "stalled", "deadline_exceeded": "too slow", "connect_timeout": "not reached"}
 GRADED_FAILED = "not ranked: its graded sets failed"
 
 

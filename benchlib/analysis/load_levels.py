@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.config import metrics
+from benchlib.analysis.failures import WHAT_IT_DID
 from benchlib.analysis import stats
 from benchlib.measure.client_health import HEALTH_COLUMNS
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
@@ -86,7 +87,8 @@ def failure_text(rows: pd.DataFrame) -> str:
     if failed.empty:
         return ""
     kinds = failed["error_kind"].fillna("").replace("", "unknown")
-    return "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().sort_index().items())
+    return "; ".join(f"{k}: {n}" + (f" ({WHAT_IT_DID[k]})" if k in WHAT_IT_DID else "")
+                     for k, n in kinds.value_counts().sort_index().items())
 
 
 def warmup_mask(frame: pd.DataFrame) -> pd.Series:
