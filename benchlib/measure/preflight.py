@@ -34,7 +34,7 @@ from benchlib.measure.backends import ChatRequest, make_backend
 from benchlib.measure.bounded import fetch, within
 from benchlib.measure.failures import RequestFailed
 from benchlib.records.rows import STATUS_OK, RequestRecord, write_atomic
-from benchlib.records.secrets import cut
+from benchlib.records.secrets import cut, scrub
 
 PREFLIGHT_JSON = "preflight.json"  # in the deployment's folder (outputs/<host>/<model>/), beside its suites
 OVERLAP_PROBE = 2
@@ -269,7 +269,15 @@ def check(params: BenchParams, notebooks: list[str]) -> Preflight:
         if pf.probes[-1].outcome == TOGETHER and pf.planned_in_flight > OVERLAP_PROBE:
             pf.probes.append(judge(event_loop.run(_send(probe_params, pf.planned_in_flight))))
     _decide(pf, params)
-    return pf
+    return scrubbed(pf, params.server.secret())
+
+
+def scrubbed(pf: Preflight, secret: str) -> Preflight:
+    """The findings with the key's value taken out of every string a server gave back (its answer, its errors): they
+    are printed and written."""
+    clean = scrub(pf.record(), secret)
+    clean["probes"] = [Overlap(**probe) for probe in clean["probes"]]
+    return Preflight(**clean)
 
 
 def with_model(params: BenchParams, model_id: str) -> BenchParams:
@@ -292,7 +300,7 @@ def save(pf: Preflight, folder: Path) -> Path:
     """preflight.json in the deployment's folder, written whole."""
     path = folder / PREFLIGHT_JSON
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(pf.record(), indent=2, default=str))
+    write_atomic(path, json.dumps(pf.record(), indent=2, default=str))  # scrubbed by check()
     return path
 
 
