@@ -362,7 +362,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     if done.already:
         print(f"already imported (same files, run {done.run_id}): {_display(str(done.out_dir))}")
         return 0
-    rows = f"{len(run.records)} request rows" if run.records else "the tool's aggregates only (no request rows)"
+    rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
     print(f"imported {rows} measured by {what} → {_display(str(done.out_dir))}/")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
