@@ -91,6 +91,8 @@ def _json(path: Path) -> Any:
         return outside.load_json(path)
     except outside.OutsideError as exc:
         raise ForeignError(str(exc)) from None
+    except OSError as exc:
+        raise ForeignError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
 def _shown(value: Any) -> str:
@@ -292,7 +294,7 @@ def _aiperf_seconds(metrics: Mapping[str, Any], name: str, where: str) -> float 
 def _aiperf_record(line: str, number: int, path: Path, phases: Mapping[str, int], first_task: str) -> RequestRecord:
     where = f"{path}: record {number}"
     try:
-        data = outside.loads_json(line, where)
+        data = outside.loads_json(line, where, "record")
     except outside.OutsideError as exc:
         raise ForeignError(str(exc)) from None
     meta, metrics = (data.get("metadata"), data.get("metrics")) if isinstance(data, dict) else (None, None)
@@ -429,10 +431,17 @@ def read_aiperf(path: Path) -> ForeignRun:
                 yield record
         except outside.OutsideError as exc:
             raise ForeignError(str(exc)) from None
+        except OSError as exc:
+            raise ForeignError(f"{records_file}: cannot read it ({exc.strerror or exc})") from None
 
     run.rows, run.per_request = rows, True
     run.cannot_give = list(NEVER_GIVEN)
-    outside.regular(records_file)  # refused now, not once an import has begun
+    try:
+        outside.regular(records_file)  # refused now, not once an import has begun
+    except outside.OutsideError as exc:
+        raise ForeignError(str(exc)) from None
+    except OSError as exc:
+        raise ForeignError(f"{records_file}: cannot read it ({exc.strerror or exc})") from None
     return run
 
 

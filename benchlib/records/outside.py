@@ -9,7 +9,8 @@ read within bounds, so no file can hang a reader, fill its memory or end it in a
                          counts, so two readers of one file could disagree); nesting deeper than the parser goes
                          and an integer longer than the interpreter converts are one line, not a traceback
 
-Each refusal is an OutsideError: one line naming the file (and the line, for a file read line by line).
+Each refusal is an OutsideError: one line naming the file (and the line, for a file read line by line). A file
+that cannot be opened at all raises the OSError as it is, for the caller to word.
 """
 
 from __future__ import annotations
@@ -36,10 +37,7 @@ def _kind(mode: int) -> str:
 
 def regular(path: Path) -> None:
     """Refuse anything but a regular file (links followed), without opening it."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise OutsideError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
         raise OutsideError(f"{path}: {_kind(mode)}, not a regular file")
 
@@ -47,10 +45,7 @@ def regular(path: Path) -> None:
 def open_regular(path: Path) -> IO[bytes]:
     """The file opened for reading, refused unless it is a regular file. O_NONBLOCK: the open of a FIFO returns
     at once (to be refused) instead of waiting for a writer; a regular file ignores the flag."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise OutsideError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -58,8 +53,9 @@ def open_regular(path: Path) -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
-def read_document(path: Path, cap: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The whole of a regular file of at most `cap` bytes."""
+def read_document(path: Path, cap: int | None = None) -> bytes:
+    """The whole of a regular file of at most `cap` bytes (MAX_DOCUMENT_BYTES unless given)."""
+    cap = MAX_DOCUMENT_BYTES if cap is None else cap
     with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         data = handle.read(cap + 1) if size <= cap else b""
@@ -78,22 +74,22 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def loads_json(text: str | bytes, where: str) -> Any:
-    """Strict JSON (module docstring); OutsideError naming `where`."""
+def loads_json(text: str | bytes, where: str, what: str = "JSON document") -> Any:
+    """Strict JSON (module docstring); OutsideError naming `where` and saying it is not a `what`."""
     try:
         return json.loads(text, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
-        raise OutsideError(f"{where}: not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+        raise OutsideError(f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except UnicodeDecodeError as exc:
         raise OutsideError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     except RecursionError:
-        raise OutsideError(f"{where}: JSON nested deeper than the parser goes") from None
-    except ValueError as exc:  # a key twice, or an integer past the interpreter's digit limit
-        raise OutsideError(f"{where}: not JSON this reader takes ({str(exc).split(': ')[0]})") from None
+        raise OutsideError(f"{where}: not a {what} (nested deeper than the JSON parser goes)") from None
+    except ValueError as exc:  # a key twice, or an integer past the interpreter's digit limit (4,300 digits)
+        raise OutsideError(f"{where}: not a {what} ({str(exc).split(': ')[0]})") from None
 
 
-def load_json(path: Path, cap: int = MAX_DOCUMENT_BYTES) -> Any:
-    """A regular file of at most `cap` bytes, as strict JSON."""
+def load_json(path: Path, cap: int | None = None) -> Any:
+    """A regular file of at most `cap` bytes (MAX_DOCUMENT_BYTES unless given), as strict JSON."""
     return loads_json(read_document(path, cap), str(path))
 
 
