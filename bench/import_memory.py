@@ -61,11 +61,12 @@ def write_vllm(path: Path, n: int, seed: int = 7) -> int:
     return path.stat().st_size
 
 
-def run_child(source: Path, params: Path, mode: str, root: Path, limit_gb: float) -> tuple[str, float, float]:
-    """(outcome, peak RSS in GB, seconds) of one import in a child process, killed above limit_gb of RSS."""
+def run_child(source: Path, params: Path, mode: str, root: Path, limit_gb: float) -> tuple[str, float, float, float]:
+    """(outcome, peak RSS in GB, wall seconds, CPU seconds) of one import in a child process, killed above limit_gb of
+    RSS. CPU seconds (user + system) are the figure to compare on a shared machine: wall time counts other loads."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    started = time.perf_counter()
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(source), str(params), mode, str(root)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = False
@@ -81,12 +82,14 @@ def run_child(source: Path, params: Path, mode: str, root: Path, limit_gb: float
         time.sleep(0.05)
     _, err = child.communicate()
     seconds = time.perf_counter() - started
-    peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KB on Linux; the largest child
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    peak_gb = after.ru_maxrss / 2**20  # KB on Linux; the largest child so far
     if killed:
-        return f"killed above {limit_gb:g} GB", peak_gb, seconds
+        return f"killed above {limit_gb:g} GB", peak_gb, seconds, cpu
     if child.returncode:
-        return f"failed: {(err.strip().splitlines() or ['?'])[-1][:200]}", peak_gb, seconds
-    return "ok", peak_gb, seconds
+        return f"failed: {(err.strip().splitlines() or ['?'])[-1][:200]}", peak_gb, seconds, cpu
+    return "ok", peak_gb, seconds, cpu
 
 
 def main() -> None:
@@ -105,10 +108,10 @@ def main() -> None:
         for mode in ("own", "whole"):
             if args.only and mode != args.only:
                 continue
-            outcome, peak, seconds = run_child(source, folder / "deployment.yaml", mode, folder / f"out-{mode}",
-                                               args.limit_gb)
+            outcome, peak, seconds, cpu = run_child(source, folder / "deployment.yaml", mode, folder / f"out-{mode}",
+                                                    args.limit_gb)
             what = "import without the summary" if mode == "own" else "whole import (with the summary)"
-            print(f"  {what:36s} peak RSS {peak:.2f} GB, {seconds:.1f} s  [{outcome}]")
+            print(f"  {what:36s} peak RSS {peak:.2f} GB, {seconds:.1f} s wall, {cpu:.1f} s CPU  [{outcome}]")
 
 
 if __name__ == "__main__":

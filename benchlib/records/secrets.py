@@ -29,6 +29,7 @@ server split across two of a row's values (tool name and arguments, reasoning an
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -42,18 +43,20 @@ CUT = "…[cut]"  # appended where a text was shortened: never in a server's own
 SECRET_KEY = re.compile(r"(^|[_\-.])(api_?key|apikey|secret|secret_key|client_secret|password|passwd|authorization|"
                         r"cookie|set_cookie|private_key|credentials?|"
                         r"(hf|access|auth|bearer|api|admin|session|refresh|id)_?token)$|^token$", re.IGNORECASE)
-HEADER_KEY = re.compile(r"(^|_)(headers?|h)$", re.IGNORECASE)  # a container of headers: every value is a secret
+HEADER_KEY = re.compile(r"(^|_)headers?$", re.IGNORECASE)  # a container of headers: every value is a secret
 COMMAND_KEY = re.compile(r"(^|_)(launch|command|cli_command|cmd|command_line|cmdline)$", re.IGNORECASE)
 # a flag whose value is a secret, beside the names above: --key (a key file or a key), --auth
 SECRET_FLAG = re.compile(r"^(key|auth)$", re.IGNORECASE)
 ENV_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
-# `name: value` / `name=value` (quoted or not) with a secret-like name; the value may carry a scheme (Bearer x)
-SECRET_PAIR = re.compile(
-    r"(?<![A-Za-z0-9_.\-])((?:[A-Za-z0-9_.\-]*?(?:api[_\-]?key|apikey|secret|password|passwd|authorization|cookie|"
-    r"private[_\-]?key|credentials?|(?:hf|access|auth|bearer|api|session|refresh|id)[_\-]?token))|token)"
-    r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?!\*\*\*)((?:(?:Bearer|Basic)\s+)?[^\s\"',;&}\]\\]+)", re.IGNORECASE)
-CREDENTIAL = re.compile(r"\b(Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/=\-]+", re.IGNORECASE)
+# `name: value` / `name=value` (quoted or not): the value is *** when the name is secret-like (PAIR_SECRET, at its
+# end), else cleaned as text; the value may carry a scheme (Bearer x)
+SECRET_PAIR = re.compile(r"(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z0-9_.\-]+)(?P<sep>\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+                         r"(?P<value>(?:(?:Bearer|Basic)\s+)?[^\s\"',;&}\]\\]+)")
+PAIR_SECRET = re.compile(r"(api[_\-]?key|apikey|secret|password|passwd|authorization|cookie|private[_\-]?key|"
+                         r"credentials?|(hf|access|auth|bearer|api|session|refresh|id)[_\-]?token)$|^token$",
+                         re.IGNORECASE)
+CREDENTIAL = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/=\-]+", re.IGNORECASE)
 # keys of known shapes: OpenAI/Anthropic sk-…, Stripe, Hugging Face, GitHub, GitLab, Slack, AWS, Google, NVIDIA,
 # Groq, Replicate, Perplexity, JWTs
 KNOWN_KEY = re.compile(
@@ -64,6 +67,11 @@ KNOWN_KEY = re.compile(
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)")
 RANDOM_RUN = re.compile(r"[A-Za-z0-9+/_=\-]{20,}")
 SEGMENT = re.compile(r"[A-Za-z0-9]{20,}")
+# every text pattern above in one pass (leftmost first; at one place, in this order)
+TEXT_RULE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" if not pattern.flags & re.IGNORECASE else
+                                f"(?P<{name}>(?i:{pattern.pattern}))"
+                                for name, pattern in (("url", URL), ("pair", SECRET_PAIR), ("credential", CREDENTIAL),
+                                                      ("known", KNOWN_KEY), ("run", RANDOM_RUN))))
 LOCAL_PATH = re.compile(r"(?<![\w.:/~\-…])(?:~|[A-Za-z]:\\|/(?=[^\s/'\"]))[^\s'\"]*")
 FILE_URL = re.compile(r"\bfile://[^\s'\"]*")
 
@@ -100,7 +108,7 @@ def _entry(name: Any, value: Any) -> Any:
         return redact(value)
     if SECRET_KEY.search(_normal(name)):
         return REDACTED if value not in (None, "", [], {}) else value
-    if HEADER_KEY.search(_normal(name)) and _normal(name).lower() != "h" or name == "-H":
+    if HEADER_KEY.search(_normal(name)) or name == "-H":
         return redact_headers(value)
     if COMMAND_KEY.search(_normal(name)):
         if isinstance(value, str):
@@ -140,25 +148,49 @@ def _header_line(line: str) -> str:
     return f"{match[1]}{match[2]}{REDACTED}" if match else REDACTED
 
 
-def _random_run(match: re.Match[str]) -> str:
-    """*** for a run of key characters holding a 20+ long stretch of letters and digits that mixes upper case,
-    lower case and digits (a generated key); a hex digest, a UUID or a model name has no such stretch."""
-    for segment in SEGMENT.findall(match[0]):
-        if not segment.isupper() and not segment.islower() and any(c.isdigit() for c in segment) \
-                and any(c.isalpha() for c in segment):
-            return REDACTED
-    return match[0]
+def _random(run: str) -> bool:
+    """A run of key characters holding a 20+ long stretch of letters and digits that mixes upper case, lower case
+    and digits (a generated key); a hex digest, a UUID or a model name has no such stretch."""
+    return any(not segment.isupper() and not segment.islower() and any(c.isdigit() for c in segment)
+               and any(c.isalpha() for c in segment) for segment in SEGMENT.findall(run))
+
+
+def _pair(match: re.Match[str]) -> str:
+    if match["value"].startswith(REDACTED):
+        return match[0]
+    value = REDACTED if PAIR_SECRET.search(match["name"]) else clean_text(match["value"])
+    return f"{match['name']}{match['sep']}{value}"
+
+
+def _text_part(match: re.Match[str]) -> str:
+    kind = match.lastgroup
+    if kind == "url":
+        return redact_url(match[0])
+    if kind == "pair":
+        return _pair(match)
+    if kind == "credential":
+        return f"{match[0].split()[0]} {REDACTED}"
+    if kind == "known":
+        return REDACTED
+    # a run that starts before a name=value pair inside it (+x_api_key=…) still has the pair redacted
+    return REDACTED if _random(match[0]) else SECRET_PAIR.sub(_pair, match[0])
 
 
 def clean_text(text: str) -> str:
     """One string from outside under the rule's text part (module docstring)."""
     if len(text) < 8 or text.isdigit():
         return text
-    text = URL.sub(lambda m: redact_url(m[0]), text)
-    text = SECRET_PAIR.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
-    text = CREDENTIAL.sub(lambda m: f"{m[1]} {REDACTED}", text)
-    text = KNOWN_KEY.sub(REDACTED, text)
-    return RANDOM_RUN.sub(_random_run, text)
+    if text.islower() and not any(c in text for c in ":=_-./") and "bearer" not in text and "basic" not in text:
+        return text  # prose in lower case (most answers): no URL, pair, credential, known or random key is possible
+    return _clean_short(text) if len(text) <= SHORT else TEXT_RULE.sub(_text_part, text)
+
+
+SHORT = 80  # a field name, a unit, a phase name: the same few hundred short strings recur in every record
+
+
+@functools.lru_cache(maxsize=4096)  # bounded: at most 4,096 strings of at most SHORT characters
+def _clean_short(text: str) -> str:
+    return TEXT_RULE.sub(_text_part, text)
 
 
 def redact_command(command: str) -> str:

@@ -14,10 +14,11 @@ holds another import is refused unless `fresh`, which archives it beside (<tool>
 folder an import killed before its end left behind (its process is gone) is removed by the next import there.
 
 Memory: the tool's records are streamed into requests.csv BATCH at a time (benchlib.measure.foreign), and the
-source files are hashed in chunks, so the import's own part holds a batch of rows, not the run; an import of more
-than MAX_RECORDS requests is refused before it is written. The rows are then read back once for the summary and
-held to the one plausibility rule (benchlib.records.plausible): a value no request can have (a TTFT of −5 s) is a
-malformed record, one line, and nothing is written."""
+source files are hashed in chunks, so the import holds a batch of whole records, not the run; beside them it keeps,
+column by column, only what the summary reads (every column but the texts and the tool's own fields: SUMMARY_SKIPS),
+typed as read_requests types them — no read-back of the file. An import of more than MAX_RECORDS requests is
+refused before it is written. Those columns are held to the one plausibility rule (benchlib.records.plausible): a
+value no request can have (a TTFT of −5 s) is a malformed record, one line, and nothing is written."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.measure import foreign
 from benchlib.measure.provenance import git_commit, to_json
 from benchlib.records import plausible
-from benchlib.records.rows import RequestLog, write_atomic, write_csv_atomic
+from benchlib.records.rows import COLUMNS, REQUEST_KINDS, RequestLog, write_atomic, write_csv_atomic
+from benchlib.records.schema import coerce
 from benchlib.records.secrets import redact
 from benchlib.suites.run_folder import RunConflict, results_root, run_lock
 
@@ -46,6 +48,10 @@ BATCH = 2_000  # rows held and written at a time (~2-3 MB of records)
 MAX_RECORDS = 1_000_000  # requests one import may hold: the summary statistics are bounded for that many
 HASH_CHUNK = 1 << 20
 ASIDE = ".importing-"  # the aside folder's mark: .<tool>.importing-<pid>
+# requests.csv columns the summary never reads, and the bulk of an imported row (answers, the tool's own fields)
+SUMMARY_SKIPS = ("extra", "response_text", "reasoning_text", "prompt", "tool_calls", "check_detail", "answer_read",
+                 "error_message")
+SUMMARY_COLUMNS = [name for name in COLUMNS if name not in SUMMARY_SKIPS]
 
 
 @dataclass
@@ -110,10 +116,20 @@ def _aggregate_row(run: foreign.ForeignRun, suite: str) -> dict[str, Any]:
     return row
 
 
-def _write_rows(run: foreign.ForeignRun, params: BenchParams, run_id: str, path: Path) -> int:
+def _write_rows(run: foreign.ForeignRun, params: BenchParams, run_id: str, path: Path) -> pd.DataFrame:
     """The tool's rows streamed into requests.csv, BATCH at a time, each with our identity columns (the deployment
-    is the params file's); how many. ForeignError past MAX_RECORDS."""
+    is the params file's); returned as the summary reads them (SUMMARY_COLUMNS, typed as read_requests types them).
+    ForeignError past MAX_RECORDS."""
     log, batch, count = RequestLog(path), [], 0
+    kept: dict[str, list[Any]] = {name: [] for name in SUMMARY_COLUMNS}
+
+    def flush() -> None:
+        log.append_many(batch)  # replaces text UTF-8 cannot encode first, as the rows read back would have it
+        for record in batch:
+            for name, values in kept.items():
+                values.append(getattr(record, name))
+        batch.clear()
+
     for record in run.rows():
         record.run_id, record.host, record.model = run_id, params.host.name, params.server.model
         record.server_kind, record.server_software = params.server.kind, params.server.software or params.server.kind
@@ -124,10 +140,9 @@ def _write_rows(run: foreign.ForeignRun, params: BenchParams, run_id: str, path:
             raise foreign.ForeignError(f"{run.files[0] if run.files else run.tool}: more than {MAX_RECORDS:,} "
                                        f"requests, above what one import holds; split the run")
         if len(batch) >= BATCH:
-            log.append_many(batch)
-            batch = []
-    log.append_many(batch)
-    return count
+            flush()
+    flush()
+    return coerce(pd.DataFrame(kept), {name: REQUEST_KINDS[name] for name in SUMMARY_COLUMNS})
 
 
 def _manifest(run: foreign.ForeignRun, params: BenchParams, run_id: str, suite: str, source: str) -> dict[str, Any]:
@@ -175,14 +190,14 @@ def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: 
         shutil.rmtree(aside, ignore_errors=True)
         aside.mkdir(parents=True)
         try:
-            count = _write_rows(run, params, run_id, aside / "requests.csv") if run.per_request else 0
+            rows = _write_rows(run, params, run_id, aside / "requests.csv") if run.per_request else pd.DataFrame()
+            count = len(rows)
             if count:
-                rows = RequestLog(aside / "requests.csv").read()
                 plausible.check_rows(rows, str(path), foreign.ForeignError)
                 summary = analysis.summarize_requests(rows, max_error_rate=params.run.max_error_rate)
-                del rows
             else:
                 summary = pd.DataFrame([_aggregate_row(run, suite)])
+            del rows
             write_csv_atomic(aside / "summary.csv", summary)
             write_atomic(aside / "manifest.json", to_json(_manifest(run, params, run_id, suite, str(path)), params))
             write_atomic(aside / "run.json", json.dumps({"run_id": run_id, "salt": "", "params_file": params.source,
