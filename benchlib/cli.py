@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -379,6 +381,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fleet_node(args: argparse.Namespace) -> int:
+    """A fleet node's `ray start` bound to the address named, its ports pinned, Ray's token authentication on
+    (benchlib.suites.fleet.node_command): printed, or run with --start."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    try:
+        argv = fleet.node_command(args.bind, head=args.head, join=args.join or "", host=args.host or "",
+                                  client_only=args.client_only, port=args.port, ray=ray_bin)
+    except fleet.FleetError as exc:
+        return _fail(str(exc))
+    env = fleet.node_environment()
+    line = " ".join(f"{k}={v}" for k, v in env.items()) + " " + shlex.join(argv)
+    if not args.start:
+        print(line)
+        print(f"# then, where you type: {' '.join(f'{k}={v}' for k, v in env.items())} .venv/bin/frontier-bench "
+              f"study FILE --ray {args.join or f'{args.bind}:{args.port}'}")
+        return 0
+    os.environ.update(env)
+    if not fleet.token_available():
+        if not args.head:
+            return _fail(f"no Ray token on this machine: copy the head's ~/.ray/auth_token here (mode 600) or set "
+                         f"{fleet.TOKEN_PATH_ENV}, then run this again")
+        made = subprocess.run([ray_bin, "get-auth-token", "--generate"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, check=False)  # stdout is the token: never shown
+        token = Path.home() / ".ray" / "auth_token"
+        if made.returncode or not token.is_file():
+            return _fail(f"`ray get-auth-token --generate` failed (exit {made.returncode}); no node was started")
+        token.chmod(0o600)
+        print(f"made the cluster's token: {token} (copy it to every node and the caller, mode 600)")
+    print(line, flush=True)
+    return subprocess.run(argv, check=False).returncode
+
+
 def cmd_telemetry_agent(args: argparse.Namespace) -> int:
     try:
         settings = TelemetryParams(power_hz=args.power_hz)
@@ -463,6 +497,18 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("run_folder", help="outputs/<host>/<model>/<suite>/")
     exp.add_argument("-o", "--output", help=f"where to write (default: <run folder>/{llmd_report.REPORT_NAME})")
     exp.set_defaults(func=cmd_export)
+    node = sub.add_parser("fleet-node", help="start (or print) a fleet node's `ray start`: bound to the address you "
+                          "name, ports pinned, Ray's token authentication on (docs/fleet.md)")
+    role = node.add_mutually_exclusive_group(required=True)
+    role.add_argument("--head", action="store_true", help="the cluster's head node")
+    role.add_argument("--join", metavar="HEAD:PORT", help="join the head at this address")
+    node.add_argument("--bind", default="127.0.0.1", help="this machine's address on the fleet's private network "
+                      "(default 127.0.0.1: one machine); a public or wildcard address is refused")
+    node.add_argument("--host", help="the fleet host this node is (it carries the resource host:<name>)")
+    node.add_argument("--client-only", action="store_true", help="a node that only sends load (sweep.nodes)")
+    node.add_argument("--port", type=int, default=fleet.HEAD_PORT, help="the head's GCS port")
+    node.add_argument("--start", action="store_true", help="run it (the head makes the token when there is none)")
+    node.set_defaults(func=cmd_fleet_node)
     agent = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
                            "serve them to a client elsewhere (telemetry.source: agent)")
     agent.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
