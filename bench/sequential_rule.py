@@ -1,7 +1,7 @@
 """The quality plan's stopping rule at known accuracies (benchlib.analysis.sequential): the false-verdict rate at
 equal accuracies, the uncorrected peek beside it, the power and the items used when they differ, and the precision
 rule's coverage. Seeded numpy simulations, a few seconds; the tests (tests/analysis/test_sequential.py) hold the
-bounds, this prints the figures README.md quotes.
+bounds, this prints the figures bench/results/ keeps (the sequential-rule file).
 
     .venv/bin/python bench/sequential_rule.py [--reps 2000] [--items 300]
 """

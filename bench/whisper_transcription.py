@@ -2,7 +2,8 @@
 /v1/audio/transcriptions (params/embedded-whisper.yaml), each speech clip and the 440 Hz tone sent `--repeats` times
 through the benchmark's own client (the transcription request kind). Prints per clip: seconds of audio, WER, e2e
 (median and range over the repeats) and the real-time factor; then the corpus WER, and the CPU and load average the
-figures were taken under (a busy machine slows every clip alike). README.md, "The speech deployment", quotes it.
+figures were taken under (a busy machine slows every clip alike). bench/results/ keeps each run (the
+whisper-transcription files).
 
     .venv/bin/python bench/whisper_transcription.py [--repeats 5] [--beam-size 5] [--compute-type int8]
 """

@@ -8,11 +8,13 @@ Exit codes: 0 = results written; 1 = a notebook failed or no request succeeded; 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -26,14 +28,14 @@ from benchlib.analysis import paired
 from benchlib.analysis.deployments import deployment_overview
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
-from benchlib.measure.servers.llama_cpp import EmbeddedServerError
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import reduced_note
 from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
-from benchlib.records.secrets import redact_url
+from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
 from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
@@ -140,11 +142,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     any_ok = print_summary(suite_dirs)
+    reasons = dict(failed)
     failed = list(failed)
     root, url = results_root(params)
     model_dir = params.suite_dir("x", root).parent
-    print(f"\nresults: {_display(str(model_dir))}/"
-          f"<suite>/ (requests.csv, summary.csv, windows.csv, telemetry.csv, manifest.json, executed notebook)")
+    print(f"\nresults: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
     if not args.no_paper:
@@ -153,7 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             failed.append("paper")
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {name}: {cut(reasons.get(name, 'see above'), 100)}" for name in failed),
+              file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
@@ -311,12 +314,52 @@ def explore_copy(root: Path | None = None) -> Path:
     return target
 
 
+LAB_PORT = 8888  # JupyterLab's own default; the first free port from here on is taken
+
+
+def free_port(host: str, first: int = LAB_PORT, tries: int = 50) -> int:
+    """The first port from `first` that `host` can bind: JupyterLab is then told that port and no other, so the
+    address and the tunnel line printed before it starts are the ones it serves."""
+    for port in range(first, first + tries):
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port on {host} in {first}–{first + tries - 1}")
+
+
+def lab_command(target: Path, ip: str, port: int, as_root: bool) -> list[str]:
+    """JupyterLab on `target`, bound to `ip`:`port` only. Root is the normal user in containers and on rented GPU
+    machines; Jupyter refuses it ("Running as root is not recommended") unless told --allow-root."""
+    # Jupyter opens a file only inside the folder it serves: the project, or the outputs folder where that lies elsewhere
+    served = PROJECT_ROOT if target.resolve().is_relative_to(PROJECT_ROOT.resolve()) else target.parent
+    return [sys.executable, "-m", "jupyterlab", str(target), f"--notebook-dir={served}", f"--ServerApp.ip={ip}",
+            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--no-browser"] + \
+        (["--allow-root"] if as_root else [])
+
+
+def tunnel_hint(ip: str, port: int) -> str:
+    """How to reach the explorer from another machine: an SSH tunnel to the loopback address it listens on."""
+    if ip in ("127.0.0.1", "localhost", "::1"):
+        return (f"from another machine: ssh -N -L {port}:127.0.0.1:{port} {getpass.getuser()}@{socket.gethostname()}, "
+                f"then open the same address there")
+    return f"listening on {ip}: anyone who reaches that address and has the token can open it"
+
+
 def cmd_explore(args: argparse.Namespace) -> int:
     target = explore_copy()
     print(f"explorer: {_display(str(target))} (a working copy; notebooks/explore.ipynb stays clean)", flush=True)
     if args.no_lab:
         return 0
-    return subprocess.call([sys.executable, "-m", "jupyterlab", str(target), f"--notebook-dir={PROJECT_ROOT}"])
+    try:
+        port = args.port or free_port(args.ip)
+    except OSError as exc:
+        return _fail(str(exc))
+    print(f"explorer: http://{args.ip}:{port}/lab (the token is in JupyterLab's lines below); "
+          f"{tunnel_hint(args.ip, port)}", flush=True)
+    return subprocess.call(lab_command(target, args.ip, port, as_root=os.geteuid() == 0))
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
@@ -434,6 +477,43 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def embedded_models() -> list[tuple[str, str, str]]:
+    """(model name, GGUF path, params file) of each embedded llama.cpp deployment in params/, one per file."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for path in sorted((PROJECT_ROOT / "params").glob("embedded*.yaml"), key=lambda p: (len(p.name), p.name)):
+        try:
+            params = load_params(path)
+        except ParamsError:
+            continue
+        settings = params.server.embedded
+        if params.server.kind != "embedded" or settings.engine == "whisper" or params.server.weights == "random":
+            continue
+        try:
+            gguf = model_path_of(settings)
+        except EmbeddedServerError:
+            continue
+        found.setdefault(gguf, (params.server.model, gguf, _display(str(path))))
+    return list(found.values())
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """The embedded models' GGUF files, to serve with a server of your own (the README's own-server walk)."""
+    models = embedded_models()
+    if args.path:
+        chosen = [m for m in models if args.path.lower() in m[0].lower()]
+        if len(chosen) != 1:
+            return _fail(f"--path {args.path}: {'no' if not chosen else 'more than one'} embedded model matches "
+                         f"(names: {', '.join(m[0] for m in models)})")
+        print(chosen[0][1])
+        return 0
+    if not models:
+        return _fail("no embedded model is installed (make run installs them)", code=1)
+    print("The embedded models (serve one yourself: .venv/bin/python -m llama_cpp.server --model PATH):")
+    for name, gguf, source in models:
+        print(f"  {name:<30} {_display(gguf)}  ({source})")
+    return 0
+
+
 def _run_options(parser: argparse.ArgumentParser) -> None:
     """What every command that runs suites takes: --fresh, --no-paper, --quiet."""
     parser.add_argument("--fresh", action="store_true", help="archive existing results of other params and start over")
@@ -476,6 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
     paper.set_defaults(func=cmd_paper)
     explore = sub.add_parser("explore", help="open the request explorer (a working copy under outputs/) in JupyterLab")
     explore.add_argument("--no-lab", action="store_true", help="only write the working copy and print its path")
+    explore.add_argument("--ip", default="127.0.0.1",
+                         help="address JupyterLab listens on (default 127.0.0.1: reach it through an SSH tunnel)")
+    explore.add_argument("--port", type=int, default=0, help=f"its port (default: the first free one from {LAB_PORT})")
     explore.set_defaults(func=cmd_explore)
     bund = sub.add_parser("bundle", help="write one host's results (outputs/<host>/) as a single .tar.gz")
     bund.add_argument("host", help="host folder name under outputs/")
@@ -519,6 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--buffer", type=int, default=telemetry_agent.DEFAULT_BUFFER,
                        help="samples kept for clients that fall behind (ring buffer)")
     agent.set_defaults(func=cmd_telemetry_agent)
+    models = sub.add_parser("models", help="the embedded models' GGUF files, to serve with a server of your own")
+    models.add_argument("--path", metavar="NAME", help="print only the path of the model whose name contains NAME")
+    models.set_defaults(func=cmd_models)
     validate = sub.add_parser("validate", help="check a params file and exit")
     validate.add_argument("params")
     validate.set_defaults(func=cmd_validate)

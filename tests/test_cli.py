@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -133,6 +137,44 @@ def test_explore_opens_a_working_copy_not_the_committed_notebook(tmp_path, monke
     copy.write_text(copy.read_text() + " ")  # the user's saved edits survive the next call
     cli.main(["explore", "--no-lab"])
     assert copy.read_text().endswith(" ")
+
+
+def test_explore_serves_jupyterlab_on_loopback_as_any_user_and_says_how_to_tunnel_to_it(tmp_path):
+    """`make explore` as root (the normal user in containers) once stopped at Jupyter's "Running as root is not
+    recommended"; it now starts whoever runs it, listens on 127.0.0.1 only and prints the SSH tunnel that reaches it."""
+    env = {**os.environ, "FRONTIER_BENCH_OUTPUTS": str(tmp_path / "outputs"), "JUPYTER_RUNTIME_DIR": str(tmp_path),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "explore.log"
+    with log.open("w") as sink:
+        lab = subprocess.Popen([sys.executable, "-m", "benchlib.cli", "explore"], cwd=PROJECT_ROOT, env=env,
+                               stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        address = None
+        while time.monotonic() < deadline and lab.poll() is None:
+            found = re.search(r"explorer: (http://127\.0\.0\.1:(\d+))/lab", log.read_text())
+            if found:
+                try:
+                    with urllib.request.urlopen(f"{found.group(1)}/api", timeout=2) as answer:
+                        address = found.group(1) if answer.status == 200 and b"version" in answer.read() else None
+                except OSError:
+                    pass
+            if address:
+                break
+            time.sleep(0.5)
+        text = log.read_text()
+        assert address, f"JupyterLab did not answer (exit {lab.poll()}):\n{text[-3000:]}"
+        port = address.rsplit(":", 1)[1]
+        assert f"ssh -N -L {port}:127.0.0.1:{port} " in text
+        assert "Running as root is not recommended" not in text
+    finally:
+        if lab.poll() is None:
+            os.killpg(lab.pid, signal.SIGTERM)
+            try:
+                lab.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(lab.pid, signal.SIGKILL)
+                lab.wait()
 
 
 @pytest.mark.parametrize("http_client", ["wire", "sdk"])

@@ -59,8 +59,14 @@ MIN_DECODE_TOKENS = 16
 PREFILL_GROUP_KEYS = ("run_id", "host", "model", "suite", "task", "concurrency")
 # The keys analysis.summarize_requests groups by, so flag_counts merges into summary.csv one-to-one.
 SUMMARY_KEYS = ("host", "model", "suite", "modality", "task")
-COUNT_COLUMNS = ("n_flag_checked", "n_rate_mismatch", "n_cache_suspect", "n_cold", "n_client_stalled",
-                 "n_decode_ratio", "decode_ratio_median", "decode_ratio_min", "decode_ratio_max")
+COUNT_COLUMNS = (  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    "n_flag_checked",  # the task's measured ok requests the flags were checked on
+    # how many were flagged: rate_mismatch, cache_suspect (or a prefill rate above 3 × its task's median), cold,
+    # client_stalled
+    "n_rate_mismatch", "n_cache_suspect", "n_cold", "n_client_stalled",
+    # client ÷ server decode rate over the requests that had both: how many, the median, the lowest, the highest
+    "n_decode_ratio", "decode_ratio_median", "decode_ratio_min", "decode_ratio_max",
+)
 
 
 # ---- scalar rules -------------------------------------------------------------------------------------------
@@ -262,8 +268,14 @@ def flag_counts(requests: pd.DataFrame, by: Sequence[str] | None = None, **flag_
     return pd.DataFrame(rows, columns=keys + list(COUNT_COLUMNS))
 
 
-SERVER_CHECK_COLUMNS = ("client_ttft_mean_s", "ttft_client_minus_server_ms", "client_requests",
-                        "client_stalled_requests", "client_completion_tokens", "token_delta_mismatch")
+SERVER_CHECK_COLUMNS = (  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    "client_ttft_mean_s",  # the client's mean TTFT over the window's answered requests, s
+    "ttft_client_minus_server_ms",  # client mean TTFT − the server's: what the network and the client add, ms
+    "client_requests",  # requests that started and ended inside the window
+    "client_stalled_requests",  # of them, those whose stamps a client hold-up may have made late
+    "client_completion_tokens",  # their completion_tokens, summed
+    "token_delta_mismatch",  # the server's generation-token delta and that sum disagree
+)
 
 
 def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s: float = 0.0) -> pd.DataFrame:

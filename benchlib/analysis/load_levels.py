@@ -35,17 +35,44 @@ CONCURRENCY_CSV = "sweep_concurrency.csv"
 CONTEXT_CSV = "sweep_context.csv"
 
 
-CONCURRENCY_COLUMNS = (["run_id", "host", "model", "server_software", "concurrency", "n_requests", "n_ok",
-                        "n_failed", "failures", "span_s", "completion_tokens", "throughput_tps", "decode_tps_mean",
-                        "decode_tps_p50", "ttft_s_p50", "ttft_s_p90", "ttft_s_p99", "e2e_s_p50", "e2e_s_p90",
-                        "e2e_s_p99", "throughput_gain", "latency_growth", "knee", "saturated"] + HEALTH_COLUMNS)
+# The sweeps' columns; each line's comment is its columns' meaning (docs/columns.md is written from them; a column
+# without one means what requests.csv or summary.csv says it means)
+CONCURRENCY_COLUMNS = (["run_id", "host", "model", "server_software",
+                        "concurrency",  # streams kept in flight at this level
+                        "n_requests", "n_ok", "n_failed", "failures",  # the level's requests; ok; failed; by kind
+                        "span_s",  # the level's first wire start → its last answer's end, s
+                        "completion_tokens",  # the ok requests' completion tokens, summed
+                        "throughput_tps",  # completion_tokens ÷ span_s: aggregate output tokens per second
+                        # the ok requests' decode rate, mean and median; TTFT and e2e percentiles (p99 from 100
+                        # samples)
+                        "decode_tps_mean", "decode_tps_p50", "ttft_s_p50", "ttft_s_p90", "ttft_s_p99", "e2e_s_p50",
+                        "e2e_s_p90", "e2e_s_p99",
+                        "throughput_gain",  # throughput_tps ÷ the previous level's − 1
+                        "latency_growth",  # the larger of p50 TTFT's and p50 e2e's ratio to the previous level's
+                        # KNEE RULE: the first level after which throughput grows less than 10 % while p50 TTFT or
+                        # e2e grows at least 1.5×; the levels above it are saturated
+                        "knee", "saturated"]
+                       + HEALTH_COLUMNS)
 
 
-CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software", "target_tokens", "requested_tokens", "method",
-                    "template_tokens", "content_tokens", "prompt_tokens", "token_error", "exact", "n_requests",
-                    "n_ok", "n_failed", "failures", "completion_tokens", "ttft_s_p50", "ttft_s_min", "e2e_s_p50",
-                    "decode_tps_mean", "prefill_tps",
-                    "server_prefill_tps", "cached_tokens", "note"] + HEALTH_COLUMNS)
+CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software",
+                    "target_tokens",  # the prompt length this level aims at, server-counted tokens
+                    "requested_tokens",  # the length the params asked for (above the context window: cut to it)
+                    # how the prompt was fitted: the server's tokenizer endpoint, or calibrated from characters
+                    # per token
+                    "method",
+                    "template_tokens", "content_tokens",  # tokens the chat template adds; tokens of the text fitted
+                    "prompt_tokens",  # the length the server reported
+                    "token_error", "exact",  # prompt_tokens − target_tokens; every request hit the target exactly
+                    "n_requests", "n_ok", "n_failed", "failures",  # the level's requests; ok; failed; by kind
+                    "completion_tokens",  # the ok requests' completion tokens, summed
+                    "ttft_s_p50", "ttft_s_min",  # the ok requests' median TTFT, and the fastest, s
+                    "e2e_s_p50", "decode_tps_mean",  # their median e2e, s; their mean decode rate
+                    # prompt_tokens ÷ ttft_s_p50; the server's own prefill rate, mean
+                    "prefill_tps", "server_prefill_tps",
+                    "cached_tokens",  # prompt tokens the server took from its cache
+                    "note"]  # why a length was cut or left out
+                   + HEALTH_COLUMNS)
 
 
 # ---- shared helpers -----------------------------------------------------------------------------------------
@@ -191,6 +218,13 @@ def flag_column(series: pd.Series) -> pd.Series:
     return series.map(flag)
 
 
+FRONTIER_COLUMNS = (  # the load suite's figures for the frontier, on every row of its summary.csv (frontier_figures)
+    "max_concurrency_ok",  # the highest concurrency level that ran with no failure
+    "max_context_ok",  # the longest context (target tokens) that ran with no failure
+    "knee_concurrency",  # the knee's concurrency (KNEE RULE; empty when throughput kept growing)
+    "peak_throughput_tps")  # the concurrency sweep's highest aggregate throughput
+
+
 def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[str, float]:
     """max_concurrency_ok, max_context_ok (target prompt tokens), knee_concurrency, peak throughput."""
     knee = concurrency.loc[flag_column(concurrency["knee"]), "concurrency"] if "knee" in concurrency else []
@@ -201,8 +235,13 @@ def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[s
 
 
 # ---- energy per level ---------------------------------------------------------------------------------------
-LEVEL_ENERGY_COLUMNS = ["level_window_s", "energy_j", "avg_power_w", "net_energy_j", "loaded_power_w",
-                        "net_loaded_energy_j", "tokens_per_joule", "tps_per_w", "energy_reason"]
+LEVEL_ENERGY_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    "level_window_s",  # the level's own telemetry window, s
+    "energy_j", "avg_power_w", "net_energy_j",  # its energy, J; energy ÷ time, W; less the idle draw, J
+    "loaded_power_w", "net_loaded_energy_j",  # the model-loaded baseline's power, W; energy_j less that baseline, J
+    "tokens_per_joule",  # the level's completion tokens ÷ energy_j
+    "tps_per_w",  # the level's aggregate throughput (concurrency) or its mean decode rate (context) ÷ avg_power_w
+    "energy_reason"]  # why the energy cells are empty
 
 
 def level_window(task: str, level: Any) -> str:
@@ -250,8 +289,9 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
 
 
 # ---- the server's own view of each level ---------------------------------------------------------------------
-LEVEL_SERVER_COLUMNS = ["server_ttft_mean_ms", "server_running_peak", "server_waiting_peak", "server_kv_usage_peak",
-                        "server_preemptions", "server_generation_tokens"]
+LEVEL_SERVER_COLUMNS = ["server_ttft_mean_ms",  # the server's mean TTFT over the level's window, ms
+                        "server_running_peak", "server_waiting_peak", "server_kv_usage_peak", "server_preemptions",
+                        "server_generation_tokens"]
 
 
 def level_server_metrics(levels: pd.DataFrame, server: pd.DataFrame | None, task: str, key: str) -> pd.DataFrame:
@@ -276,7 +316,13 @@ def level_server_metrics(levels: pd.DataFrame, server: pd.DataFrame | None, task
 
 
 # ---- steady-state energy per level ---------------------------------------------------------------------------
-STEADY_COLUMNS = ["steady_s", "steady_energy_j", "steady_tokens", "steady_tokens_per_joule", "steady_reason"]
+STEADY_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    # STEADY RULE: from the first instant the requests in flight reach the level's concurrency to the last instant
+    # they drop below it (an open-loop level: the first send after the ramp → the last send); its length, s
+    "steady_s",
+    "steady_energy_j", "steady_tokens",  # the energy inside it, J, and the tokens whose own stamps fall inside it
+    "steady_tokens_per_joule",  # steady_tokens ÷ steady_energy_j
+    "steady_reason"]  # why the steady cells are empty
 STEADY_KIND = "steady"  # the telemetry window kind of a level's steady part (never summed into its task)
 
 

@@ -126,20 +126,20 @@ def mcnemar_exact(a_only: np.ndarray | int, b_only: np.ndarray | int) -> np.ndar
 class Look:
     """One look's figures and what it decided."""
 
-    look: int
+    look: int  # the look's number
     n: int  # items judged so far (compare: shared with the baseline)
-    planned_n: int
-    fraction: float
-    plan: str
-    baseline: str = ""
+    planned_n: int  # the items the plan may send in all
+    fraction: float  # n ÷ planned_n: the information time
+    plan: str  # fixed, precision or compare
+    baseline: str = ""  # compare: the deployment compared against
     passed: int = 0  # this deployment's passes among the n
     half_width: float = math.nan  # the Wilson 95 % interval's larger side
     a_only: int = 0  # compare: items only this deployment got right
-    b_only: int = 0  # … only the baseline
-    p_value: float = math.nan
-    nominal_alpha: float = math.nan
-    stop: bool = False
-    reason: str = ""
+    b_only: int = 0  # compare: items only the baseline got right
+    p_value: float = math.nan  # compare: the exact McNemar test's p on the discordant items
+    nominal_alpha: float = math.nan  # compare: the level alpha spending allows at this look
+    stop: bool = False  # the plan stopped here
+    reason: str = ""  # why it stopped: decided, precision reached, pool exhausted, budget, fixed size (empty: went on)
     alpha: float = math.nan  # compare: the plan's level over all its looks
 
     def line(self) -> str:

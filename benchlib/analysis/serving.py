@@ -110,14 +110,37 @@ OVERSATURATION_MIN = 20  # fewer requests in the window: no trend test
 NS = 1e9
 
 
-RATE_COLUMNS = (["run_id", "host", "model", "server_software", "level", "mode", "offered_rps", "max_concurrency",
-                 "n_requests", "n_ok", "n_failed", "failures", "window_rule", "window_s", "n_window", "rate_rps",
-                 "sent_rps", "achieved_rps", "throughput_tps", "completion_tokens", "ttft_s_p50", "ttft_s_p99",
-                 "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "itl_s_p99", "e2e_s_p50", "e2e_s_p99", "slos",
-                 "slo_met", "slo_met_share", "goodput_rps", "goodput_tps", "meets_slo", "schedule_lag_p50_ms",
-                 "schedule_lag_p99_ms", "schedule_lag_max_ms", "queue_wait_p50_ms", "queue_wait_max_ms",
-                 "prompt_tokens_mean", "prompt_exact_share", "output_tokens_mean", "cached_tokens_mean",
-                 "resumed", "workers", "worker_lag_ms", "oversaturated", "oversaturation", "search_step"]
+# sweep_rate.csv's columns; each line's comment is its columns' meaning (docs/columns.md is written from them; a column
+# without one means what it means in sweep_concurrency.csv or requests.csv; the rules are in the docstring above)
+RATE_COLUMNS = (["run_id", "host", "model", "server_software",
+                 "level", "mode",  # sync, throughput, r<rate> (an open-loop rate); closed or open loop
+                 "offered_rps", "max_concurrency",  # the arrival rate asked for (open loop); the cap in flight
+                 "n_requests", "n_ok", "n_failed", "failures",  # the level's requests; ok; failed; failures by kind
+                 "window_rule", "window_s", "n_window",  # STEADY-STATE RULE: the window's rule, length, s, and requests
+                 "rate_rps",  # the offered rate of an open-loop level, the achieved rate of a closed-loop one
+                 "sent_rps",  # the arrival rate the server saw inside the window
+                 "achieved_rps",  # requests completed inside the window per second
+                 "throughput_tps",  # output tokens per second the server sustained inside the window
+                 "completion_tokens",  # the level's ok requests' completion tokens, summed
+                 # the ok requests' TTFT, TPOT, inter-token gaps (pooled) and e2e, p50 and p99 (p99 from 100 samples)
+                 "ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "itl_s_p99", "e2e_s_p50",
+                 "e2e_s_p99",
+                 "slos",  # the SLOs set, in words
+                 # measured requests meeting every SLO; their share (failures count against)
+                 "slo_met", "slo_met_share",
+                 # achieved_rps × slo_met_share; output tokens per second of those requests
+                 "goodput_rps", "goodput_tps",
+                 "meets_slo",  # slo_met_share reached sweep.slo.attainment
+                 # how late requests left after their scheduled instants, ms: p50, p99, worst
+                 "schedule_lag_p50_ms", "schedule_lag_p99_ms", "schedule_lag_max_ms",
+                 "queue_wait_p50_ms", "queue_wait_max_ms",  # waits for a max_concurrency slot, ms
+                 "prompt_tokens_mean",  # the ok requests' server-counted prompt length, mean
+                 "prompt_exact_share",  # the share whose prompt came out at the drawn length exactly
+                 "output_tokens_mean", "cached_tokens_mean",  # completion and cached tokens per request in the window
+                 "resumed",  # the level was cut short and finished by a resumed run
+                 "workers", "worker_lag_ms",  # client processes that sent it; each worker's schedule lag p50/p99, ms
+                 "oversaturated", "oversaturation",  # OVERSATURATION RULE: its queue kept growing; the statistics
+                 "search_step"]  # the search's step that ran this level (SEARCH RULE; empty outside a search)
                + HEALTH_COLUMNS)
 
 
@@ -419,6 +442,13 @@ def max_slo_rate(levels: pd.DataFrame) -> tuple[float, str]:
         return np.nan, ""
     best = good.loc[numeric_column(good, "rate_rps").idxmax()]
     return float(best["rate_rps"]), str(best["level"])
+
+
+SERVING_COLUMNS = (  # the rate sweep's figures for the frontier, on every row of the load suite's summary.csv
+    "max_slo_rate_rps",  # the highest rate that met the SLOs and was not oversaturated
+    "goodput_tps", "goodput_rps",  # the sweep's best goodput, tok/s and req/s
+    # the search's answer (the highest passing rate), the lowest failing rate, and the levels it ran (SEARCH RULE)
+    "search_rate_rps", "search_bound_rps", "search_levels")
 
 
 def serving_figures(levels: pd.DataFrame) -> dict[str, float]:

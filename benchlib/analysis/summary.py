@@ -24,20 +24,49 @@ from benchlib.measure.timing import MAX_CONTEXT_TOKENS, PROMPT_FIELDS, completio
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag, json_value, number, numeric_column, optional_flag
 
-GROUP_KEYS = ("host", "model", "suite", "modality", "task")
+# summary.csv's columns; each line's comment is its columns' meaning (docs/columns.md is written from them)
+GROUP_KEYS = ("host", "model", "suite", "modality", "task")  # the task the row summarises
 STAT_METRICS = metrics.REQUEST_METRICS  # decode_tps, ttft_s, ttfo_s, e2e_s, tpot_s, itl_s, prefill_tps
 STATS = ("count", "mean", "mean_lo", "mean_hi", "sd", "p50", "p50_lo", "p50_hi", "p90", "p99")
 TOKEN_METRICS = ("decode_tps", "tpot_s", "prefill_tps")  # computed from the server's token counts
-COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup",
-                 "n_implausible"]
-SUMMARY_COLUMNS = (COUNT_COLUMNS + [f"{m}_{s}" for m in STAT_METRICS for s in STATS]
-                   + ["checker", "completion_tokens_sum", "accuracy", "accuracy_lo", "accuracy_hi", "score_mean", "n_echo",
-                      "error_rate", "valid", "failures", "percentile_note", "note"])
-# Telemetry window columns carried into the summary (all optional).
-WINDOW_COLUMNS = ("duration_s", "energy_j", "net_energy_j", "avg_power_w", "peak_power_w", "idle_power_w",
-                  "temp_avg_c", "temp_peak_c", "mem_peak_bytes", "mem_delta_bytes", "throttle_seen",
-                  "tokens_per_joule", "joules_per_token", "tps_per_w", "efficiency_reason", "energy_boundary",
-                  "idle_subtracted")
+COUNT_COLUMNS = [
+    # measured requests (warm-ups left out), and of them: ok, failed, unsupported, truncated, scored, passed
+    "n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed",
+    "n_warmup",  # warm-up requests, left out of every figure
+    "n_implausible",  # ok requests whose server token counts are implausible, kept out of the token rates
+]
+SUMMARY_COLUMNS = (COUNT_COLUMNS
+                   # `<metric>_<stat>` for each request metric of benchlib/config/metrics.py (decode_tps, ttft_s,
+                   # ttfo_s, e2e_s, tpot_s, prefill_tps over the ok requests; itl_s pooled over every gap of them):
+                   # count, mean with its 95 % bootstrap interval (mean_lo, mean_hi), sd, p50 with its interval,
+                   # p90 (from 10 samples) and p99 (from 100)
+                   + [f"{m}_{s}" for m in STAT_METRICS for s in STATS]
+                   + ["checker",  # the task's checker (a graded set's scorer marks a graded set)
+                      "completion_tokens_sum",  # completion tokens of the ok requests, summed
+                      "accuracy", "accuracy_lo", "accuracy_hi",  # passed ÷ scored, with its 95 % Wilson interval
+                      "score_mean",  # the checker's mean score (partial credit kept)
+                      "n_echo",  # answers whose copied prompt spans were cut before scoring
+                      "error_rate",  # failed ÷ (ok + failed)
+                      "valid",  # false when nothing succeeded or the failed share exceeds run.max_error_rate
+                      "failures",  # failed requests by error_kind: 'kind: n; …'
+                      "percentile_note",  # which percentiles are left out for too few samples, and why
+                      "note"])  # why the task is not valid, or how many requests had implausible counts
+# The task window's telemetry carried into the summary (several windows of one task, a resumed run's, add up)
+WINDOW_COLUMNS = (
+    "duration_s", "energy_j", "net_energy_j",  # the task window's length, s; its energy, J; less the idle draw, J
+    "avg_power_w", "peak_power_w", "idle_power_w",  # energy ÷ duration, W; the highest sample, W; the idle window's, W
+    "temp_avg_c", "temp_peak_c",  # temperature over the window, mean and peak, °C
+    "mem_peak_bytes", "mem_delta_bytes",  # memory at its peak; the peak's rise over the window's start
+    "throttle_seen",  # throttle reasons or thermal pressure seen inside the window
+    "tokens_per_joule",  # completion tokens ÷ energy_j
+    "joules_per_token",  # energy_j ÷ completion tokens
+    "tps_per_w",  # the mean decode rate ÷ avg_power_w: the paper's tok/s per W, from the same window
+    "efficiency_reason",  # why the efficiency figures are empty
+    "energy_boundary", "idle_subtracted")  # what the joules cover; false: the idle draw is included
+DERIVED_COLUMNS = (
+    "joules_per_correct",  # energy_j ÷ n_passed: the energy of one correct answer (scored tasks)
+    "mem_peak_gb",  # mem_peak_bytes in GB
+)
 
 
 def _passed(value: Any) -> float:
@@ -225,9 +254,14 @@ def join_windows(summary: pd.DataFrame, windows: pd.DataFrame | None, on: Sequen
     return _efficiency(out)
 
 
-SERVER_SUMMARY_COLUMNS = ["server_ttft_mean_ms", "ttft_client_minus_server_ms", "server_decode_tok_s",
-                          "server_generation_tokens", "client_completion_tokens", "token_delta_mismatch",
-                          "server_running_peak", "server_waiting_peak", "server_kv_usage_peak", "server_preemptions"]
+SERVER_SUMMARY_COLUMNS = [  # the task's windows in server_metrics.csv (several windows: counts add, peaks the maximum)
+    "server_ttft_mean_ms",  # the server's mean TTFT, ms
+    "ttft_client_minus_server_ms",  # client mean TTFT − the server's: what the network and the client add, ms
+    "server_decode_tok_s",  # the server's own decode rate
+    "server_generation_tokens", "client_completion_tokens",  # tokens the server says it generated; the rows' sum
+    "token_delta_mismatch",  # those two disagree
+    # peaks of the server's gauges: requests running, requests waiting, KV-cache usage (0–1); requests preempted
+    "server_running_peak", "server_waiting_peak", "server_kv_usage_peak", "server_preemptions"]
 
 
 def join_server_metrics(summary: pd.DataFrame, server: pd.DataFrame | None) -> pd.DataFrame:
@@ -328,8 +362,12 @@ def _efficiency(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-EFFICIENCY_COLUMNS = ["n_requests", "completion_tokens", "tokens_per_joule", "joules_per_token",
-                      "decode_tps_mean", "tps_per_w", "efficiency_reason"]
+EFFICIENCY_COLUMNS = [  # windows.csv's columns beside the telemetry's (docs/columns.md is written from these comments)
+    "n_requests", "completion_tokens",  # the task's measured ok requests inside the window, and their completion tokens
+    "tokens_per_joule", "joules_per_token",  # completion_tokens ÷ energy_j, and its inverse
+    "decode_tps_mean",  # those requests' mean decode rate
+    "tps_per_w",  # decode_tps_mean ÷ avg_power_w: the paper's tok/s per W
+    "efficiency_reason"]  # why the efficiency figures are empty
 
 
 def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:

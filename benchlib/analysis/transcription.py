@@ -22,11 +22,19 @@ from benchlib.records.schema import flag
 from benchlib.scoring.answers import transcript_words, word_errors
 from benchlib.scoring.graded import TRANSCRIPT_CHECKERS
 
+# transcription.csv's columns; each line's comment is its columns' meaning (docs/columns.md is written from them; a
+# column without one means what it means in requests.csv)
 CLIP_COLUMNS = ["host", "model", "task", "variant", "repeat", "request_kind", "status", "audio_s", "e2e_s", "rtf",
-                "reference_words", "errors", "wer", "words", "transcript"]
-CORPUS_COLUMNS = ["host", "model", "task", "request_kind", "clips", "clips_ok", "audio_s", "reference_words", "errors",
-                  "corpus_wer", "mean_clip_wer", "max_clip_wer", "e2e_mean_s", "rtf_mean", "rtf_max",
-                  "empty_transcripts"]
+                "reference_words", "errors", "wer",  # the reference's words; word errors against it; errors ÷ words
+                "words", "transcript"]  # the transcript's words; the transcript
+CORPUS_COLUMNS = ["host", "model", "task", "request_kind",
+                  "clips", "clips_ok",  # clips sent; clips answered
+                  "audio_s", "reference_words", "errors",  # summed over the task's clips
+                  "corpus_wer",  # errors ÷ reference words over every clip
+                  "mean_clip_wer", "max_clip_wer",  # the clips' WER, mean and worst
+                  "e2e_mean_s", "rtf_mean", "rtf_max",  # mean e2e, s; the real-time factor, mean and worst
+                  "empty_transcripts"]  # clips answered with no text (the tone: none heard)
+SCOPE_COLUMNS = ["scope"]  # clip: a row per transcribed clip; corpus: a row per task, over all its clips
 
 
 def _number(value: object) -> float:
@@ -95,7 +103,7 @@ def transcription_frame(requests: pd.DataFrame, tasks: Iterable[Task]) -> pd.Dat
     """transcription.csv: the clip rows (scope 'clip') followed by each task's corpus row (scope 'corpus')."""
     clips = clip_rows(requests, tasks)
     if clips.empty:
-        return pd.DataFrame(columns=["scope", *dict.fromkeys(CLIP_COLUMNS + CORPUS_COLUMNS)])
+        return pd.DataFrame(columns=[*SCOPE_COLUMNS, *dict.fromkeys(CLIP_COLUMNS + CORPUS_COLUMNS)])
     corpus = corpus_rows(clips)
     return pd.concat([clips.assign(scope="clip"), corpus.assign(scope="corpus")], ignore_index=True) \
-        .reindex(columns=["scope", *dict.fromkeys(CLIP_COLUMNS + CORPUS_COLUMNS)])
+        .reindex(columns=[*SCOPE_COLUMNS, *dict.fromkeys(CLIP_COLUMNS + CORPUS_COLUMNS)])

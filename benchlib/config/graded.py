@@ -28,7 +28,8 @@ cached per machine under cache_dir()/graded/, keyed by the block and the library
 also its generator module's text): every notebook kernel loads the task files, and importing reasoning-gym alone
 takes a second and a half. A generated set's media are made on first use, the whole set at once (`render_media`,
 called by Task.media_paths), into the folder beside its JSON: loading the task files draws no picture and speaks
-no sentence (a vision or audio suite that sends the set does, once per machine; bench/README.md has the times).
+no sentence (a vision or audio suite that sends the set does, once per machine; bench/results/, the generated-sets file,
+has the times).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and the second pass under load. RunSettings (config.params) takes them from Grad
                        mapping of set name to number or 'all' ('*' for the sets not named; a set neither named nor
                        covered sends none): the first n of each pool (graded_count)
     graded_in_flight   items sent at once in the first pass; unset: 1 on an embedded server, AUTO_GRADED_IN_FLIGHT
-                       on any other (in_flight)
+                       on any other, capped at what the pre-flight saw the server serve whole (in_flight)
     graded_concurrency above 1, a second pass of each set with that many in flight (accuracy under load), the first
                        pass then one at a time
 """
@@ -48,6 +48,11 @@ class GradedRunSettings(Section):
         "(a server that preempts, a quantized KV cache or a batch-dependent kernel shows there); the first pass is "
         "then sent one at a time")
 
+    preflight_in_flight: int | None = Field(
+        None, ge=1, le=4096, description="Set by the pre-flight (benchlib.measure.preflight), not by hand: how many "
+        "graded items the server serves at once without cutting or refusing one; caps the automatic "
+        "graded_in_flight")
+
     @model_validator(mode="after")
     def _graded_passes(self) -> "GradedRunSettings":
         if self.graded_concurrency > 1 and (self.graded_in_flight or 1) > 1:
@@ -71,7 +76,8 @@ def in_flight(run: GradedRunSettings, server_kind: str) -> int:
         return 1
     if run.graded_in_flight is not None:
         return run.graded_in_flight
-    return 1 if server_kind == "embedded" else AUTO_GRADED_IN_FLIGHT
+    auto = 1 if server_kind == "embedded" else AUTO_GRADED_IN_FLIGHT
+    return min(auto, run.preflight_in_flight) if run.preflight_in_flight is not None else auto
 
 
 def unknown_sets(run: GradedRunSettings, tasks: Mapping[str, Any]) -> str:

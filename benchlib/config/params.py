@@ -99,7 +99,11 @@ class ServerParams(_Section):
     software: str = Field("", description="vllm | sglang | llama.cpp | llama-cpp-python | ollama (provenance)")
     base_url: str = Field("", description="http(s)://host:port[/v1]; empty for embedded (chosen at start)")
     model: str = Field(min_length=1, max_length=MAX_DEPLOYMENT_NAME,
-                       description="Model id as the server names it; second part of the output path")
+                       description="The model's name: second part of the output path, and the id requests name "
+                                   "unless model_id says otherwise")
+    model_id: str = Field("", max_length=4096, description="The id requests name where the server lists the model "
+                          "under another (a llama-cpp-python server lists its GGUF's path); empty = model. The "
+                          "pre-flight fills it where the server lists exactly one model")
     variant: str = Field("", max_length=120, pattern=r"^[A-Za-z0-9_.,=+-]*$",
                          description="Label of this deployment's settings (a study's grid point, e.g. "
                                      "n_threads=1): part of its name and of its output folder")
@@ -184,6 +188,10 @@ class ServerParams(_Section):
             raise ValueError(f"model and variant make a folder name of {len(name)} characters (at most "
                              f"{MAX_DEPLOYMENT_NAME}): shorten server.variant")
         return self
+
+    def request_model(self) -> str:
+        """The id every request names: model_id where set, else model."""
+        return self.model_id or self.model
 
     def api_key(self) -> str:
         """The key, read from the environment at call time; never stored in params or outputs."""
@@ -428,9 +436,14 @@ class BenchParams(_Section):
         return run_dir(*self.deployment_parts(), suite, root)
 
     def sections(self) -> dict[str, Any]:
-        """Plain dicts per section, as papermill injects them (no secrets: only env var names live here)."""
-        return {name: getattr(self, name).model_dump(mode="json") if name != "tasks" else list(self.tasks)
-                for name in SECTIONS}
+        """Plain dicts per section, as papermill injects them (no secrets: only env var names live here). A server
+        the user started carries only the embedded settings the params gave (a weights path, say): the defaults
+        describe our embedded server, not theirs, and would read as theirs in a manifest."""
+        out = {name: getattr(self, name).model_dump(mode="json") if name != "tasks" else list(self.tasks)
+               for name in SECTIONS}
+        if self.server.kind != "embedded":
+            out["server"]["embedded"] = self.server.embedded.model_dump(mode="json", exclude_defaults=True)
+        return out
 
 
 def _hash_files(paths: list[Path], root: Path, extra: str = "") -> str:

@@ -143,6 +143,11 @@ def load_tasks(directory: Path | None = None) -> dict[str, Task]:
     return dict(_load_dir(str(directory or tasks_dir())))
 
 
+def graded_set_names(directory: Path | None = None) -> set[str]:
+    """The names of the graded sets (tasks with `graded:`)."""
+    return {name for name, task in load_tasks(directory).items() if task.graded is not None}
+
+
 def tasks_for(suite: str, names: list[str] | None = None, directory: Path | None = None) -> list[Task]:
     """The tasks of one suite, in file order, restricted to `names` when given (empty = all)."""
     wanted = set(names or [])

@@ -1,5 +1,5 @@
 """Where the server host's telemetry comes from (telemetry.source and its URLs): the fields TelemetryParams
-inherits, kept here so params.py stays one screenful per section. The README's "Telemetry where the model runs"
+inherits, kept here so params.py stays one screenful per section. docs/energy.md, "Telemetry where the model runs",
 describes each source."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Two wire protocols behind one interface (`Backend.stream`):
 - OpenAI-compatible (vLLM, SGLang, llama.cpp's llama-server, llama-cpp-python): a lean HTTP/1.1 client
   (benchlib/measure/wire.py) parses the SSE lines in the event loop's read callback, stamped with the kernel's receive
   time where available; the `openai` SDK + httpx cost more CPU per chunk and delayed stamps under load
-  (bench/README.md), and stay only for URLs an environment proxy applies to (raw body bytes, split into SSE
-  events by the same benchlib/measure/sse.py).
+  (bench/results/, the measure-accuracy file), and stay only for URLs an environment proxy applies to (raw body bytes,
+  split into SSE events by the same benchlib/measure/sse.py).
 - Ollama native `/api/chat` (NDJSON), whose final chunk carries server-side durations.
 A speech model gets `Backend.transcribe` instead: one clip to /v1/audio/transcriptions (benchlib.measure.transcription).
 
@@ -278,7 +278,7 @@ class OpenAIBackend(Backend):
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body, as the SDK would send it: named fields, then extra_body merged on top."""
-        body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
+        body: dict[str, Any] = {"model": self.server.request_model(), "messages": request.messages, "stream": True,
                                 "stream_options": {"include_usage": True}, "max_tokens": request.max_tokens,
                                 "temperature": request.temperature}
         if request.seed is not None:
@@ -383,7 +383,7 @@ class OpenAIBackend(Backend):
     async def transcribe(self, request: TranscriptionRequest, record: RequestRecord) -> None:
         """The clip as multipart/form-data to /audio/transcriptions, timed from the wire to the whole answer
         (benchlib.measure.transcription: the form, the answer's checks, e2e and the real-time factor)."""
-        data, files = transcription_form(request, self.server.model, record)
+        data, files = transcription_form(request, self.server.request_model(), record)
         tag = self.new_tag()
         record.started_at_unix = time.time()
         record.start_ns = time.perf_counter_ns()
@@ -495,7 +495,7 @@ class OllamaBackend(Backend):
         if request.seed is not None:
             options["seed"] = request.seed
         options.update({"stop": list(request.stop)} if request.stop else {})
-        body: dict[str, Any] = {"model": self.server.model, "messages": request.messages, "stream": True,
+        body: dict[str, Any] = {"model": self.server.request_model(), "messages": request.messages, "stream": True,
                                 "think": request.thinking, "keep_alive": ollama_keep_alive(self.server.keep_alive),
                                 "options": options}
         if request.tools:

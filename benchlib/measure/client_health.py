@@ -20,9 +20,14 @@ CLIENT_LAG_P99_MS = 5.0
 CLIENT_CPU_SHARE = 0.5
 
 
-HEALTH_COLUMNS = ["wall_s", "client_cpu_s", "client_cpu_per_request_ms", "client_cpu_share", "loop_lag_p50_ms",
-                  "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples", "client_bound", "client_bound_reason",
-                  "pacer"]
+HEALTH_COLUMNS = [  # a level's client health; each line's comment is its columns' meaning (docs/columns.md)
+    "wall_s", "client_cpu_s",  # the level's wall time and the client's CPU time over it (its sending process's too), s
+    "client_cpu_per_request_ms", "client_cpu_share",  # that CPU per request, ms; as a share of one core
+    # how late the client's event loop woke over the level (a 10 ms sleeper), ms: p50, p99, worst; the samples taken
+    "loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "loop_lag_samples",
+    # the client may have been the bottleneck (loop lag p99 above 5 ms, or CPU above half a core), and why
+    "client_bound", "client_bound_reason",
+    "pacer"]  # what the open-loop pacing thread and the sending process ran under (realtime, or normal and why)
 
 
 # ---- client self-check (the sampler and quiet_gc live with the loop, in benchlib.measure.event_loop) -----------------------

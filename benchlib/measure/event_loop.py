@@ -47,18 +47,18 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 # ---- an open-loop schedule kept by a thread, not by the loop's timer ---------------------------------------
 # The GIL's switch interval while a schedule is paced (CPython's default: 5 ms): the pacing thread, woken at an
-# instant, waits at most this long for the loop thread to let go of the GIL (bench/README.md, "Less CPU per request
-# in the sender": the sending thread)
+# instant, waits at most this long for the loop thread to let go of the GIL
+# (bench/results/2026-11-27-sender-cpu-per-request.md, "Less CPU per request in the sender": the sending thread)
 PACE_SWITCH_S = 0.00005
 # How early the pacer starts a request whose path can hand its write on (paced(lead_ns=...)): the loop builds the
 # request and takes its connection in that time, between the response callbacks it is running, and the sending
 # process (or the pacing thread) writes it at the instant itself. A loop held up longer than this (preempted on a busy
-# box) hands requests over late (bench/README.md, "The sending process"); short enough that a request held in
+# box) hands requests over late (bench/results/2026-11-28-sending-process.md); short enough that a request held in
 # preparation keeps its connection and slot briefly.
 SEND_LEAD_S = 0.050
 _pacing, _switch_s = 0, 0.005
 # The pacing thread's scheduling, where the OS permits: the lowest real-time priority, so at its instant it runs at
-# once instead of waiting for a busy core's time slice (bench/README.md, "A real-time pacing thread"). It sleeps
+# once instead of waiting for a busy core's time slice (bench/results/2026-11-28-real-time-pacing-thread.md). It sleeps
 # between instants and works microseconds at each, so it cannot starve the loop or the server (and the kernel caps
 # real-time threads at 95 % of a core in any case).
 PACER_REALTIME = send_process.REALTIME

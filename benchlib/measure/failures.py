@@ -2,7 +2,7 @@
 Ollama's NDJSON): the failure type, the server's own message from an error body, Retry-After, and how a
 connect error is classified (DNS, refused, timeout, other).
 
-Error kinds a row can carry (README: error_kind): connection_refused, dns_failure, connect_timeout,
+Error kinds a row can carry (docs/columns.md: error_kind): connection_refused, dns_failure, connect_timeout,
 connect_error, read_timeout, deadline_exceeded, response_too_large, http_<status> (3xx included: redirects are
 not followed), stream_cut, bad_response, bad_encoding, not_a_stream, bad_chunk, empty_response, server_error,
 client_error (an exception the client did not expect: a bug to report), payload_error, modality_not_supported.

@@ -101,11 +101,18 @@ SERVERS: dict[str, ServerNames] = {
 }
 
 
-SERVER_METRICS_COLUMNS = [
-    "window", "kind", "t_start_ns", "t_end_ns", "software",
+SERVER_METRICS_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    "window", "kind", "t_start_ns", "t_end_ns",  # the telemetry window it covers (its name, kind and edges)
+    "software",  # whose metric names were read (vLLM, SGLang, llama.cpp)
+    # the server's mean TTFT, inter-token latency and end-to-end time over the window, s, from its histograms' deltas,
+    # and the requests those histograms counted
     "server_ttft_mean_s", "server_itl_mean_s", "server_e2e_mean_s", "server_requests",
-    "server_running_peak", "server_waiting_peak", "server_kv_usage_peak", "server_preemptions",
-    "server_prompt_tokens", "server_generation_tokens", "server_decode_tok_s", "server_metrics_reason",
+    # peaks of the gauges polled inside the window: requests running, requests waiting, KV-cache usage (0–1)
+    "server_running_peak", "server_waiting_peak", "server_kv_usage_peak",
+    "server_preemptions",  # requests the server preempted in the window
+    "server_prompt_tokens", "server_generation_tokens",  # prompt and generated tokens the server counted in the window
+    "server_decode_tok_s",  # the server's own decode rate (llama.cpp: tokens predicted ÷ the seconds it spent on them)
+    "server_metrics_reason",  # why a figure is missing (no /metrics, a scrape that failed, a name the server lacks)
 ]
 
 

@@ -137,7 +137,7 @@ class ServerTokenizer:
             return None  # Ollama has no tokenizer endpoint: calibrate
         probe = "The quick brown fox jumps over the lazy dog near the river bank."
         for name, path, body in order:
-            tokenizer = cls(root, name, path, body, params.server.model, headers, timeout=PROBE_DEADLINE_S,
+            tokenizer = cls(root, name, path, body, params.server.request_model(), headers, timeout=PROBE_DEADLINE_S,
                             secret=params.server.secret())
             try:
                 n = tokenizer.count(probe)

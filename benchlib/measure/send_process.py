@@ -4,7 +4,7 @@ its own, so no lock of the client's interpreter stands between an instant and th
 Why a process: the pacing thread (event_loop.paced) wakes at its instant at real-time priority, but to write it must
 take the GIL, which the loop thread holds while it parses responses; on a busy box the kernel preempts the loop
 thread while it holds it, and the pacer then waits for that thread's next time slice, milliseconds at times
-(bench/README.md, "The sending process"). This process has its own interpreter and does nothing else: it sleeps
+(bench/results/2026-11-28-sending-process.md). This process has its own interpreter and does nothing else: it sleeps
 until the next instant (select's timeout, in microseconds, with no timer slack at real-time priority), writes, and
 sleeps again.
 

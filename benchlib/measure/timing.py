@@ -1,5 +1,5 @@
 """How a request is timed: the stamps of one streamed answer (StreamState) become its metrics on the record
-(finalize, compute_rates), by the README's definitions, on the monotonic clock (time.perf_counter_ns):
+(finalize, compute_rates), by the definitions of docs/columns.md, on the monotonic clock (time.perf_counter_ns):
 
     TTFT     first content or reasoning delta − request start (the wire start: the first byte sent)
     TTFO     first answer content (or tool call) − request start: thinking text does not count
@@ -88,7 +88,7 @@ class StreamState:
 
 
 def finalize(record: RequestRecord, state: StreamState, end_ns: int) -> None:
-    """Derive timing metrics from stamps and server token counts (see README for definitions)."""
+    """Derive timing metrics from stamps and server token counts (docs/columns.md has the definitions)."""
     record.e2e_s = (end_ns - state.start_ns) / NS
     record.response_text = "".join(state.content)
     record.reasoning_text = "".join(state.reasoning)

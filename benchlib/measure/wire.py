@@ -4,8 +4,9 @@ inside the event loop's read callback.
 Why not httpx here: the httpx → httpcore → h11 → anyio stack costs several times this module's CPU per
 streamed chunk, and the openai SDK more per request it builds; with many streams on one event loop a chunk then
 waits behind the other streams' parsing before it is stamped, and TTFT and ITL come out high (the figures, from
-bench/measure_accuracy.py against a server logging its own send instants: bench/README.md, "How the client gets
-there"). Here the loop's read callback undoes the chunked framing and hands complete lines to the caller's
+bench/measure_accuracy.py against a server logging its own send instants: bench/results/2026-11-22-measure-accuracy.md,
+"How the client gets there"). Here the loop's read callback undoes the chunked framing and hands complete lines to the
+caller's
 `on_line(line, arrival_ns)` at once, with no task switch per chunk.
 
 The stamp: on plain-HTTP connections on Linux, the kernel's own receive timestamp of the read (SO_TIMESTAMPNS,

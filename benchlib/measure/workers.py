@@ -1,5 +1,5 @@
 """An open-loop level sent from several processes: one client process holds a schedule only up to the rate its
-one core can build, send and read requests at (bench/README.md, worker_scaling.py), so a level above it is
+one core can build, send and read requests at (bench/results/, the worker-scaling files), so a level above it is
 split across worker processes, each with its own event loop, its own backend (its own HTTP connections, the
 same wire path and kernel receive stamps as the single-process sender) and its own loop-lag sampler.
 
@@ -44,7 +44,7 @@ SPAWN = multiprocessing.get_context("spawn")
 
 
 # "auto" starts one worker per this many offered req/s (up to the cores): well inside the rate one process holds
-# its schedule at on a shared 2-core box (bench/README.md, worker_scaling.py)
+# its schedule at on a shared 2-core box (bench/results/, the worker-scaling files)
 AUTO_RPS_PER_WORKER = 250.0
 
 

@@ -13,6 +13,8 @@ import seaborn as sns
 from matplotlib.ticker import PercentFormatter
 
 from benchlib.analysis import host, paired, sequential, stats
+from benchlib.analysis.failures import GRADED_FAILED, graded_outcome
+from benchlib.config.tasks import graded_set_names
 from benchlib.config.formatting import fmt
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
@@ -20,7 +22,8 @@ from benchlib.paper.settings import THIS_RUN
 from benchlib.paper.style import empty_figure, theme, wrap
 from benchlib.records.schema import flag
 
-PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "looks", "reason", "baseline", "alpha_at_stop", "detail"]
+PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "sent", "answered", "scored", "looks", "reason", "baseline",
+                "alpha_at_stop", "detail"]
 
 
 def _value(row: pd.Series, side: str) -> str:
@@ -49,6 +52,9 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         return None
     requests = runs.requests.assign(system=runs.named(runs.requests))
     ours = systems[systems["source"] == THIS_RUN] if len(systems) and "source" in systems else systems
+    if "excluded" in ours:  # nothing is ranked on answers it did not get (analysis.failures.not_ranked)
+        ours = ours[~ours["excluded"].map(lambda v: isinstance(v, str) and v.startswith(GRADED_FAILED))]
+        requests = requests[requests["system"].isin(ours["system"])]
     frame = host.head_to_head(requests, ours, runs.plans())
     if frame.empty:
         return None
@@ -70,13 +76,24 @@ def quality_plan_table(runs: Runs) -> Table | None:
     """Per deployment that answered graded items: the plan it followed, planned and used n, the looks and why it
     stopped (a deployment without quality_plan.csv followed the fixed plan: every planned item, one look)."""
     looks = runs.quality_plans if runs.quality_plans is not None else pd.DataFrame()
+    outcome = graded_outcome(runs.requests, graded_set_names()).set_index(["host", "model"])
+
+    def counts(host_name: str, model: str) -> dict[str, int]:
+        """What a reader is told of the graded requests: sent, answered, scored (analysis.failures)."""
+        if (host_name, model) not in outcome.index:
+            return {"sent": 0, "answered": 0, "scored": 0}
+        row = outcome.loc[(host_name, model)]
+        return {"sent": int(row["graded_sent"]), "answered": int(row["graded_answered"]),
+                "scored": int(row["graded_scored"])}
+
     rows = []
     for (host_name, model), group in (looks.groupby(["host", "model"], sort=False) if len(looks) else []):
         last = group.iloc[-1]
         detail = (f"{int(last['a_only'])} vs {int(last['b_only'])} discordant, p = {fmt(last['p_value'], '.2g')}"
                   if last["plan"] == "compare" else
                   f"{int(last['passed'])} of {int(last['n'])} passed, ± {fmt(last['half_width'], '.1%')}")
-        rows.append({"system": runs.name(host_name, model), "plan": last["plan"], "planned_n": int(last["planned_n"]),
+        rows.append({**counts(host_name, model), "system": runs.name(host_name, model), "plan": last["plan"],
+                     "planned_n": int(last["planned_n"]),
                      "used_n": int(last["n"]), "looks": len(group),
                      "reason": last["reason"] if isinstance(last["reason"], str) and last["reason"] else "not stopped",
                      "baseline": last["baseline"] if isinstance(last.get("baseline"), str) else "",
@@ -94,7 +111,9 @@ def quality_plan_table(runs: Runs) -> Table | None:
             if name in planned:
                 continue
             mine = items[items["system"] == f"{model} @ {host_name}"]
-            rows.append({"system": name, "plan": "fixed", "planned_n": len(group), "used_n": len(mine), "looks": 1,
+            sent = counts(host_name, model)
+            rows.append({**sent, "system": name, "plan": "fixed", "planned_n": max(len(group), sent["sent"]),
+                         "used_n": len(mine), "looks": 1,
                          "reason": sequential.FIXED, "baseline": "", "alpha_at_stop": float("nan"),
                          "detail": f"{int(mine['passed'].sum())} of {len(mine)} passed"})
     if not rows:

@@ -21,7 +21,7 @@ from benchlib.analysis import roofline, weights
 from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
-from benchlib.config.params import NOTEBOOK_ORDER
+from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
 from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
@@ -114,10 +114,11 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
                 "bytes_per_param_source", "weights_read_gb", "weights_file",
                 "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds",
-                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced"]
+                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced", "max_error_rate"]
 
 
-REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup", "checker",
+REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "error_kind", "is_warmup",
+                "checker",
                 "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency",
                 "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
 
@@ -330,6 +331,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "path": ", ".join(sorted(entry["paths"])),
         **_client_error(manifest.get("client_calibration")),
         "graded_reduced": reduced_note(entry.get("graded")),
+        "max_error_rate": number(run_p.get("max_error_rate", RunSettings().max_error_rate)),
     }
 
 

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from benchlib.analysis import frontier, host, paired
+from benchlib.analysis.failures import GRADED_FAILED
 from benchlib.analysis.roofline import above_ceiling
 from benchlib.config import metrics
 from benchlib.config.formatting import fmt, is_missing
@@ -104,7 +105,13 @@ def verdict_summary(tables: Mapping[str, Table], regimes: Mapping[str, frontier.
     data = tables["frontier"].data
     systems = tables["_systems"].data if "_systems" in tables else pd.DataFrame()
     ours = list(dict.fromkeys(data.loc[data["source"] == THIS_RUN, "system"])) if len(data) else []
-    blocks = [_host_block(tables)] if "on_this_host" in tables else []
+    failed = systems[(systems["source"] == THIS_RUN) & systems["excluded"].map(
+        lambda v: isinstance(v, str) and v.startswith(GRADED_FAILED))] if len(systems) and "excluded" in systems \
+        else systems.iloc[0:0]
+    blocks = [Block("Not ranked", [Sentence(f"**{r.system}**: {r.excluded} — the terminal and its manifest say why; "
+                                            f"fix the server and run it again.", ())
+                                   for r in failed.itertuples()])] if len(failed) else []
+    blocks += [_host_block(tables)] if "on_this_host" in tables else []
     blocks.append(Block("What was judged", [_judged(ours, data)]))
     for key, rows in (data.groupby("regime_key", sort=False) if len(data) else []):
         if key in regimes:
@@ -146,7 +153,9 @@ def _host_block(tables: Mapping[str, Table]) -> Block:
             + ".", HOST))
     if len(plan):
         block.sentences.append(Sentence("Graded items: " + "; ".join(
-            f"**{r.system}** {r.used_n} of {r.planned_n} planned ({_stopped(r)})" for r in plan.itertuples())
+            f"**{r.system}** {r.sent} sent" + ("" if r.plan == "fixed" else f" of {r.planned_n} planned")
+            + f", {r.answered} answered, {r.scored} scored ({_stopped(r)})"
+            for r in plan.itertuples())
             + ".", PLAN))
     return block
 

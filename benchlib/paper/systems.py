@@ -16,12 +16,13 @@ from benchlib.config import metrics
 from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.analysis import load_levels
+from benchlib.analysis.failures import graded_outcome, not_ranked
 from benchlib.analysis.serving import serving_figures
 from benchlib.config.formatting import is_missing
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
 from benchlib.records.schema import flag, number
-from benchlib.config.tasks import load_tasks
+from benchlib.config.tasks import graded_set_names, load_tasks
 
 
 # why a speech model (server.api transcription) is on no frontier and no roofline: the audio table compares it
@@ -137,6 +138,8 @@ def run_systems(runs: Runs) -> pd.DataFrame:
     # the compare plans' verdicts, which the frontier gives those pairs (paired.PLAN_COLUMN)
     systems[paired.PLAN_COLUMN] = systems["system"].map(paired.plans_by_system(paired.plan_pairs(runs.plans())))
     meta = runs.meta.set_index("system")
+    outcome = graded_outcome(runs.requests, graded_set_names()).assign(system=lambda f: runs.named(f)) \
+        .set_index("system")
     out = []
     for row in systems.to_dict("records"):
         info = meta.loc[row["system"]] if row["system"] in meta.index else pd.Series(dtype=object)
@@ -152,7 +155,9 @@ def run_systems(runs: Runs) -> pd.DataFrame:
             "server": f"{info.get('server_software', '')} {info.get('server_version', '')}".strip(),
             # a random-weights checkpoint measures payloads and timings, not a deployment anyone would choose
             "excluded": "random weights (timings only)" if info.get("weights") == "random" else
-            SPEECH_MODEL if info.get("server_api") == "transcription" else "",
+            SPEECH_MODEL if info.get("server_api") == "transcription" else
+            not_ranked(outcome.loc[row["system"]] if row["system"] in outcome.index else {},
+                       number(info.get("max_error_rate", 0.2))),
             "hardware": info.get("hardware", "") or info.get("cpu", ""),
             "quantization": info.get("quantization", ""),
             "memory_bandwidth_gbs": info.get("memory_bandwidth_gbs", math.nan),

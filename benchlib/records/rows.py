@@ -1,8 +1,8 @@
 """One tidy row per request, appended durably as it finishes (batched with its neighbours: BatchedAppends), and
 read back for resume and analysis.
 
-The column set is the dataclass below; README.md documents each column. Lists and dicts are stored
-as JSON text so requests.csv stays a flat, tidy table.
+The column set is the dataclass below, each field's comment its meaning (docs/columns.md is written from them).
+Lists and dicts are stored as JSON text so requests.csv stays a flat, tidy table.
 """
 
 from __future__ import annotations
@@ -28,99 +28,108 @@ from benchlib.records.schema import complete_prefix, dataclass_kinds, log, read_
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_UNSUPPORTED = "unsupported"
+# Failures a rerun sends again: nothing answered, the answer was cut or timed out, the server turned it away
+RETRY_KINDS = frozenset({"connection_refused", "dns_failure", "connect_timeout", "connect_error", "read_timeout",
+                         "deadline_exceeded", "stream_cut", "empty_response", "server_error", "http_429",
+                         "http_408"})
 SURROGATE = re.compile("[\ud800-\udfff]")  # code points UTF-8 cannot encode
 REPLACEMENT = "\ufffd"
 
 
 @dataclass
 class RequestRecord:
-    # identity (request_key is what resume skips on)
+    """One request as requests.csv holds it. Each field's comment is its column's meaning: docs/columns.md is written
+    from them (tools/columns_doc.py)."""
+
+    # provenance of the row
     run_id: str = ""
     host: str = ""
     model: str = ""
     server_kind: str = ""
     server_software: str = ""
+    # what was measured
     suite: str = ""
     modality: str = ""
     task: str = ""
     variant: str = ""
     repeat: int = 0
-    concurrency: int = 1
-    is_warmup: bool = False
-    request_key: str = ""
+    concurrency: int = 1  # requests in flight when it was sent (the level's, or the graded set's in-flight count)
+    is_warmup: bool = False  # a warm-up request: recorded, left out of every statistic
+    request_key: str = ""  # suite/task/variant/repeat/concurrency: what a resumed run skips on
     task_set: str = ""  # hash of the task files' content this request's prompt and checker came from
-    # what was sent
+    # what was sent (each prompt starts with a unique `(ref …)` id, so no prompt cache has seen it)
     prompt: str = ""
     media_count: int = 0
     payload_bytes: int = 0
     max_tokens: int = 0
     thinking: bool = False
-    request_kind: str = "chat"  # chat | transcription (server.api)
+    request_kind: str = "chat"  # chat | transcription (server.api; a transcription sends the clip alone: prompt empty)
     audio_s: float | None = None  # transcription: seconds of audio sent (the server's usage.seconds, else the file's)
-    # outcome
-    status: str = STATUS_OK
+    status: str = STATUS_OK  # ok, failed, or unsupported (the deployment does not take that input)
+    # why a request failed (benchlib/measure/failures.py lists the kinds: connection_refused, read_timeout, http_404,
+    # stream_cut, deadline_exceeded, response_too_large, …; check_error on an ok row: the checker raised), the
+    # server's own message (long ones cut, marked …[cut]) and the HTTP status
     error_kind: str = ""
     error_message: str = ""
     http_status: int | None = None
-    # timing (seconds; all from time.perf_counter_ns, wall clock only to place the request in telemetry)
-    started_at_unix: float = 0.0
-    start_ns: int = 0
-    ttft_s: float | None = None
-    ttfo_s: float | None = None
-    e2e_s: float | None = None
-    tpot_s: float | None = None
-    decode_tps: float | None = None
+    started_at_unix: float = 0.0  # wall clock when it was sent: places the request in the telemetry
+    start_ns: int = 0  # monotonic stamp (perf_counter_ns) when the request went on the wire
+    ttft_s: float | None = None  # time to first token: the first non-empty content or reasoning delta − start
+    ttfo_s: float | None = None  # time to first answer output (content or a tool call), after any thinking
+    e2e_s: float | None = None  # end of the stream − start (a transcription: the whole answer − start)
+    tpot_s: float | None = None  # (t_last − t_first) ÷ (completion_tokens − 1)
+    decode_tps: float | None = None  # 1 ÷ tpot_s: the decode rate, tokens per second
+    # (prompt_tokens − cached_tokens) ÷ TTFT, the tokens the server computed, at concurrency 1 only (above it TTFT
+    # includes queueing)
     prefill_tps: float | None = None
-    itl_s: list[float] = field(default_factory=list)
+    itl_s: list[float] = field(default_factory=list)  # JSON list of the intervals between deltas, seconds
     rtf: float | None = None  # transcription: real-time factor, e2e_s ÷ audio_s (below 1: faster than the audio plays)
-    # tokens: server usage first, client counts beside
+    # token counts from the server (usage, Ollama's eval counts, or the embedded server's log)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
-    token_source: str = ""  # usage | server_log | client_deltas
+    token_source: str = ""  # usage | server_log | client_deltas (only when the server gives none) | an importing tool
     implausible_counts: str = ""  # server counts left out of every figure, and why (benchlib.measure.timing)
+    # what the client saw: a streamed chunk is not a token
     client_deltas: int = 0
     client_content_deltas: int = 0
     client_reasoning_deltas: int = 0
     client_chunks: int = 0
-    # server-side view (llama.cpp timings, Ollama durations)
+    # the server's own timings (llama.cpp's timings or log, Ollama's durations)
     server_prompt_tokens: int | None = None
     server_prefill_tps: float | None = None
     server_decode_tps: float | None = None
     server_load_s: float | None = None
     decode_ratio: float | None = None  # client decode tok/s ÷ server decode tok/s
-    rate_mismatch: bool = False
-    cache_suspect: bool = False
-    cold: bool = False
-    client_stalled: bool = False  # the client's loop was held up > 20 ms in flight and deltas shared a read
-    # answer
-    finish_reason: str = ""
-    truncated: bool = False
-    response_text: str = ""
-    reasoning_text: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    rate_mismatch: bool = False  # decode_ratio more than 10 % from 1 (answers of at least 16 tokens)
+    cache_suspect: bool = False  # at least run.cache_suspect_share of the prompt came from the server's cache
+    cold: bool = False  # the server's load time was above run.cold_load_s
+    # the client's loop was held up more than 20 ms in flight and deltas shared one late stamp: TTFT / ITL may be late
+    client_stalled: bool = False
+    finish_reason: str = ""  # as the server gave it
+    truncated: bool = False  # finish_reason == "length": reported apart from wrong answers
+    response_text: str = ""  # the answer as sent, raw
+    reasoning_text: str = ""  # the thinking text, kept apart
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # structured tool calls, JSON
     text_replaced: bool = False  # text UTF-8 cannot encode (a lone surrogate) was written as U+FFFD
-    # scoring
-    checker: str = ""
-    passed: bool | None = None
-    score: float | None = None
-    check_detail: str = ""
+    checker: str = ""  # the task's checker
+    passed: bool | None = None  # full credit (empty when the row was not scored)
+    score: float | None = None  # the checker's score, partial credit kept
+    check_detail: str = ""  # the checker's reasoning in words (which rule read what)
     answer_read: str = ""  # the final answer the checker read out of the text (graded sets; code that was run)
     echo: bool = False  # long verbatim spans of the prompt were cut from the answer before the checker ran
-    looping: bool = False
-    # client health
-    client_prep_s: float | None = None  # SDK request building before the wire stamp (not in TTFT)
-    client_cpu_s: float | None = None
-    client_stall_ms: float | None = None  # longest event-loop hold-up while in flight (aio.LoopLagSampler)
+    looping: bool = False  # repetition detected in the answer
+    client_prep_s: float | None = None  # request building and connection setup before the wire stamp (not in TTFT)
+    client_cpu_s: float | None = None  # the client's CPU time for the request
+    client_stall_ms: float | None = None  # the latest the client's event loop woke while the request was in flight, ms
     reconnects: int = 0  # re-sent on a fresh connection: the server had closed the pooled idle one unanswered
-    # open-loop scheduling (load rate sweep; empty elsewhere)
-    scheduled_ns: int = 0  # the send instant the arrival schedule meant (perf_counter_ns)
+    # open-loop scheduling (the rate sweep and the trace replay; empty elsewhere)
+    scheduled_ns: int = 0  # the send instant the arrival schedule (or the trace) meant (perf_counter_ns)
     queue_wait_s: float | None = None  # scheduled instant → a max-concurrency slot was free
     schedule_lag_s: float | None = None  # max(scheduled instant, slot free) → the request went on the wire
-    target_prompt_tokens: int | None = None  # server-counted prompt length the workload drew
-    # a row imported from another tool (benchlib.measure.foreign): its fields that have no column here
-    extra: dict[str, Any] = field(default_factory=dict)
+    target_prompt_tokens: int | None = None  # server-counted prompt length the workload drew or asked for
+    extra: dict[str, Any] = field(default_factory=dict)  # an imported row: the tool's fields with no column here, JSON
 
     def replace_unencodable(self) -> bool:
         """A server may send text UTF-8 cannot encode (a lone surrogate such as \\ud800, from a JSON escape), which
@@ -172,12 +181,16 @@ class RequestLog:
         self._lock = threading.Lock()  # rows arrive from executor threads: one header, whole rows
 
     def done_keys(self, run_id: str | None = None) -> set[str]:
-        """Keys of whole rows already recorded (any status): a resumed run does not redo them. A torn or
-        malformed row is never counted as done (read_requests leaves it out, with a warning)."""
+        """Keys of whole rows already recorded: a resumed run does not redo them — except a request whose last
+        attempt failed in a way the server may not repeat (RETRY_KINDS: refused, cut, timed out, a 5xx), which a
+        rerun sends again (its new row supersedes the old, read_requests). A torn or malformed row is never counted
+        as done (read_requests leaves it out, with a warning)."""
         frame = read_requests(self.path)
         if run_id is not None:
             frame = frame[frame["run_id"] == run_id]
-        return set(frame["request_key"])
+        kinds = frame["error_kind"] if "error_kind" in frame else pd.Series("", index=frame.index)
+        again = (frame["status"] == STATUS_FAILED) & kinds.map(lambda k: isinstance(k, str) and retry_worthy(k))
+        return set(frame.loc[~again, "request_key"])
 
     def recover(self) -> str:
         """Move a torn last row aside before anything is appended: a crash, a kill or a full disk can cut the
@@ -324,17 +337,25 @@ def _append_rows(path: Path, columns: Sequence[str], rows: list[Mapping[str, Any
         os.close(fd)
 
 
+def retry_worthy(error_kind: str) -> bool:
+    """A failure a rerun sends again (RETRY_KINDS, any HTTP 5xx): the server or the route may answer next time."""
+    return error_kind in RETRY_KINDS or error_kind.startswith("http_5")
+
+
 def read_requests(path: Path) -> pd.DataFrame:
     """requests.csv typed by REQUEST_KINDS (booleans are booleans, counts nullable integers, JSON decoded).
 
     Rows that cannot be read whole (a torn last line) or that lack a request key or a known status are left
-    out with a warning naming the file and the count (schema.read_csv); never silently.
+    out with a warning naming the file and the count (schema.read_csv); never silently. A request sent again by a
+    rerun (its earlier attempt failed: RETRY_KINDS) is read as its last attempt; the file keeps every one.
     """
     frame = read_csv(path, REQUEST_KINDS, label=str(path), required=("request_key", "status"))
     known = frame["status"].isin([STATUS_OK, STATUS_FAILED, STATUS_UNSUPPORTED])
     if not known.all():
         log.warning("%s: %d row(s) with an unknown status were left out", path, int((~known).sum()))
         frame = frame[known]
+    keys = ["run_id", "request_key"] if "run_id" in frame else ["request_key"]
+    frame = frame[~frame.duplicated(keys, keep="last")]
     return frame.reset_index(drop=True)
 
 

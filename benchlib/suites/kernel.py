@@ -6,7 +6,8 @@ When that edge is consumed while a poll waits (a send on the same socket, a read
 reordering the two), the message sits readable in the socket and the poll never wakes: papermill then waits on an
 execute_reply that has already arrived, with the kernel idle. A new poll reads ZMQ_EVENTS before it waits, so a
 poll renewed every POLL_SLICE_S finds such a message within one slice. A caller's own timeout is kept (Empty at
-its end); only the longest single wait changes. bench/README.md has how often the hang struck without this.
+its end); only the longest single wait changes. bench/results/2026-11-26-notebook-kernel.md has how often the hang
+struck without this.
 """
 
 from __future__ import annotations

@@ -15,8 +15,12 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
+from benchlib.analysis.failures import FailureReport, failure_report
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
+from benchlib.measure import preflight
 from benchlib.records import store
 from benchlib.records.rows import RequestLog, read_requests, write_atomic
 from benchlib.suites.run_folder import (RunConflict, check_unlocked, prepare_out_dir, results_root, run_lock,
@@ -113,13 +117,53 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
+def suite_failures(suite_dir: Path, suite: str, params: BenchParams) -> FailureReport:
+    """The suite's failed requests against run.max_error_rate (analysis.failures), from its requests.csv."""
+    path = suite_dir / "requests.csv"
+    requests = read_requests(path) if path.is_file() else pd.DataFrame(columns=["status"])
+    run_id = read_manifest(suite_dir).get("run_id")
+    if run_id and "run_id" in requests:
+        requests = requests[requests["run_id"] == run_id]
+    sets = (read_manifest(suite_dir).get("graded") or {}).get("sets") or {}
+    return failure_report(requests, suite, params.run.max_error_rate, sets)
+
+
+def read_manifest(suite_dir: Path) -> dict:
+    try:
+        data = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def take_preflight(params: BenchParams, notebooks: list[str], root: Path) -> BenchParams:
+    """A user's server is asked first (measure.preflight): its findings printed and kept in the deployment's
+    folder; the params the suites run with come back. An embedded server has none (a stale record is removed)."""
+    folder = params.suite_dir("x", root).parent
+    if params.server.kind == "embedded" and not params.server.base_url:
+        (folder / preflight.PREFLIGHT_JSON).unlink(missing_ok=True)
+        return params
+    checked = preflight.check(params, notebooks)
+    for line in checked.lines():
+        print(line, flush=True)
+    preflight.save(checked, folder)
+    return preflight.apply(params, checked)
+
+
 def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], fresh: bool,
                   progress: bool = True) -> tuple[dict[str, str], list[Path]]:
-    """Execute each suite notebook; a failing notebook is reported and the next one still runs. Returns
-    {failed suite: its one-line reason} and the suite folders."""
+    """The pre-flight of a user's server, then each suite notebook; a failing notebook is reported and the next one
+    still runs, a suite whose failed share is above run.max_error_rate is failed too (not the load suite: its
+    levels above what the server takes are what a sweep measures). Returns {failed suite: its
+    one-line reason} and the suite folders."""
     failed: dict[str, str] = {}
     suite_dirs: list[Path] = []
     root, url = results_root(params)
+    try:
+        params = take_preflight(params, notebooks, root)
+    except preflight.PreflightError as exc:
+        print(f"✗ pre-flight: {exc}", flush=True)
+        return {"pre-flight": str(exc)}, suite_dirs
     for suite in notebooks:
         suite_dir = params.suite_dir(suite, root)
         try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
@@ -153,6 +197,10 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
                 failed[suite] = "its executed notebook could not be written"
                 print(f"✗ {suite} measured in {time.monotonic() - started:.0f} s, but {failed[suite]} (see the warning "
                       f"above); results are in {shown_path(str(suite_dir))}/", flush=True)
+            elif suite != "load" and (report := suite_failures(suite_dir, suite, params)).over:
+                failed[suite] = report.reason()
+                print(f"✗ {suite} measured in {time.monotonic() - started:.0f} s, but\n    "
+                      + "\n    ".join(report.lines()), flush=True)
             else:
                 print(f"✓ {suite} done in {time.monotonic() - started:.0f} s", flush=True)
         finally:

@@ -51,24 +51,29 @@ def client_error(out_dir: Path | None) -> str:
 
 
 def console_table(summary: pd.DataFrame) -> str:
-    """Plain-text per-task table for the terminal: requests, decode tok/s mean±sd, TTFT p50, e2e p50, accuracy."""
-    rows = []
+    """Plain-text per-task table for the terminal: requests sent and failed, decode tok/s mean±sd, TTFT p50, e2e p50,
+    accuracy; each INVALID row's reason below the table."""
+    rows, notes = [], []
     for _, row in summary.iterrows():
         tps = MISSING if is_missing(row.get("decode_tps_mean")) else \
             f"{fmt(row.get('decode_tps_mean'), '.1f')}±{fmt(row.get('decode_tps_sd'), '.1f')}"
         status = "" if flag(row.get("valid", True)) else " INVALID"
+        if status:
+            note = "" if is_missing(row.get("note")) else str(row.get("note") or "")
+            notes.append(f"INVALID {row.get('suite', '')} · {row['task']}: {note or 'see summary.csv'}")
         if row.get("n_ok", 0) == 0 and row.get("n_unsupported", 0):
             status = " not supported"
         scored = row.get("n_scored")
         accuracy = interval(row.get("accuracy"), row.get("accuracy_lo"), row.get("accuracy_hi"), ".0%",
                             n=None if is_missing(scored) else int(scored))
-        rows.append([row.get("suite", ""), row["task"], int(row.get("n_ok", 0) + row.get("n_failed", 0)), tps,
-                     fmt(row.get("ttft_s_p50"), ".3f"), fmt(row.get("e2e_s_p50"), ".2f"), accuracy + status])
-    frame = pd.DataFrame(rows, columns=["suite", "task", "requests", "decode tok/s", "TTFT p50 s", "e2e p50 s",
+        rows.append([row.get("suite", ""), row["task"], int(row.get("n_ok", 0) + row.get("n_failed", 0)),
+                     int(row.get("n_failed", 0) or 0), tps, fmt(row.get("ttft_s_p50"), ".3f"),
+                     fmt(row.get("e2e_s_p50"), ".2f"), accuracy + status])
+    frame = pd.DataFrame(rows, columns=["suite", "task", "sent", "failed", "decode tok/s", "TTFT p50 s", "e2e p50 s",
                                         "accuracy [95% CI] (n scored)"])
     if "model" in summary and summary["model"].nunique() > 1:  # several deployments (e.g. the ladder's rungs)
         frame.insert(0, "model", summary["model"].astype(str).to_numpy())
-    return frame.to_string(index=False)
+    return "\n".join([frame.to_string(index=False), *notes])
 
 
 LOAD_ACCURACY_COLUMNS = ["set", "in flight", "items", "accuracy at 1", "accuracy under load",

@@ -68,8 +68,9 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
                          "token).")
     assert smoke.startswith("Beside the verdict, not part of it — the seeds' smoke tasks: "
                             f"{FAST} 100% vs {SLOW} 75% on 8 items (tie)")
-    assert plan == (f"Graded items: **{FAST}** 30 of 60 planned (decided against tiny-model+slow at look 2, "
-                    f"18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW}** 30 of 30 planned (fixed size).")
+    assert plan == (f"Graded items: **{FAST}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
+                    f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW}** 30 sent, 30 "
+                    f"answered, 30 scored (fixed size).")
 
 
 def test_the_report_shows_on_this_host_before_the_published_comparison(built):

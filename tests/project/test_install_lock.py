@@ -121,3 +121,31 @@ def test_the_locked_install_recipes_are_valid_shell(tree):
     for line in lines:
         checked = subprocess.run(["sh", "-n", "-c", line], capture_output=True, text=True, timeout=10)
         assert checked.returncode == 0, f"{checked.stderr}\n{line}"
+
+
+NOISE = "WARNING: Location 'file:///opt/wheels' is ignored: it is either a non-existing path or lacks a specific scheme."
+
+
+def test_an_install_prints_one_line_and_its_noise_goes_to_the_log(tree):
+    """pip's and setuptools' warnings land in .venv/install.log; the terminal gets what is installed, the log's path
+    and the time it took, on one line."""
+    noisy = f"INSTALL_RUN=for i in 1 2 3; do echo \"{NOISE}\"; done; echo 'setuptools: SetuptoolsDeprecationWarning' >&2"
+    done = make(tree, STAMP, noisy)
+    out, _ = done.communicate(timeout=60)
+    assert done.returncode == 0, out
+    lines = out.splitlines()
+    assert len(lines) == 1, out
+    assert lines[0].startswith("Installing frontier-bench from requirements/run.txt")
+    assert "(log: .venv/install.log)" in lines[0] and lines[0].endswith(" s")
+    log = (tree / ".venv" / "install.log").read_text()
+    assert log.count(NOISE) == 3 and "SetuptoolsDeprecationWarning" in log
+
+
+def test_a_failed_install_prints_the_end_of_its_log_and_fails(tree):
+    failing = "INSTALL_RUN=echo 'ERROR: No matching distribution found for nothing-here==1.0'; exit 3"
+    done = make(tree, STAMP, failing)
+    out, _ = done.communicate(timeout=60)
+    assert done.returncode != 0, out
+    assert "install failed (exit 3); the last lines of .venv/install.log:" in out
+    assert "ERROR: No matching distribution found for nothing-here==1.0" in out
+    assert not (tree / STAMP).exists()

@@ -1,4 +1,4 @@
-"""The code layout the README describes: benchlib/ is one folder per layer, each layer's __init__ docstring says
+"""The code layout docs/layout.md describes: benchlib/ is one folder per layer, each layer's __init__ docstring says
 which layers it may import ("May import: …"), and the modules keep to it; no import inside a function reaches
 another benchlib module; modules are small enough to read and each says what it holds."""
 

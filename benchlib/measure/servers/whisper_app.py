@@ -11,7 +11,7 @@ benchlib.measure.servers.whisper (never imported by the benchmark process itself
 as OpenAI's API reference describes it (errors as {"error": {"message", "type", "param", "code"}}); an unknown
 `model` is a 404 like OpenAI's, so a params file naming the wrong model fails instead of being served anyway.
 
-Why our own few lines and not a published server: see README.md, "The speech deployment". The standard library
+Why our own few lines and not a published server: see docs/servers.md, "The speech deployment". The standard library
 serves HTTP (one request decoded at a time, as one CTranslate2 model on 2 cores runs best) and parses the
 multipart body (email.parser, the MIME parser multipart/form-data is defined on), so the only dependency beyond
 the model is faster-whisper itself. Everything that decides the figures — the weights, the decoder, beam search,

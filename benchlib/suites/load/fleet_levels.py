@@ -40,9 +40,16 @@ from benchlib.suites.fleet import INSTALL_HINT, RAY_ENV, RESOURCE_PREFIX
 from benchlib.suites.runner import Planned
 
 WORKERS_CSV = "load_workers.csv"
-WORKER_COLUMNS = ["task", "level", "worker", "host", "node", "n_requests", "offset_ms", "offset_uncertainty_ms",
-                  "offset_rtt_ms", "lag_p50_ms", "lag_p99_ms", "client_cpu_share", "client_cpu_per_request_ms",
-                  "loop_lag_p99_ms", "clock_flag"]
+WORKER_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    "task", "level",  # the sweep (concurrency, rate) and its level
+    "worker", "host", "node",  # the worker's index, the host resource it stood for, the Ray node it ran on
+    "n_requests",  # requests it sent
+    # its clock's offset from the caller's, ms, with its uncertainty (half the fastest of 30 Ray round trips) and
+    # that round trip
+    "offset_ms", "offset_uncertainty_ms", "offset_rtt_ms",
+    "lag_p50_ms", "lag_p99_ms",  # how late its requests left after their scheduled instants, ms
+    "client_cpu_share", "client_cpu_per_request_ms", "loop_lag_p99_ms",  # its own client health
+    "clock_flag"]  # the level's: 4 × the largest uncertainty exceeds its mean gap between arrivals
 
 
 def check_client_nodes(params: Any, ray_address: str | None) -> str:

@@ -66,17 +66,47 @@ NS = 1e9
 # vLLM's (v1 engine) prefix-cache counters, in prompt tokens: queried and found in the cache
 PREFIX_CACHE_COUNTERS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
 
-WORKLOAD_COLUMNS = (["run_id", "host", "model", "server_software", "workload", "level", "max_concurrency",
-                     "n_requests", "n_ok", "n_failed", "failures", "span_s", "completion_tokens", "throughput_tps",
-                     "ttft_s_p50", "ttft_s_p99", "itl_s_p50", "itl_s_p99", "e2e_s_p50", "e2e_s_p99", "slos",
-                     "slo_met_share", "goodput_rps", "goodput_tps", "prompt_tokens", "cached_tokens",
-                     "cache_reported_share", "cache_hit_share", "server_cache_hit_share", "trace_reuse_share",
-                     "ttft_first_s_p50", "ttft_later_s_p50", "send_late_p50_ms", "send_late_p99_ms",
-                     "send_late_max_ms", "clipped", "resumed"] + HEALTH_COLUMNS)
-TURN_COLUMNS = ["turn", "n", "ttft_s_median", "ttft_s_low", "ttft_s_high", "ttft_s_mean", "e2e_s_median",
-                "prompt_tokens_mean", "cached_tokens_mean", "cached_share", "vs_first"]
-REPLAY_COLUMNS = ["line", "request_key", "planned_offset_s", "actual_offset_s", "late_ms", "input_length",
-                  "target_prompt_tokens", "prompt_tokens", "cached_tokens", "whole_blocks", "status", "ttft_s"]
+# The workloads' columns; each line's comment is its columns' meaning (docs/columns.md is written from them; a column
+# without one means what it means in sweep_concurrency.csv, sweep_rate.csv or requests.csv)
+WORKLOAD_COLUMNS = (["run_id", "host", "model", "server_software",
+                     "workload", "level",  # multiturn, prefix or trace; its window's name (4x4, 2x4, the trace's name)
+                     "max_concurrency",  # the cap on requests (multiturn: conversations) in flight
+                     "n_requests", "n_ok", "n_failed", "failures",  # the workload's requests; ok; failed; by kind
+                     "span_s",  # the workload's first wire start → its last answer's end, s
+                     "completion_tokens", "throughput_tps",  # the ok requests' completion tokens; ÷ span_s
+                     # the ok requests' TTFT, pooled inter-token gaps and e2e, p50 and p99 (p99 from 100 samples)
+                     "ttft_s_p50", "ttft_s_p99", "itl_s_p50", "itl_s_p99", "e2e_s_p50", "e2e_s_p99",
+                     "slos", "slo_met_share",  # the SLOs set, in words; the share of requests meeting every one
+                     # requests meeting every SLO per second of span, and their output tokens per second (empty
+                     # when no SLO is set)
+                     "goodput_rps", "goodput_tps",
+                     "prompt_tokens", "cached_tokens",  # the ok requests' prompt and cached tokens, summed
+                     "cache_reported_share",  # the share of ok requests whose server reported cached tokens
+                     "cache_hit_share",  # Σ cached_tokens ÷ Σ prompt_tokens over those requests
+                     # the server's own prefix-cache hits ÷ queries over the workload (vLLM's /metrics counters)
+                     "server_cache_hit_share",
+                     # the share of the trace's prompt tokens a prefix cache with room for everything could serve
+                     "trace_reuse_share",
+                     "ttft_first_s_p50", "ttft_later_s_p50",  # multi-turn: median TTFT of first turns; of later ones
+                     # how late sends left after their due instants, ms: p50, p99, worst
+                     "send_late_p50_ms", "send_late_p99_ms", "send_late_max_ms",
+                     "clipped",  # trace requests whose prompt was cut to the context window
+                     "resumed"]  # the workload was cut short and finished by a resumed run
+                    + HEALTH_COLUMNS)
+TURN_COLUMNS = ["turn",  # the turn (1, 2, …), or later: every turn after the first
+                "n",  # answered requests of that turn
+                "ttft_s_median", "ttft_s_low", "ttft_s_high",  # their median TTFT with its 95 % bootstrap interval, s
+                "ttft_s_mean", "e2e_s_median",  # their mean TTFT; median e2e, s
+                "prompt_tokens_mean", "cached_tokens_mean",  # prompt and cached tokens per request
+                "cached_share",  # Σ cached ÷ Σ prompt tokens where the server reported cached tokens
+                "vs_first"]  # ttft_s_median ÷ turn 1's
+REPLAY_COLUMNS = ["line", "request_key",  # the trace's line; the request's key
+                  "planned_offset_s",  # when the trace (scaled by time_scale) said to send it, s after the first
+                  "actual_offset_s", "late_ms",  # planned + how late it went on the wire; that lateness, ms
+                  "input_length",  # the trace's prompt length, before length_scale
+                  "target_prompt_tokens", "prompt_tokens", "cached_tokens",
+                  "whole_blocks",  # the leading hash ids whose blocks went into the prompt whole
+                  "status", "ttft_s"]
 
 
 # ---- prompt text -------------------------------------------------------------------------------------------
