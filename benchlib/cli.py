@@ -12,7 +12,6 @@ import getpass
 import json
 import logging
 import os
-import shlex
 import shutil
 import socket
 import subprocess
@@ -425,35 +424,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet_node(args: argparse.Namespace) -> int:
-    """A fleet node's `ray start` bound to the address named, its ports pinned, Ray's token authentication on
-    (benchlib.suites.fleet.node_command): printed, or run with --start."""
-    ray_bin = str(Path(sys.executable).with_name("ray"))
+    """A fleet node's `ray start` (benchlib.suites.fleet.node_command): printed with the caller's line, or run."""
     try:
         argv = fleet.node_command(args.bind, head=args.head, join=args.join or "", host=args.host or "",
-                                  client_only=args.client_only, port=args.port, ray=ray_bin)
+                                  client_only=args.client_only, port=args.port,
+                                  ray=str(Path(sys.executable).with_name("ray")))
+        if args.start:
+            return fleet.start_node(argv, head=args.head)
     except fleet.FleetError as exc:
         return _fail(str(exc))
-    env = fleet.node_environment()
-    line = " ".join(f"{k}={v}" for k, v in env.items()) + " " + shlex.join(argv)
-    if not args.start:
-        print(line)
-        print(f"# then, where you type: {' '.join(f'{k}={v}' for k, v in env.items())} .venv/bin/frontier-bench "
-              f"study FILE --ray {args.join or f'{args.bind}:{args.port}'}")
-        return 0
-    os.environ.update(env)
-    if not fleet.token_available():
-        if not args.head:
-            return _fail(f"no Ray token on this machine: copy the head's ~/.ray/auth_token here (mode 600) or set "
-                         f"{fleet.TOKEN_PATH_ENV}, then run this again")
-        made = subprocess.run([ray_bin, "get-auth-token", "--generate"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, check=False)  # stdout is the token: never shown
-        token = Path.home() / ".ray" / "auth_token"
-        if made.returncode or not token.is_file():
-            return _fail(f"`ray get-auth-token --generate` failed (exit {made.returncode}); no node was started")
-        token.chmod(0o600)
-        print(f"made the cluster's token: {token} (copy it to every node and the caller, mode 600)")
-    print(line, flush=True)
-    return subprocess.run(argv, check=False).returncode
+    print(fleet.shown(argv))
+    head = args.join or f"{args.bind}:{args.port}"
+    print(f"# then, where you type: {fleet.shown(['.venv/bin/frontier-bench', 'study', 'FILE', '--ray', head])}")
+    return 0
 
 
 def cmd_telemetry_agent(args: argparse.Namespace) -> int:

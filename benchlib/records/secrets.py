@@ -242,7 +242,8 @@ def redact_argv(words: list[str]) -> list[str]:
             flag, eq, value = word.partition("=")
             kind = _flag_kind(flag)
             if eq:
-                out.append(f"{flag}={REDACTED if kind == 'secret' else _header_line(value) if kind == 'header' else _word(value)}")
+                shown = REDACTED if kind == "secret" else _header_line(value) if kind == "header" else _word(value)
+                out.append(f"{flag}={shown}")
             else:
                 out.append(word)
                 if kind and i + 1 < len(words) and not words[i + 1].startswith("-"):

@@ -33,7 +33,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shlex
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -120,6 +122,31 @@ def node_command(bind: str, *, head: bool, join: str = "", host: str = "", clien
 def node_environment() -> dict[str, str]:
     """What every node and the caller run with: Ray's token authentication on."""
     return {AUTH_ENV: AUTH_MODE}
+
+
+def shown(argv: list[str]) -> str:
+    """The command as a line to type: node_environment() first, then the words as a shell reads them."""
+    return " ".join(f"{k}={v}" for k, v in node_environment().items()) + " " + shlex.join(argv)
+
+
+def start_node(argv: list[str], head: bool, say: Callable[[str], None] = print) -> int:
+    """Run a node's `ray start` with token authentication on; its exit status. A joining node without the token is
+    not started (FleetError); the head makes it when there is none, its output (the token) never shown, and keeps
+    it to its owner (mode 600)."""
+    os.environ.update(node_environment())
+    if not token_available():
+        if not head:
+            raise FleetError(f"no Ray token on this machine: copy the head's ~/.ray/auth_token here (mode 600) or set "
+                             f"{TOKEN_PATH_ENV}, then run this again")
+        made = subprocess.run([argv[0], "get-auth-token", "--generate"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, check=False)
+        token = Path.home() / ".ray" / "auth_token"
+        if made.returncode or not token.is_file():
+            raise FleetError(f"`ray get-auth-token --generate` failed (exit {made.returncode}); no node was started")
+        token.chmod(0o600)
+        say(f"made the cluster's token: {token} (copy it to every node and the caller, mode 600)")
+    say(shown(argv))
+    return subprocess.run(argv, check=False).returncode
 
 
 def token_available() -> bool:

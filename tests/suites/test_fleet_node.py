@@ -91,7 +91,7 @@ def runs(monkeypatch, tmp_path):
             token.write_text("f" * 64)
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(cli.subprocess, "run", run)
+    monkeypatch.setattr(fleet.subprocess, "run", run)
     return calls
 
 
