@@ -60,9 +60,12 @@ def read_document(path: Path, cap: int | None = None) -> bytes:
         size = os.fstat(handle.fileno()).st_size
         data = handle.read(cap + 1) if size <= cap else b""
     if size > cap or len(data) > cap:
-        raise OutsideError(f"{path}: {max(size, len(data)) / 2**20:.0f} MiB, above the {cap / 2**20:.0f} MiB a file "
-                           f"read whole may have")
+        raise OutsideError(f"{path}: {_size(max(size, len(data)))}, above the {_size(cap)} a file read whole may have")
     return data
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB" if n >= 2**10 else f"{n} bytes"
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def test_a_file_above_the_size_cap_is_refused_by_its_size(outputs, params_file, 
     source = FIXTURES / "vllm-bench" / "result.json"
     err = one_line_refusal(capsys, ["import-results", "--from", "vllm-bench", str(source), "--params",
                                     str(params_file)])
-    assert f"{source}: " in err and "above the 0 MiB a file read whole may have" in err
+    assert f"{source}: 12 KiB, above the 4 KiB a file read whole may have" in err
     nothing_written(outputs)
 
 
