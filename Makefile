@@ -234,11 +234,16 @@ $(VENV)/.installed-fleet: $(FLEET_LOCK) | $(VENV)/.installed-run
 	@$(call logged,Installing the fleet extra (ray) from $(FLEET_LOCK),$(PIP_INSTALL) --no-deps --require-hashes -r $(FLEET_LOCK))
 	@touch $@
 
+# Then each node: `frontier-bench fleet-node` binds Ray to the address named (loopback or a private interface), pins
+# its ports and turns Ray's token authentication on (benchlib/suites/fleet.py, docs/fleet.md: what to firewall).
 fleet: $(VENV)/.installed-fleet
+	@echo "Start each node with: $(VENV)/bin/frontier-bench fleet-node (--head | --join HEAD:6379) --bind <this machine's private address> --host <name> --start"
+	@echo "It binds Ray to that address only, pins its ports and turns on Ray's token authentication; firewall them as docs/fleet.md says."
 
 # A fleet on this machine: a local 3-node Ray cluster (each node a host, host:box1 … box3) in a network namespace
 # with only loopback (unshare -n: root), the fake server, a file:// store; `frontier-bench study … --ray` end to end,
 # the paper from the store, then the same study host after host and both wall times (tools/fleet_cluster.py).
+# The namespace is what keeps it closed: its only interface is loopback, so no other machine reaches a Ray port.
 FLEET_OUT ?= outputs/fleet-demo
 fleet-demo: $(VENV)/.installed-fleet
 	rm -rf $(FLEET_OUT) && unshare -n sh -c 'ip link set lo up && exec $(PY) -m tools.fleet_cluster demo $(FLEET_OUT)'

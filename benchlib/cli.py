@@ -406,7 +406,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     if done.already:
         print(f"already imported (same files, run {done.run_id}): {_display(str(done.out_dir))}")
         return 0
-    rows = f"{len(run.records)} request rows" if run.records else "the tool's aggregates only (no request rows)"
+    rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
     print(f"imported {rows} measured by {what} → {_display(str(done.out_dir))}/")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
@@ -420,6 +420,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     except (llmd_report.ExportError, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0])
     print(f"written: {_display(str(target))} (llm-d Benchmark Report v0.2, validated against its schema)")
+    return 0
+
+
+def cmd_fleet_node(args: argparse.Namespace) -> int:
+    """A fleet node's `ray start` (benchlib.suites.fleet.node_command): printed with the caller's line, or run."""
+    try:
+        argv = fleet.node_command(args.bind, head=args.head, join=args.join or "", host=args.host or "",
+                                  client_only=args.client_only, port=args.port,
+                                  ray=str(Path(sys.executable).with_name("ray")))
+        if args.start:
+            return fleet.start_node(argv, head=args.head)
+    except fleet.FleetError as exc:
+        return _fail(str(exc))
+    print(fleet.shown(argv))
+    head = args.join or f"{args.bind}:{args.port}"
+    print(f"# then, where you type: {fleet.shown(['.venv/bin/frontier-bench', 'study', 'FILE', '--ray', head])}")
     return 0
 
 
@@ -547,6 +563,18 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("run_folder", help="outputs/<host>/<model>/<suite>/")
     exp.add_argument("-o", "--output", help=f"where to write (default: <run folder>/{llmd_report.REPORT_NAME})")
     exp.set_defaults(func=cmd_export)
+    node = sub.add_parser("fleet-node", help="start (or print) a fleet node's `ray start`: bound to the address you "
+                          "name, ports pinned, Ray's token authentication on (docs/fleet.md)")
+    role = node.add_mutually_exclusive_group(required=True)
+    role.add_argument("--head", action="store_true", help="the cluster's head node")
+    role.add_argument("--join", metavar="HEAD:PORT", help="join the head at this address")
+    node.add_argument("--bind", default="127.0.0.1", help="this machine's address on the fleet's private network "
+                      "(default 127.0.0.1: one machine); a public or wildcard address is refused")
+    node.add_argument("--host", help="the fleet host this node is (it carries the resource host:<name>)")
+    node.add_argument("--client-only", action="store_true", help="a node that only sends load (sweep.nodes)")
+    node.add_argument("--port", type=int, default=fleet.HEAD_PORT, help="the head's GCS port")
+    node.add_argument("--start", action="store_true", help="run it (the head makes the token when there is none)")
+    node.set_defaults(func=cmd_fleet_node)
     agent = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
                            "serve them to a client elsewhere (telemetry.source: agent)")
     agent.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

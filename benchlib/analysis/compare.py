@@ -15,8 +15,8 @@ URL), the same rows every summary uses; a deployment is the model folder (model[
 
 A root that cannot be compared is one line naming the file and what is wrong, never a traceback or a wrong
 table: a requests.csv that is not a regular file (a FIFO, a device), whose header lacks request_key and status,
-or a measured value no request can have (not finite, below 0, or above the metric's CEILING: 10^6 tok/s
-decoding one stream, 10^6 s for a request that run.deadline_s ends within a day).
+or a measured value no request can have (benchlib.records.plausible, the one rule every reader of rows holds
+them to: not finite, below 0, or above 10^6 tok/s decoding one stream or 10^6 s for a request).
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ import pandas as pd
 
 from benchlib.analysis import stats
 from benchlib.config import metrics
-from benchlib.records import store
+from benchlib.records import plausible, store
 from benchlib.records.rows import STATUS_OK, read_requests
 from benchlib.records.schema import flag, optional_flag
 
 # metric -> (requests.csv column, kind): "mean" metrics compare means; "share" compares passed ÷ scored.
 COMPARED = {"decode_tps": ("decode_tps", "mean"), "ttft_s": ("ttft_s", "mean"), "e2e_s": ("e2e_s", "mean"),
             "accuracy": ("passed", "share")}
-CEILING = {"decode_tps": 1e6, "ttft_s": 1e6, "e2e_s": 1e6}  # above these a value is no request's (docstring)
 REQUIRED = ("request_key", "status")
 HEADER_BYTES = 1 << 16  # requests.csv's header is ~1.5 kB; a first line longer than this is no header of it
 KEYS = ["host", "deployment", "suite"]
@@ -92,16 +91,7 @@ def _measured(csv: Path) -> pd.DataFrame:
     rows = read_requests(csv)
     warmup = rows["is_warmup"].map(flag) if "is_warmup" in rows else False
     rows = rows[(rows["status"] == STATUS_OK) & ~warmup]
-    for metric, ceiling in CEILING.items():
-        column = COMPARED[metric][0]
-        if column not in rows:
-            continue
-        values = pd.to_numeric(rows[column], errors="coerce")
-        impossible = values.notna() & ~values.between(0, ceiling)  # NaN-free here: inf and −inf fail between
-        if impossible.any():
-            at = impossible.idxmax()
-            raise CompareError(f"{csv}: {column} {values[at]:g} (request {rows.at[at, 'request_key']}) is no "
-                               f"request's: a measured value is finite, >= 0 and at most {ceiling:g}")
+    plausible.check_rows(rows, str(csv), CompareError)
     return rows
 
 
