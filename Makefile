@@ -262,7 +262,16 @@ $(VENV)/.node-exporter: | $(PY)
 	  { $(SUDO) systemctl disable --now prometheus-node-exporter; } >/dev/null 2>&1 || true; }
 	@touch $@
 
-test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter
+# The IPMI BMC simulator tests/measure/test_bmc_emulators.py starts (telemetry.bmc.protocol ipmi): OpenIPMI's ipmi_sim,
+# from Debian's openipmi. The tests start their own on a free loopback port; the package's init script is not used.
+$(VENV)/.openipmi: | $(PY)
+	@command -v ipmi_sim >/dev/null 2>&1 || { echo "Installing openipmi (apt) for ipmi_sim…"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  --no-install-recommends openipmi >/dev/null; \
+	  { $(SUDO) systemctl disable --now openipmi; } >/dev/null 2>&1 || true; }
+	@touch $@
+
+test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter $(VENV)/.openipmi
 	$(PY) -m pytest -q -ra $(ARGS)
 
 paper: $(VENV)/.installed-run

@@ -41,6 +41,9 @@ WINDOW_COLUMNS = [
     "n_samples", "stale_samples", "unavailable",
     "telemetry_source", "telemetry_host", "clock_uncertainty_s", "clock_flag",
     "energy_boundary", "idle_subtracted",
+    # the whole node from its BMC (telemetry.bmc), beside the chip-level figure above: never mixed into it
+    "node_energy_j", "node_energy_error_j", "node_avg_power_w", "node_energy_source", "node_energy_reason",
+    "node_energy_boundary", "node_averaging_s", "node_samples", "gpu_share_of_node",
 ]
 
 
@@ -67,7 +70,7 @@ def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
 
 WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "temp_source",
                "throttle_seen", "mem_source", "unavailable", "telemetry_source", "telemetry_host", "clock_flag",
-               "energy_boundary")
+               "energy_boundary", "node_energy_source", "node_energy_reason", "node_energy_boundary")
 # The typed schema of a window row: text, exact nanosecond edges, the reset flag, everything else a number.
 WINDOW_KINDS: dict[str, ColumnKind] = {
     c: ("str" if c in WINDOW_TEXT else "int" if c in ("t_start_ns", "t_end_ns") else
