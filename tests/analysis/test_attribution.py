@@ -1,0 +1,72 @@
+"""Energy attribution per request and phase (benchlib.analysis.attribution): the rule's totals add up, a trace whose
+power follows the phases' tokens is recovered, and what the rule cannot see stays on its own line. The end-to-end
+check against a streaming server under load is bench/energy_attribution.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib.analysis.attribution import attribute
+
+IDLE_W, E_PROMPT, E_OUTPUT = 50.0, 0.01, 0.5
+S = 1_000_000_000
+
+
+def request(start_s: float, prefill_s: float, decode_s: float, prompt: int, completion: int, passed=True) -> dict:
+    return {"start_ns": int(start_s * S), "ttft_s": prefill_s, "e2e_s": prefill_s + decode_s,
+            "prompt_tokens": prompt, "completion_tokens": completion, "passed": passed}
+
+
+def counter(requests: pd.DataFrame, t_end_s: float, step_s: float = 0.05, extra: tuple = ()) -> tuple:
+    """The exact cumulative energy at each sample: idle + E_PROMPT per prompt token over each prefill, E_OUTPUT per
+    output token after the first over each decode; `extra` adds (from_s, to_s, watts) that no request explains."""
+    grid = np.arange(0, t_end_s + step_s / 2, step_s)
+    fine = np.linspace(0, t_end_s, 200_001)
+    power = np.full_like(fine, IDLE_W)
+    for r in requests.itertuples():
+        send, first = r.start_ns / S, r.start_ns / S + r.ttft_s
+        last = r.start_ns / S + r.e2e_s
+        power[(fine >= send) & (fine < first)] += E_PROMPT * r.prompt_tokens / r.ttft_s
+        power[(fine >= first) & (fine < last)] += E_OUTPUT * (r.completion_tokens - 1) / (last - first)
+    for lo, hi, watts in extra:
+        power[(fine >= lo) & (fine < hi)] += watts
+    cum = np.concatenate([[0.0], np.cumsum((power[1:] + power[:-1]) / 2 * np.diff(fine))])
+    return (grid * S).astype(np.int64), np.interp(grid, fine, cum)
+
+
+def test_overlapping_requests_get_their_own_phases_joules_and_the_lines_add_up():
+    reqs = pd.DataFrame([request(0.1, 0.3, 1.0, 400, 41), request(0.5, 0.2, 0.6, 800, 21, passed=False),
+                         request(0.9, 0.4, 0.8, 300, 31), request(1.6, 0.1, 0.5, 100, 11)])
+    t, energy = counter(reqs, 2.6)
+    result = attribute(reqs, t, energy, IDLE_W)
+    out = result.requests
+    assert result.weights == "tokens weighted by each phase's fitted J/token"
+    assert result.j_per_prompt_token == pytest.approx(E_PROMPT, rel=0.03)
+    assert result.j_per_output_token == pytest.approx(E_OUTPUT, rel=0.03)
+    assert out["prefill_j"].to_numpy() == pytest.approx(E_PROMPT * reqs["prompt_tokens"].to_numpy(), rel=0.05)
+    assert out["decode_j"].to_numpy() == pytest.approx(E_OUTPUT * (reqs["completion_tokens"] - 1).to_numpy(), rel=0.05)
+    assert result.attributed_j + result.unattributed_j == pytest.approx(result.total_j - result.idle_j, abs=1e-9)
+    assert result.idle_j == pytest.approx(IDLE_W * 2.6)
+    summary = result.summary
+    assert summary["correct"] == 3 and summary["j_per_correct"] == pytest.approx(result.attributed_j / 3)
+    assert summary["j_per_request_lo"] <= summary["j_per_request"] <= summary["j_per_request_hi"]
+
+
+def test_energy_with_no_request_active_stays_unattributed():
+    reqs = pd.DataFrame([request(0.1, 0.2, 0.5, 200, 11)])
+    t, energy = counter(reqs, 1.5, extra=((1.0, 1.4, 100.0),))  # a background job after the answer
+    result = attribute(reqs, t, energy, IDLE_W)
+    assert result.unattributed_j == pytest.approx(40.0, rel=0.02)
+    assert result.requests["prefill_j"].iloc[0] == pytest.approx(E_PROMPT * 200, rel=0.05)
+    assert result.requests["decode_j"].iloc[0] == pytest.approx(E_OUTPUT * 10, rel=0.05)
+    assert result.attributed_j + result.unattributed_j == pytest.approx(result.total_j - result.idle_j, abs=1e-9)
+
+
+def test_too_few_intervals_fall_back_to_unweighted_tokens():
+    reqs = pd.DataFrame([request(0.0, 0.1, 0.1, 100, 5)])
+    t, energy = counter(reqs, 0.2, step_s=0.1)
+    result = attribute(reqs, t, energy, IDLE_W)
+    assert result.weights == "tokens, unweighted" and np.isnan(result.j_per_prompt_token)
+    assert result.attributed_j == pytest.approx(result.total_j - result.idle_j)
