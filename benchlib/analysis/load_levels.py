@@ -202,7 +202,9 @@ def frontier_figures(concurrency: pd.DataFrame, context: pd.DataFrame) -> dict[s
 
 # ---- energy per level ---------------------------------------------------------------------------------------
 LEVEL_ENERGY_COLUMNS = ["level_window_s", "energy_j", "avg_power_w", "net_energy_j", "loaded_power_w",
-                        "net_loaded_energy_j", "tokens_per_joule", "tps_per_w", "energy_reason"]
+                        "net_loaded_energy_j", "tokens_per_joule", "tps_per_w", "energy_reason",
+                        # the whole node from its BMC (telemetry.bmc), its own boundary beside the chip's
+                        "node_energy_j", "node_energy_error_j", "node_tokens_per_joule", "gpu_share_of_node"]
 
 
 def level_window(task: str, level: Any) -> str:
@@ -235,6 +237,11 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
         window = mine.iloc[-1]
         duration, energy = number(window.get("duration_s")), number(window.get("energy_j"))
         out.at[i, "level_window_s"] = duration
+        node = number(window.get("node_energy_j"))
+        if node > 0:
+            out.at[i, "node_energy_j"], out.at[i, "node_energy_error_j"] = node, number(window.get("node_energy_error_j"))
+            out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(number(row.get("completion_tokens")), node)
+            out.at[i, "gpu_share_of_node"] = number(window.get("gpu_share_of_node"))
         if np.isnan(energy):
             out.at[i, "energy_reason"] = f"no energy: {window.get('energy_reason') or 'not measured'}"
             continue

@@ -329,7 +329,7 @@ def _efficiency(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 EFFICIENCY_COLUMNS = ["n_requests", "completion_tokens", "tokens_per_joule", "joules_per_token",
-                      "decode_tps_mean", "tps_per_w", "efficiency_reason"]
+                      "decode_tps_mean", "tps_per_w", "efficiency_reason", "node_tokens_per_joule"]
 
 
 def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -391,6 +391,9 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(rate, power)
             elif len(tps):
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(float(tps.mean()), power)
+        node = number(w.get("node_energy_j"))
+        if node > 0 and number(out.at[i, "completion_tokens"]) > 0:  # the node's own axis: never mixed with the chip's
+            out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(out.at[i, "completion_tokens"], node)
         out.at[i, "efficiency_reason"] = "; ".join(reasons)
     return out
 

@@ -16,6 +16,8 @@ from benchlib.measure.telemetry import Telemetry, read_windows
 from benchlib.measure.telemetry.bmc import NODE_POWER_CSV
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.measure.telemetry.node_energy import power_energy
+from benchlib.suites.load import concurrency as load_concurrency
+from benchlib.suites.runner import open_session
 from tests.measure.bmc_emulators import (
     IPMI_PASSWORD,
     IPMI_SIM,
@@ -178,3 +180,53 @@ def test_ipmi_wrong_password_is_a_reason_and_never_shows_the_password(tmp_path, 
             described = json.dumps(tel.describe())
     assert handle.row["node_energy_j"] is None and handle.row["node_energy_reason"].startswith("IPMI at 127.0.0.1:")
     assert "not-the-one-123" not in described + handle.row["node_energy_reason"]
+
+
+# ---- a study level: the load sweep's concurrency levels, their windows read from the emulated BMC ----------------
+NODE_W = 250.0
+
+
+def level_params(params_for, bmc: dict):
+    return params_for({"ttft": 0.05, "itl": 0.01, "tokens": 20},
+                      run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
+                      sweep={"concurrency": [1, 4], "requests_per_level": 4, "context_lengths": [64], "max_tokens": 64},
+                      telemetry={"enabled": True, "idle_baseline_s": 0, "loaded_baseline_s": 0, "power_hz": 10,
+                                 "bmc": {"poll_s": 0.1, **bmc}})
+
+
+def levels_find_the_known_joules(params, watts: float) -> None:
+    """The load sweep's concurrency levels under a node drawing `watts` throughout: each level's window holds the
+    node's joules (watts × its span) within its stated error, and the level table carries the node's tokens/J."""
+    with open_session(params, "load", concurrency=4) as session:
+        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        windows = session.telemetry.windows_frame()
+    level_windows = windows[windows["kind"] == "level"]
+    assert len(level_windows) == 2
+    for _, w in level_windows.iterrows():
+        known = watts * w["duration_s"]
+        assert abs(w["node_energy_j"] - known) <= max(w["node_energy_error_j"], 0.03 * known), w.to_dict()
+        assert w["node_energy_boundary"] == NODE_INPUT
+    assert list(levels["node_energy_j"]) == pytest.approx(list(level_windows["node_energy_j"]))
+    assert (levels["node_tokens_per_joule"] == levels["completion_tokens"] / levels["node_energy_j"]).all()
+
+
+@needs_sushy
+def test_a_study_level_against_the_redfish_emulator(params_for, outputs, tmp_path):
+    trace = PowerTrace(NODE_W)
+
+    def metrics(now: int) -> dict:
+        return {"@odata.id": "/redfish/v1/Chassis/1U/EnvironmentMetrics", "Id": "EnvironmentMetrics",
+                "PowerWatts": {"Reading": NODE_W}, "EnergyJoules": {"Reading": round(trace.counter(now), 1)}}
+
+    mockup = RedfishMockup(tmp_path / "mockup", {"EnvironmentMetrics": metrics})
+    with SushyStatic(mockup.root) as bmc, Refresher(mockup.refresh, 0.05):
+        levels_find_the_known_joules(level_params(params_for, {"protocol": "redfish", "url": bmc.url}), NODE_W)
+
+
+@needs_ipmi_sim
+def test_a_study_level_against_ipmi_sim(params_for, outputs, tmp_path):
+    with IpmiSim(tmp_path / "bmc") as sim:
+        sim.set_watts(NODE_W)
+        time.sleep(0.3)  # ipmi_sim's first poll of the file
+        levels_find_the_known_joules(level_params(params_for, {"protocol": "ipmi",
+                                                               "url": f"ipmi://127.0.0.1:{sim.port}"}), NODE_W)
