@@ -13,6 +13,7 @@ as % of the true joules. Usage: python bench/node_averaging.py   (< 1 s)
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ DT = 0.001
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     print(f"{'W (s)':>6} {'window (s)':>10} {'as it looks':>12} {'deconvolved':>12} {'bound':>8}")
     for w in (1.0, 5.0, 60.0):
         for length in (2.0, 10.0, 60.0, 300.0):
