@@ -38,7 +38,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
+from benchlib.analysis.load_levels import level_window
 from benchlib.analysis.stats import bootstrap_interval
+from benchlib.records.rows import STATUS_OK
+from benchlib.records.schema import flag
 
 MIN_FIT_INTERVALS = 6  # fewer sample intervals than this: the two weights are not estimated
 
@@ -154,4 +157,78 @@ def summarise(result: Attribution) -> dict[str, float]:
         out["j_per_correct"], out["j_per_correct_lo"], out["j_per_correct_hi"] = per, lo * scale, hi * scale
     else:
         out["j_per_correct"] = out["j_per_correct_lo"] = out["j_per_correct_hi"] = math.nan
+    return out
+
+
+# ---- a load level's attribution, from the run's own files ---------------------------------------------------
+LEVEL_ATTRIBUTION_COLUMNS = [
+    "attribution_boundary", "attribution_weights", "attribution_reason", "idle_j", "unattributed_j",
+    "j_per_request", "j_per_request_lo", "j_per_request_hi", "j_per_prompt_token", "j_per_prompt_token_lo",
+    "j_per_prompt_token_hi", "j_per_output_token", "j_per_output_token_lo", "j_per_output_token_hi",
+    "j_per_correct", "j_per_correct_lo", "j_per_correct_hi"]
+
+
+COUNTER_COLUMNS = {  # a window's energy_source -> the telemetry.csv column of its counter and the factor to joules
+    "nvml_counter": ("energy_mj", 1e-3), "dcgm_counter": ("energy_mj", 1e-3),
+    "rapl": ("rapl_energy_uj", 1e-6), "powermetrics": ("soc_energy_uj", 1e-6), "hwmon": ("soc_energy_uj", 1e-6)}
+
+
+def energy_series(samples: pd.DataFrame, energy_source: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The cumulative joules on the samples' clock for a window's energy_source (telemetry.csv: a GPU counter
+    summed over the GPUs, RAPL, the SoC sensor, or GPU power integrated for power_trapezoid); None without one."""
+    if samples is None or not len(samples):
+        return None
+    if energy_source == "power_trapezoid":
+        power = samples.groupby("t_ns")["power_w"].sum(min_count=1).dropna()
+        if len(power) < 2:
+            return None
+        t = power.index.to_numpy(np.int64)
+        w = power.to_numpy(float)
+        return t, np.concatenate([[0.0], np.cumsum((w[1:] + w[:-1]) / 2 * np.diff(t) / 1e9)])
+    column, factor = COUNTER_COLUMNS.get(energy_source, ("", 0.0))
+    if not column or column not in samples:
+        return None
+    per_tick = samples.groupby("t_ns")[column]
+    # a GPU counter is summed over the GPUs of a tick; a host counter repeats on each GPU row of a tick
+    values = (per_tick.sum(min_count=1) if column == "energy_mj" else per_tick.first()).dropna()
+    if len(values) < 2:
+        return None
+    return values.index.to_numpy(np.int64), values.to_numpy(float) * factor
+
+
+def level_attribution(levels: pd.DataFrame, requests: pd.DataFrame, windows: pd.DataFrame, samples: pd.DataFrame,
+                      task: str, key: str) -> pd.DataFrame:
+    """Each level's attribution (the rule above) at the chip's boundary, from its level window's energy source: the
+    level's ok, non-warm-up requests, its window's samples, the idle power of that source. The node's BMC readings
+    are left out: a rolling average places energy up to W late, which per-interval attribution cannot undo."""
+    out = levels.copy()
+    for column in LEVEL_ATTRIBUTION_COLUMNS:
+        out[column] = "" if column in ("attribution_boundary", "attribution_weights", "attribution_reason") else np.nan
+    if out.empty:
+        return out
+    wins = windows[windows["kind"] == "level"] if windows is not None and "kind" in windows else pd.DataFrame()
+    ok = requests[(requests["task"] == task) & (requests["status"] == STATUS_OK) & ~requests["is_warmup"].map(flag)] \
+        if len(requests) else requests
+    for i, row in out.iterrows():
+        name = level_window(task, row[key])
+        mine = wins[wins["window"] == name] if len(wins) else wins
+        if not len(mine):
+            out.at[i, "attribution_reason"] = f"no telemetry window {name!r}"
+            continue
+        window = mine.iloc[-1]
+        idle = pd.to_numeric(pd.Series([window.get("idle_power_w")]), errors="coerce").iloc[0]
+        series = energy_series(samples, str(window.get("energy_source") or ""))
+        if series is None or pd.isna(idle):
+            out.at[i, "attribution_reason"] = ("no energy samples for the level's window" if series is None else
+                                               "no idle power from the same energy source")
+            continue
+        these = ok[pd.to_numeric(ok[key], errors="coerce") == row[key]] if len(ok) else ok
+        if not len(these):
+            out.at[i, "attribution_reason"] = "no ok requests in the level"
+            continue
+        result = attribute(these, *series, float(idle), int(window["t_start_ns"]), int(window["t_end_ns"]))
+        out.at[i, "attribution_boundary"] = str(window.get("energy_boundary") or "")
+        out.at[i, "attribution_weights"] = result.weights
+        for column in LEVEL_ATTRIBUTION_COLUMNS[3:]:
+            out.at[i, column] = result.summary.get(column, np.nan)
     return out

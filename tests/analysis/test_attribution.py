@@ -70,3 +70,45 @@ def test_too_few_intervals_fall_back_to_unweighted_tokens():
     result = attribute(reqs, t, energy, IDLE_W)
     assert result.weights == "tokens, unweighted" and np.isnan(result.j_per_prompt_token)
     assert result.attributed_j == pytest.approx(result.total_j - result.idle_j)
+
+
+def test_a_concurrency_level_attributes_the_gpu_counter_the_servers_phases_drive(fake_server, params_for, outputs,
+                                                                                 monkeypatch):
+    """End to end: the load sweep against the fake server, a fake GPU whose energy counter follows the server's own
+    phases (idle, plus E_PROMPT per prompt token over each prefill and E_OUTPUT per output token over each decode);
+    each level's J/prompt token and J/output token come back from requests.csv, telemetry.csv and the windows."""
+    from benchlib.config.params import TelemetryParams
+    from benchlib.measure.telemetry import Telemetry
+    from benchlib.suites import runner
+    from benchlib.suites.load import concurrency as load_concurrency
+    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+
+    prompt, tokens, prefill_s, itl = 300, 20, 0.002 + 300 * 0.0003, 0.01
+    seen = len(fake_server.log)
+
+    def joules_mj(now_s: float) -> float:
+        total = IDLE_W * now_s
+        for entry in fake_server.log[seen:]:
+            start = entry["received_ns"] / 1e9
+            first = start + prefill_s
+            total += E_PROMPT * prompt * float(np.clip((now_s - start) / prefill_s, 0, 1))
+            total += E_OUTPUT * (tokens - 1) * float(np.clip((now_s - first) / ((tokens - 1) * itl), 0, 1))
+        return total * 1000.0
+
+    nvml = FakeNvml([FakeGpu(power_w=IDLE_W, energy_fn=joules_mj)])
+    monkeypatch.setattr(runner, "Telemetry", lambda settings, out_dir: Telemetry(
+        TelemetryParams(power_hz=50, slow_hz=10, idle_baseline_s=0.5), out_dir, nvml=nvml, environ={}))
+    params = params_for({"ttft": 0.002, "prefill_per_token": 0.0003, "prompt_tokens": prompt, "itl": itl,
+                         "tokens": tokens},
+                        run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
+                        sweep={"concurrency": [1, 4], "requests_per_level": 12, "context_lengths": [64],
+                               "max_tokens": 64},
+                        telemetry={"idle_baseline_s": 0.5})  # the runner reads the baseline from params
+    with runner.open_session(params, "load", concurrency=4) as session:
+        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+    for _, level in levels.iterrows():
+        assert level["attribution_reason"] == "" and level["attribution_boundary"] == "GPU board"
+        assert level["j_per_prompt_token"] == pytest.approx(E_PROMPT, rel=0.10), level.to_dict()
+        assert level["j_per_output_token"] == pytest.approx(E_OUTPUT * (tokens - 1) / tokens, rel=0.10)
+        assert level["j_per_request_lo"] <= level["j_per_request"] <= level["j_per_request_hi"]
+        assert level["j_per_request"] == pytest.approx(E_PROMPT * prompt + E_OUTPUT * (tokens - 1), rel=0.10)
