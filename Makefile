@@ -263,11 +263,13 @@ $(VENV)/.node-exporter: | $(PY)
 	@touch $@
 
 # The IPMI BMC simulator tests/measure/test_bmc_emulators.py starts (telemetry.bmc.protocol ipmi): OpenIPMI's ipmi_sim,
-# from Debian's openipmi. The tests start their own on a free loopback port; the package's init script is not used.
+# from Debian's openipmi, and libopenipmi-dev's headers, against which the tests compile the DCMI module ipmi_sim
+# loads (tests/measure/ipmi_sim_dcmi.c). The tests start their own on a free loopback port; no init script is used.
 $(VENV)/.openipmi: | $(PY)
-	@command -v ipmi_sim >/dev/null 2>&1 || { echo "Installing openipmi (apt) for ipmi_sim…"; \
+	@{ command -v ipmi_sim && [ -e /usr/include/OpenIPMI/mcserv.h ]; } >/dev/null 2>&1 || { \
+	  echo "Installing openipmi and libopenipmi-dev (apt) for ipmi_sim…"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
-	  --no-install-recommends openipmi >/dev/null; \
+	  --no-install-recommends openipmi libopenipmi-dev >/dev/null; \
 	  { $(SUDO) systemctl disable --now openipmi; } >/dev/null 2>&1 || true; }
 	@touch $@
 

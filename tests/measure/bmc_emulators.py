@@ -7,7 +7,9 @@ Which parts are ours: the emulators are the real programs a BMC client is tested
 known power trace (PowerTrace) that a writer thread turns into what a BMC reports — a rolling average over W seconds
 refreshed every R seconds, and an energy counter. sushy-tools' dynamic emulator (`sushy-emulator`) has no Power or
 EnvironmentMetrics resource, so the static one serves them; ipmi_sim answers no DCMI command (Get Power Reading is
-'invalid command' 0xC1), so the IPMI path tested against it is the SDR sensor in watts."""
+'invalid command' 0xC1), so the SDR sensor in watts is tested against it as it is, and DCMI with a module of ours
+(ipmi_sim_dcmi.c, compiled here against libopenipmi-dev) loaded into it: ipmi_sim keeps the RMCP+ session,
+authentication and routing; the module only lays out the DCMI answer."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from typing import Any, Callable
 import httpx
 
 SUSHY_STATIC = str(Path(sys.executable).with_name("sushy-static"))
+DCMI_SOURCE = Path(__file__).with_name("ipmi_sim_dcmi.c")
+OPENIPMI_HEADERS = Path("/usr/include/OpenIPMI/mcserv.h")  # Debian libopenipmi-dev
 IPMI_SIM = shutil.which("ipmi_sim") or "/usr/bin/ipmi_sim"
 IPMI_USER, IPMI_PASSWORD = "bench", "emulated-bmc"  # the emulator's own account: no real credential
 
@@ -179,11 +183,21 @@ def full_sensor_record(number: int, name: str, m: int) -> list[int]:
     return [0x00, 0x00, 0x51, 0x01, len(body)] + body
 
 
+def build_dcmi_module(folder: Path) -> Path:
+    """ipmi_sim_dcmi.c compiled into a module ipmi_sim loads (`loadlib`): DCMI Get Power Reading."""
+    out = folder / "ipmi_sim_dcmi.so"
+    subprocess.run([shutil.which("cc") or "gcc", "-shared", "-fPIC", "-O2", "-o", str(out), str(DCMI_SOURCE)],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
 class IpmiSim:
     """OpenIPMI's ipmi_sim on a free loopback UDP port: a BMC at 0x20 with one SDR sensor in watts (number 1,
-    `name`) that ipmi_sim polls every `poll_ms` from `value_file` (watts, divided by `m` into the raw byte)."""
+    `name`) that ipmi_sim polls every `poll_ms` from `value_file` (watts, divided by `m` into the raw byte); with
+    `dcmi`, the module from ipmi_sim_dcmi.c loaded too, answering DCMI Get Power Reading from the same file."""
 
-    def __init__(self, folder: Path, name: str = "Pwr Consumption", m: int = 2, poll_ms: int = 100):
+    def __init__(self, folder: Path, name: str = "Pwr Consumption", m: int = 2, poll_ms: int = 100,
+                 dcmi: bool = False):
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port(socket.SOCK_DGRAM)
@@ -191,8 +205,9 @@ class IpmiSim:
         self.value_file.write_text("0\n")
         self.proc: subprocess.Popen | None = None
         (folder / "state").mkdir(exist_ok=True)
+        module = f'loadlib "{build_dcmi_module(folder)}" "{self.value_file}"\n' if dcmi else ""
         (folder / "lan.conf").write_text(f"""name "frontier"
-set_working_mc 0x20
+{module}set_working_mc 0x20
   startlan 1
     addr 127.0.0.1 {self.port}
     priv_limit admin

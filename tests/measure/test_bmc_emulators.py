@@ -22,6 +22,7 @@ from tests.measure.bmc_emulators import (
     IPMI_PASSWORD,
     IPMI_SIM,
     IPMI_USER,
+    OPENIPMI_HEADERS,
     SUSHY_STATIC,
     IpmiSim,
     PowerTrace,
@@ -230,3 +231,26 @@ def test_a_study_level_against_ipmi_sim(params_for, outputs, tmp_path):
         time.sleep(0.3)  # ipmi_sim's first poll of the file
         levels_find_the_known_joules(level_params(params_for, {"protocol": "ipmi",
                                                                "url": f"ipmi://127.0.0.1:{sim.port}"}), NODE_W)
+
+
+needs_dcmi_module = pytest.mark.skipif(not (shutil.which(IPMI_SIM) and OPENIPMI_HEADERS.is_file()
+                                            and (shutil.which("cc") or shutil.which("gcc"))),
+                                       reason="ipmi_sim, libopenipmi-dev and a C compiler (make test installs them)")
+
+
+@needs_dcmi_module
+def test_ipmi_dcmi_power_reading_gives_the_known_joules(tmp_path):
+    """DCMI Get Power Reading from ipmi_sim with ipmi_sim_dcmi.c loaded (ipmi_sim answers no DCMI itself): preferred
+    over the SDR sensor, whole watts, the BMC model averaging over 1 s (declared)."""
+    trace = PowerTrace(IDLE_W)
+    averaging = 1.0
+    with IpmiSim(tmp_path / "bmc", dcmi=True) as sim, \
+            Refresher(lambda now: sim.set_watts(trace.rolling(now, averaging)), 0.05):
+        time.sleep(0.3)
+        with Telemetry(settings("ipmi", f"ipmi://127.0.0.1:{sim.port}", averaging_s=averaging),
+                       tmp_path / "run") as tel:
+            row, known = burst(tel, trace)
+            stated = tel.describe()["node_power"]
+    within_its_error(row, known)
+    assert stated["power_field"] == "ipmi DCMI Get Power Reading (current power)"
+    assert stated["statistics_period_s"] == 1.0 and stated["resolution_w"] == 1.0

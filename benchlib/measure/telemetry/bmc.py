@@ -254,9 +254,10 @@ class IpmiReader:
             answer = self.ipmi.get_power_reading(1)
             self.mode = "dcmi"
             period_ms = _number(getattr(answer, "period", None))
+            # DCMI states its statistics period, not the averaging of the current reading: that comes from params
             return {"power_field": "ipmi DCMI Get Power Reading (current power)", "energy_field": "",
                     "statistics_period_s": period_ms / 1000.0 if period_ms else None, "averaging_s": None,
-                    "averaging_said_by": "", "refresh_s": None}
+                    "averaging_said_by": "", "refresh_s": None, "resolution_w": 1.0}  # whole watts
         except CompletionCodeError as exc:
             dcmi_why = f"DCMI Get Power Reading answered {exc}"
         watts = [s for s in self.ipmi.get_repository_sdr_list()
