@@ -17,7 +17,9 @@ from benchlib.measure.telemetry.bmc import NODE_POWER_CSV
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.measure.telemetry.node_energy import power_energy
 from benchlib.suites.load import concurrency as load_concurrency
-from benchlib.suites.runner import open_session
+from benchlib.paper.runs import load_runs
+from benchlib.paper.systems import run_systems
+from benchlib.suites.runner import open_session, run_suite
 from tests.measure.bmc_emulators import (
     IPMI_PASSWORD,
     IPMI_SIM,
@@ -254,3 +256,28 @@ def test_ipmi_dcmi_power_reading_gives_the_known_joules(tmp_path):
     within_its_error(row, known)
     assert stated["power_field"] == "ipmi DCMI Get Power Reading (current power)"
     assert stated["statistics_period_s"] == 1.0 and stated["resolution_w"] == 1.0
+
+
+@needs_sushy
+def test_a_run_with_a_bmc_shows_node_tokens_per_joule_in_the_paper(params_for, outputs, tmp_path):
+    """A text suite run with the Redfish emulator as its node's BMC: windows.csv holds the node's joules beside the
+    chip's (or the chip's reason), and the paper's systems carry node tokens per joule from them."""
+    trace = PowerTrace(NODE_W)
+
+    def metrics(now: int) -> dict:
+        return {"@odata.id": "/redfish/v1/Chassis/1U/EnvironmentMetrics", "Id": "EnvironmentMetrics",
+                "PowerWatts": {"Reading": NODE_W}, "EnergyJoules": {"Reading": round(trace.counter(now), 1)}}
+
+    mockup = RedfishMockup(tmp_path / "mockup", {"EnvironmentMetrics": metrics})
+    with SushyStatic(mockup.root) as bmc, Refresher(mockup.refresh, 0.05):
+        params = params_for({"ttft": 0.05, "itl": 0.01, "tokens": 20},
+                            run={"warmups": 0, "repeats": 3, "max_tokens": 64, "timeout_s": 10},
+                            tasks=["basic_qa"],
+                            telemetry={"enabled": True, "idle_baseline_s": 0, "loaded_baseline_s": 0,
+                                       "bmc": {"protocol": "redfish", "url": bmc.url, "poll_s": 0.1}})
+        result = run_suite(params, "text", progress=False)
+    task = result.windows[result.windows["kind"] == "task"].iloc[-1]
+    assert task["node_energy_j"] == pytest.approx(NODE_W * task["duration_s"], rel=0.05)
+    assert task["node_tokens_per_joule"] == pytest.approx(task["completion_tokens"] / task["node_energy_j"])
+    systems = run_systems(load_runs(outputs)).set_index("model")
+    assert systems.loc["fake-model", "node_tokens_per_joule"] == pytest.approx(task["node_tokens_per_joule"])
