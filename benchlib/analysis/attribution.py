@@ -87,8 +87,9 @@ def token_matrices(p: pd.DataFrame, edges_ns: np.ndarray) -> tuple[np.ndarray, n
     send, first, last = (p[c].to_numpy(float) for c in ("send_ns", "first_ns", "last_ns"))
     pre_len = np.where(first > send, first - send, np.nan)
     dec_len = np.where(last > first, last - first, np.nan)
-    prefill = np.nan_to_num(_overlap(send, first, a, b) / pre_len[:, None] * p["prompt_tokens"].to_numpy(float)[:, None])
-    decode = np.nan_to_num(_overlap(first, last, a, b) / dec_len[:, None] * p["decode_tokens"].to_numpy(float)[:, None])
+    prompt, output = p["prompt_tokens"].to_numpy(float)[:, None], p["decode_tokens"].to_numpy(float)[:, None]
+    prefill = np.nan_to_num(_overlap(send, first, a, b) / pre_len[:, None] * prompt)
+    decode = np.nan_to_num(_overlap(first, last, a, b) / dec_len[:, None] * output)
     return prefill, decode
 
 

@@ -239,7 +239,8 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
         out.at[i, "level_window_s"] = duration
         node = number(window.get("node_energy_j"))
         if node > 0:
-            out.at[i, "node_energy_j"], out.at[i, "node_energy_error_j"] = node, number(window.get("node_energy_error_j"))
+            out.at[i, "node_energy_j"] = node
+            out.at[i, "node_energy_error_j"] = number(window.get("node_energy_error_j"))
             out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(number(row.get("completion_tokens")), node)
             out.at[i, "gpu_share_of_node"] = number(window.get("gpu_share_of_node"))
         if np.isnan(energy):

@@ -407,8 +407,9 @@ def roofline_table(points: pd.DataFrame) -> Table:
 
 LOAD_DISPLAY = {
     "concurrency": ["system", "concurrency", "n_ok", "n_failed", "throughput_tps", "decode_tps_mean", "ttft_s_p50",
-                    "e2e_s_p50", "energy_j", "tokens_per_joule", "tps_per_w", "j_per_prompt_token", "j_per_output_token",
-                    "node_tokens_per_joule", "gpu_share_of_node", "knee", "saturated", "client_bound", "energy_reason"],
+                    "e2e_s_p50", "energy_j", "tokens_per_joule", "tps_per_w", "j_per_prompt_token",
+                    "j_per_output_token", "node_tokens_per_joule", "gpu_share_of_node", "knee", "saturated",
+                    "client_bound", "energy_reason"],
     "context": ["system", "target_tokens", "prompt_tokens", "exact", "n_ok", "n_failed", "ttft_s_p50", "prefill_tps",
                 "energy_j", "tokens_per_joule", "client_bound", "energy_reason", "note"],
     "rate": ["system", "level", "mode", "offered_rps", "n_window", "achieved_rps", "throughput_tps", "ttft_s_p50",

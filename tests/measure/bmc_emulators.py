@@ -111,8 +111,9 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 class RedfishMockup:
-    """A Redfish mockup tree for one chassis, served by sushy-static (which maps /redfish/v1/X to ROOT/X/index.json). `resources` maps a chassis resource name
-    (EnvironmentMetrics, Power) to a function of the time giving its JSON; `refresh()` rewrites them."""
+    """A Redfish mockup tree for one chassis, served by sushy-static (which maps /redfish/v1/X to ROOT/X/index.json).
+    `resources` maps a chassis resource name (EnvironmentMetrics, Power) to a function of the time giving its JSON;
+    `refresh()` rewrites them."""
 
     def __init__(self, root: Path, resources: dict[str, Callable[[int], dict[str, Any]]], chassis: str = "1U"):
         self.root, self.resources, self.chassis = root, resources, chassis
@@ -226,7 +227,8 @@ mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02
 sel_enable 0x20 50 0x0a
 sensor_add 0x20 0 1 0x03 0x01 poll {poll_ms} file "{self.value_file}" div={m}
 main_sdr_add 0x20 {sdr}
-sensor_set_event_support 0x20 0 1 enable scanning per-state 000000000000000 000000000000000 000000000000000 000000000000000
+sensor_set_event_support 0x20 0 1 enable scanning per-state \\
+  000000000000000 000000000000000 000000000000000 000000000000000
 mc_enable 0x20
 """)
 

@@ -152,7 +152,8 @@ def test_a_bmc_that_does_not_answer_leaves_the_reason_not_a_number(tmp_path):
     assert handle.row["node_energy_reason"].startswith("Redfish at http://127.0.0.1:9: ")
 
 
-needs_ipmi_sim = pytest.mark.skipif(not shutil.which(IPMI_SIM), reason="ipmi_sim (Debian openipmi; make test installs it)")
+needs_ipmi_sim = pytest.mark.skipif(not shutil.which(IPMI_SIM),
+                                    reason="ipmi_sim (Debian openipmi; make test installs it)")
 
 
 @needs_ipmi_sim

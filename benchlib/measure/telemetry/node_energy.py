@@ -23,8 +23,9 @@ A BMC reports the node's input power in one of three shapes, and each is integra
 
 Every error here is a bound, not a standard deviation: the edge terms from the range of readings within W of each
 edge, the sampling term Σ h·|ΔA|/2 over the gaps h between readings (the most a trapezoid can miss of a monotone
-curve between two samples), half the reading's step over the span (an IPMI sensor's raw byte), and a reading lag of up to the BMC's refresh interval R (R × the change of A across the
-window). Pure functions over arrays of local-clock nanoseconds; the sampler is benchlib.measure.telemetry.bmc."""
+curve between two samples), half the reading's step over the span (an IPMI sensor's raw byte), and a reading lag of
+up to the BMC's refresh interval R (R × the change of A across the window). Pure functions over arrays of
+local-clock nanoseconds; the sampler is benchlib.measure.telemetry.bmc."""
 
 from __future__ import annotations
 
