@@ -152,6 +152,29 @@ def test_a_bmc_that_does_not_answer_leaves_the_reason_not_a_number(tmp_path):
     assert handle.row["node_energy_reason"].startswith("Redfish at http://127.0.0.1:9: ")
 
 
+@needs_sushy
+def test_a_bmc_gone_mid_run_does_not_hold_every_window_close(tmp_path):
+    """The emulator stops while the run goes on: after three missed reads a window's close stops waiting for the
+    readings after it (tail_wait_s 10 s here), and the window says why it has no node energy."""
+    def metrics(now: int) -> dict:
+        return {"@odata.id": "/redfish/v1/Chassis/1U/EnvironmentMetrics", "PowerWatts": {"Reading": IDLE_W}}
+
+    mockup = RedfishMockup(tmp_path / "mockup", {"EnvironmentMetrics": metrics})
+    with SushyStatic(mockup.root) as bmc:
+        tel = Telemetry(settings("redfish", bmc.url, tail_wait_s=10.0, deadline_s=0.5), tmp_path / "run").start()
+        time.sleep(0.3)
+    try:
+        time.sleep(0.5)  # the emulator is gone: its reads fail
+        started = time.monotonic()
+        with tel.window("after") as handle:
+            time.sleep(0.2)
+        assert time.monotonic() - started < 3.0
+        assert handle.row["node_energy_j"] is None and handle.row["node_energy_reason"]
+        assert tel.describe()["node_power"]["failed_reads"] >= 3
+    finally:
+        tel.close()
+
+
 needs_ipmi_sim = pytest.mark.skipif(not shutil.which(IPMI_SIM),
                                     reason="ipmi_sim (Debian openipmi; make test installs it)")
 

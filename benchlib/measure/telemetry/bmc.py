@@ -57,6 +57,9 @@ REDFISH_MAX_BYTES = 2 * 2**20  # a chassis or its metrics are a few kB; a servic
 IPMI_PORT = 623
 
 
+FAILING_READS = 3  # reads missed in a row after which a window's close no longer waits for the BMC
+
+
 IPMI_WATTS = 6  # the SDR base-unit code of watts (IPMI 2.0, table 43-15)
 
 
@@ -323,6 +326,7 @@ class NodePower:
         self.request_ms: list[float] = []
         self.errors: dict[str, str] = {}
         self.failures = 0
+        self.failing = 0  # reads failed since the last one that answered
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._csv: Any = None
@@ -373,8 +377,10 @@ class NodePower:
             reading = self.reader.read()
         except Exception as exc:  # a BMC that misses one poll must not end the sampling
             self.failures += 1
+            self.failing += 1
             self.errors.setdefault("read", _reason(exc))
             return
+        self.failing = 0
         received = time.perf_counter_ns()
         t_ns = (sent + received) // 2
         t_unix = time.time() - (received - sent) / 2e9
@@ -400,7 +406,8 @@ class NodePower:
             return
         need = t1_ns + int(self.tail_s() * 1e9)
         give_up = time.perf_counter() + self.settings.tail_wait_s + self.settings.deadline_s
-        while time.perf_counter() < give_up and not self._stop.is_set():
+        # a BMC that stopped answering would cost every window close the whole wait: three misses in a row end it
+        while time.perf_counter() < give_up and not self._stop.is_set() and self.failing < FAILING_READS:
             with self.lock:
                 if self.t_ns and self.t_ns[-1] >= need:
                     return
