@@ -129,6 +129,7 @@ def attribute(requests: pd.DataFrame, t_ns: np.ndarray, energy_j: np.ndarray, id
     out["energy_j"] = out["prefill_j"] + out["decode_j"]
     out["j_per_prompt_token"] = out["prefill_j"] / p["prompt_tokens"].where(p["prompt_tokens"] > 0)
     out["j_per_output_token"] = out["decode_j"] / p["completion_tokens"].where(p["completion_tokens"] > 0)
+    out["inside"] = (p["send_ns"] >= lo) & (p["last_ns"] <= hi)
     result = Attribution(out, float(interval_j.sum()), float(idle.sum()), float(dynamic[load <= 0].sum()),
                          w_p, w_d, weights)
     result.summary = summarise(result)
@@ -136,9 +137,12 @@ def attribute(requests: pd.DataFrame, t_ns: np.ndarray, energy_j: np.ndarray, id
 
 
 def summarise(result: Attribution) -> dict[str, float]:
-    """Means with 95 % bootstrap intervals: J/request, J/prompt token, J/output token; J/correct answer (all the
-    attributed joules ÷ answers that passed, its interval from the per-request joules' bootstrap)."""
+    """Means with 95 % bootstrap intervals over the requests wholly inside the window (one cut by an edge has only
+    part of its joules here): J/request, J/prompt token, J/output token; J/correct answer (their attributed joules ÷
+    those that passed, its interval from the per-request joules' bootstrap)."""
     frame = result.requests
+    if "inside" in frame:
+        frame = frame[frame["inside"].astype(bool)]
     out: dict[str, float] = {"total_j": result.total_j, "idle_j": result.idle_j,
                              "unattributed_j": result.unattributed_j, "attributed_j": result.attributed_j,
                              "requests": float(len(frame))}
@@ -152,7 +156,7 @@ def summarise(result: Attribution) -> dict[str, float]:
     correct = int((passed == True).sum())  # noqa: E712 — a nullable boolean column: NA is not a pass
     out["correct"] = float(correct)
     if correct:
-        per = result.attributed_j / correct
+        per = float(frame["energy_j"].sum()) / correct
         lo, hi = out["j_per_request_lo"], out["j_per_request_hi"]
         scale = len(frame) / correct
         out["j_per_correct"], out["j_per_correct_lo"], out["j_per_correct_hi"] = per, lo * scale, hi * scale
@@ -200,8 +204,9 @@ def energy_series(samples: pd.DataFrame, energy_source: str) -> tuple[np.ndarray
 def level_attribution(levels: pd.DataFrame, requests: pd.DataFrame, windows: pd.DataFrame, samples: pd.DataFrame,
                       task: str, key: str) -> pd.DataFrame:
     """Each level's attribution (the rule above) at the chip's boundary, from its level window's energy source: the
-    level's ok, non-warm-up requests, its window's samples, the idle power of that source. The node's BMC readings
-    are left out: a rolling average places energy up to W late, which per-interval attribution cannot undo."""
+    task's ok, non-warm-up requests that overlap the window (the means over those wholly inside it), its samples,
+    the idle power of that source. The node's BMC readings are left out: a rolling average places energy up to W
+    late, which per-interval attribution cannot undo."""
     out = levels.copy()
     for column in LEVEL_ATTRIBUTION_COLUMNS:
         out[column] = "" if column in ("attribution_boundary", "attribution_weights", "attribution_reason") else np.nan
@@ -223,11 +228,14 @@ def level_attribution(levels: pd.DataFrame, requests: pd.DataFrame, windows: pd.
             out.at[i, "attribution_reason"] = ("no energy samples for the level's window" if series is None else
                                                "no idle power from the same energy source")
             continue
-        these = ok[pd.to_numeric(ok[key], errors="coerce") == row[key]] if len(ok) else ok
+        t0, t1 = int(window["t_start_ns"]), int(window["t_end_ns"])
+        start = pd.to_numeric(ok["start_ns"], errors="coerce") if len(ok) else pd.Series(dtype=float)
+        end = start + pd.to_numeric(ok["e2e_s"], errors="coerce") * 1e9 if len(ok) else start
+        these = ok[(start < t1) & (end > t0)] if len(ok) else ok
         if not len(these):
             out.at[i, "attribution_reason"] = "no ok requests in the level"
             continue
-        result = attribute(these, *series, float(idle), int(window["t_start_ns"]), int(window["t_end_ns"]))
+        result = attribute(these, *series, float(idle), t0, t1)
         out.at[i, "attribution_boundary"] = str(window.get("energy_boundary") or "")
         out.at[i, "attribution_weights"] = result.weights
         for column in LEVEL_ATTRIBUTION_COLUMNS[3:]:

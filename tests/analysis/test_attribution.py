@@ -112,3 +112,14 @@ def test_a_concurrency_level_attributes_the_gpu_counter_the_servers_phases_drive
         assert level["j_per_output_token"] == pytest.approx(E_OUTPUT * (tokens - 1) / tokens, rel=0.10)
         assert level["j_per_request_lo"] <= level["j_per_request"] <= level["j_per_request_hi"]
         assert level["j_per_request"] == pytest.approx(E_PROMPT * prompt + E_OUTPUT * (tokens - 1), rel=0.10)
+
+
+def test_a_request_cut_by_the_window_is_attributed_but_not_averaged():
+    reqs = pd.DataFrame([request(0.1, 0.2, 0.6, 300, 21), request(0.5, 0.2, 0.6, 300, 21),
+                         request(1.4, 0.2, 0.6, 300, 21)])
+    t, energy = counter(reqs, 2.4)
+    result = attribute(reqs, t, energy, IDLE_W, t0_ns=0, t1_ns=int(1.8 * S))  # the third ends at 2.2 s
+    assert list(result.requests["inside"]) == [True, True, False]
+    assert result.summary["requests"] == 2
+    assert result.summary["j_per_request"] == pytest.approx(E_PROMPT * 300 + E_OUTPUT * 20, rel=0.05)
+    assert result.attributed_j + result.unattributed_j == pytest.approx(result.total_j - result.idle_j, abs=1e-9)
