@@ -448,7 +448,7 @@ class NodePower:
     def describe(self) -> dict[str, Any]:
         """sensors.json's and the manifest's node_power: where, what it reads, its averaging and who said so."""
         return {"protocol": self.reader.protocol, "where": self.reader.where(), "boundary": NODE_INPUT,
-                "status": self.status, **{k: v for k, v in self.layout.items()},
+                "status": self.status, **self.layout,
                 "averaging_s": self.averaging_s, "averaging_said_by": self.averaging_said,
                 "poll_s": self.settings.poll_s, "readings": len(self.t_ns), "failed_reads": self.failures,
                 "errors": dict(self.errors),
