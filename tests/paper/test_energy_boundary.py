@@ -108,3 +108,18 @@ def test_node_tokens_per_joule_stand_beside_the_chips_and_a_flip_is_said():
     assert ("Would flip if measured at the node: small @ big-host beats large @ lean-host on tokens per joule at the "
             "GPU board (2 vs 1.5) but not at the whole node (0.4 vs 0.9).") in table.caption
     assert frontier.node_flips(node_systems().iloc[1:]) == []  # no pair with both: nothing to flip
+
+
+def test_the_energy_figure_gives_the_node_its_own_row(tmp_path):
+    systems = node_systems()
+    groups = energy_groups(systems)
+    assert [name for name, _ in groups] == ["GPU board", "whole node, input power (BMC)"]
+    at_node = groups[1][1].set_index("system")
+    assert list(at_node.index) == ["small @ big-host", "large @ lean-host"]
+    assert at_node.loc["small @ big-host", "tokens_per_joule"] == 0.4  # the node's, never the chip's
+    fig = fig_energy({"_systems": Table("_systems", "", systems)}, no_runs(tmp_path))
+    try:
+        titles = [ax.get_title() for ax in fig.axes if ax.get_xlabel().startswith("tokens per joule")]
+        assert "energy boundary: whole node, input power (BMC)" in titles[1]
+    finally:
+        plt.close(fig)
