@@ -276,7 +276,18 @@ $(VENV)/.node-exporter: | $(PY)
 	  { $(SUDO) systemctl disable --now prometheus-node-exporter; } >/dev/null 2>&1 || true; }
 	@touch $@
 
-test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter
+# The IPMI BMC simulator tests/measure/test_bmc_emulators.py starts (telemetry.bmc.protocol ipmi): OpenIPMI's ipmi_sim,
+# from Debian's openipmi, and libopenipmi-dev's headers, against which the tests compile the DCMI module ipmi_sim
+# loads (tests/measure/ipmi_sim_dcmi.c). The tests start their own on a free loopback port; no init script is used.
+$(VENV)/.openipmi: | $(PY)
+	@{ command -v ipmi_sim && [ -e /usr/include/OpenIPMI/mcserv.h ]; } >/dev/null 2>&1 || { \
+	  echo "Installing openipmi and libopenipmi-dev (apt) for ipmi_sim…"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  --no-install-recommends openipmi libopenipmi-dev >/dev/null; \
+	  { $(SUDO) systemctl disable --now openipmi; } >/dev/null 2>&1 || true; }
+	@touch $@
+
+test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter $(VENV)/.openipmi
 	$(PY) -m pytest -q -ra $(ARGS)
 
 paper: $(VENV)/.installed-run

@@ -185,6 +185,27 @@ def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
 ENERGY_AXES = ("tps_per_w", "tokens_per_joule")
 
 
+def node_flips(systems: pd.DataFrame) -> list[str]:
+    """Where the boundary changes a verdict: pairs of systems measured at one chip boundary whose order on tokens per
+    joule there is the reverse of their order at the whole node (node_tokens_per_joule, from each node's BMC), in
+    words. A GPU-only joule flatters a small model on a big host: the host's own draw is what the node adds."""
+    need = {"system", "tokens_per_joule", "node_tokens_per_joule", "energy_boundary"}
+    if not need <= set(systems.columns):
+        return []
+    rows = [(str(r.system), number(r.tokens_per_joule), number(r.node_tokens_per_joule), str(r.energy_boundary))
+            for r in systems.itertuples()]
+    rows = [r for r in rows if not np.isnan(r[1]) and not np.isnan(r[2]) and r[3]]
+    out = []
+    for i, (a, chip_a, node_a, where) in enumerate(rows):
+        for b, chip_b, node_b, theirs in rows[i + 1:]:
+            if where == theirs and (chip_a - chip_b) * (node_a - node_b) < 0:
+                win, lose = ((a, chip_a, node_a), (b, chip_b, node_b)) if chip_a > chip_b else \
+                    ((b, chip_b, node_b), (a, chip_a, node_a))
+                out.append(f"{win[0]} beats {lose[0]} on tokens per joule at the {where} ({win[1]:.3g} vs "
+                           f"{lose[1]:.3g}) but not at the whole node ({win[2]:.3g} vs {lose[2]:.3g})")
+    return out
+
+
 def _energy_axes(axes: Mapping[str, Direction]) -> list[str]:
     return [a for a in axes if a in ENERGY_AXES]
 

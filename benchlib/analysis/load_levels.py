@@ -243,7 +243,10 @@ LEVEL_ENERGY_COLUMNS = [  # each line's comment is its columns' meaning (docs/co
     "loaded_power_w", "net_loaded_energy_j",  # the model-loaded baseline's power, W; energy_j less that baseline, J
     "tokens_per_joule",  # the level's completion tokens ÷ energy_j
     "tps_per_w",  # the level's aggregate throughput (concurrency) or its mean decode rate (context) ÷ avg_power_w
-    "energy_reason"]  # why the energy cells are empty
+    "energy_reason",  # why the energy cells are empty
+    # the whole node from its BMC (telemetry.bmc), its own boundary beside the chip's: energy, J, and its error
+    # bound, J; completion tokens ÷ node_energy_j; energy_j ÷ node_energy_j where a GPU counter is present
+    "node_energy_j", "node_energy_error_j", "node_tokens_per_joule", "gpu_share_of_node"]
 
 
 def level_window(task: str, level: Any) -> str:
@@ -276,6 +279,12 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
         window = mine.iloc[-1]
         duration, energy = number(window.get("duration_s")), number(window.get("energy_j"))
         out.at[i, "level_window_s"] = duration
+        node = number(window.get("node_energy_j"))
+        if node > 0:
+            out.at[i, "node_energy_j"] = node
+            out.at[i, "node_energy_error_j"] = number(window.get("node_energy_error_j"))
+            out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(number(row.get("completion_tokens")), node)
+            out.at[i, "gpu_share_of_node"] = number(window.get("gpu_share_of_node"))
         if np.isnan(energy):
             out.at[i, "energy_reason"] = f"no energy: {window.get('energy_reason') or 'not measured'}"
             continue

@@ -367,7 +367,8 @@ EFFICIENCY_COLUMNS = [  # windows.csv's columns beside the telemetry's (docs/col
     "tokens_per_joule", "joules_per_token",  # completion_tokens ÷ energy_j, and its inverse
     "decode_tps_mean",  # those requests' mean decode rate
     "tps_per_w",  # decode_tps_mean ÷ avg_power_w: the paper's tok/s per W
-    "efficiency_reason"]  # why the efficiency figures are empty
+    "efficiency_reason",  # why the efficiency figures are empty
+    "node_tokens_per_joule"]  # completion_tokens ÷ the whole node's energy (node_energy_j, from its BMC)
 
 
 def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -429,6 +430,9 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(rate, power)
             elif len(tps):
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(float(tps.mean()), power)
+        node = number(w.get("node_energy_j"))
+        if node > 0 and number(out.at[i, "completion_tokens"]) > 0:  # the node's own axis: never mixed with the chip's
+            out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(out.at[i, "completion_tokens"], node)
         out.at[i, "efficiency_reason"] = "; ".join(reasons)
     return out
 
