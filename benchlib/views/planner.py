@@ -1,0 +1,561 @@
+"""`frontier-bench plan`: the host, the candidates and the calibration gathered, the predictions ranked and shown,
+kept in outputs/<host>/plan.json, and compared with what was measured (benchlib.analysis.plan holds the model).
+
+    host         --host KEY: a row of the hardware table (benchlib.published.hardware); else this machine: NVML's
+                 memory and theoretical bandwidth on a GPU (compute and power from the table row of the same GPU
+                 where there is one), or on a CPU the measured read bandwidth (benchlib.measure.bandwidth's rule),
+                 the memory available now (psutil) and the measured compute (benchlib.measure.compute)
+    candidates   GGUF files, config.json files and catalog YAML files named on the command line; without any, the
+                 quantization ladder's rungs (outputs/<host>/ladder.json, else the rungs cached on this machine)
+                 and the default study's deployments (params/studies/default.yaml)
+    calibration  every measured run of a GGUF on this host under outputs/ (benchlib.paper.runs: its text suite's
+                 decode and prompt rates), one point per weights (the mean over its runs), and the published
+                 defaults (benchlib.published.hardware)
+    quality      the graded sets' pooled accuracy (first pass, Wilson 95 %) of every run of the same weights, on
+                 any host; "unknown" where none ran
+
+PLAN RECORD: every plan is appended to outputs/<host>/plan.json with its time, host, workload, calibration and
+predictions; `--measure K` adds what the top K measured. The paper's predicted-vs-measured table reads them.
+
+This module measures nothing itself and lives outside the measuring layers (benchlib.config.params.MEASURING_LAYERS),
+so a change to the plan never changes a run's id."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+import psutil
+import yaml
+
+from benchlib.analysis import frontier, stats
+from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
+from benchlib.analysis.deployments import task_accuracy
+from benchlib.analysis.plan import (PLAN_REGIMES, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
+                                    Quality, Ranked, Workload, flips, predict, rank)
+from benchlib.config.formatting import readable
+from benchlib.config.params import BenchParams, ParamsError, load_params
+from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
+from benchlib.measure import bandwidth, compute
+from benchlib.measure.provenance import cpu_model, gpu_info
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
+from benchlib.measure.servers.quantize import LADDER_TYPES, derived_from, file_sha256
+from benchlib.paper.runs import Runs, load_runs
+from benchlib.published import hardware, reference
+from benchlib.records.rows import STATUS_OK, read_requests, write_atomic
+from benchlib.records.schema import flag
+from benchlib.suites import ladder, study
+
+PLAN_JSON = "plan.json"
+DEFAULT_STUDY = PROJECT_ROOT / "params" / "studies" / "default.yaml"
+LADDER_PARAMS = PROJECT_ROOT / "params" / "embedded.yaml"
+SPEED_SUITE = "text"
+
+
+class PlanError(ValueError):
+    """The plan cannot be made as asked (one line)."""
+
+
+@dataclass
+class Entry:
+    """A candidate and, where it can be served here, the params that would measure it."""
+
+    candidate: Candidate
+    params: BenchParams | None = None
+
+
+# ---- the host ------------------------------------------------------------------------------------------------------
+
+def this_host(name: str, nvml: Any = None, measure_compute: Callable[[], dict] = compute.measure) -> Host:
+    """This machine as the plan sees it (module docstring)."""
+    gpu = gpu_info(nvml)
+    table = hardware.load_hardware()
+    gpus = [g for g in gpu.get("gpus") or [] if g.get("memory_bandwidth_gbs")] if gpu.get("available") else []
+    if gpus:
+        first = gpus[0]
+        row = next((h for h in table.values() if h.kind == "gpu" and _same_gpu(first.get("name", ""), h.name)), None)
+        return Host(name=name, kind="gpu", memory_gb=float(first.get("memory_total_gb") or math.nan),
+                    memory_source=f"NVML: {first.get('name')} total memory",
+                    bandwidth_gbs=float(first["memory_bandwidth_gbs"]),
+                    bandwidth_source="NVML theoretical (bus width × memory clock × 2)",
+                    compute_tflops=row.compute_tflops if row else math.nan,
+                    compute_source=f"hardware table: {row.compute_source}" if row else "",
+                    power_w=row.power_w if row else math.nan, power_source=row.power_source if row else "")
+    measured = bandwidth.machine_measurement(cpu_model(), os.cpu_count())
+    flops = measure_compute()
+    return Host(name=name, kind="cpu", memory_gb=psutil.virtual_memory().available / 1e9,
+                memory_source="available now (psutil)", bandwidth_gbs=float(measured["read_gbs"]),
+                bandwidth_source=("measured read bandwidth" + (", under load" if measured.get("under_load") else "")
+                                  + f" ({cpu_model()}, {os.cpu_count()} cores)"),
+                compute_tflops=float(flops["tflops"]), compute_source=f"measured: {flops['method']}")
+
+
+def _same_gpu(nvml_name: str, table_name: str) -> bool:
+    """'NVIDIA H200' (NVML) is the table's 'NVIDIA H200 SXM': every word NVML gives is in the table's name."""
+    words = [w for w in nvml_name.lower().replace("-", " ").split() if w != "nvidia"]
+    return bool(words) and all(w in table_name.lower().replace("-", " ").split() for w in words)
+
+
+# ---- the candidates ------------------------------------------------------------------------------------------------
+
+def candidates_from(paths: Sequence[str], ref: pd.DataFrame | None = None) -> list[Entry]:
+    """Candidates from the files named: .gguf, config.json (any .json), catalog .yaml/.yml."""
+    out: list[Entry] = []
+    for text in paths:
+        path = Path(text)
+        if not path.is_file():
+            raise PlanError(f"{text}: no such file")
+        try:
+            if path.suffix == ".gguf":
+                out.append(Entry(from_gguf(path), gguf_params(path)))
+            elif path.suffix == ".json":
+                out.append(Entry(from_config(path)))
+            elif path.suffix in (".yaml", ".yml"):
+                out += [Entry(c) for c in read_catalog(path, ref)]
+            else:
+                raise PlanError(f"{text}: a candidate is a .gguf, a config.json or a catalog .yaml")
+        except CandidateError as exc:
+            raise PlanError(str(exc)) from None
+    return out
+
+
+def read_catalog(path: str | Path, ref: pd.DataFrame | None = None) -> list[Candidate]:
+    """Every entry of a catalog YAML (a list, or {candidates: [...]}); an entry naming a seed's model is completed
+    from that seed's printed sizes (reference.published_model)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CandidateError(f"{path}: not a readable catalog ({exc})") from None
+    entries = data.get("candidates") if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise CandidateError(f"{path}: expected a list of entries (or candidates: [...])")
+    out = []
+    for entry in entries:
+        if entry.get("seed"):
+            ref = reference.load_reference() if ref is None else ref
+            published = reference.published_model(ref, str(entry["seed"]), str(entry.get("model") or ""))
+            if published is None:
+                raise CandidateError(f"{path}: seed {entry['seed']} prints nothing for model {entry.get('model')!r}")
+            entry = {**published, **entry}
+        out.append(from_entry(entry))
+    return out
+
+
+def gguf_params(path: Path, base: BenchParams | None = None) -> BenchParams:
+    """The embedded server's params serving any GGUF (its own chat template), to measure it with --measure."""
+    base = base or load_params(LADDER_PARAMS)
+    weights = from_gguf(path)
+    server = base.server.model_copy(update={
+        "model": slug(path.stem.lower()), "quantization": weights.quantization, "active_params_b": round(weights.params_b, 4),
+        "total_params_b": round(weights.params_b, 4), "bytes_per_param": round(weights.weights_gb / weights.params_b, 4),
+        "embedded": base.server.embedded.model_copy(update={"model_path": str(path), "chat_format": ""})})
+    return base.model_copy(update={"server": server, "source": str(path)})
+
+
+def default_candidates(host_name: str) -> list[Entry]:
+    """The ladder's rungs and the default study's deployments, each once per weights (module docstring)."""
+    entries: dict[str, Entry] = {}
+    for qtype, path, params in ladder_rungs(host_name):
+        candidate = from_gguf(path, name=params.server.model)
+        entries.setdefault(candidate.weights_key, Entry(candidate, params))
+    try:
+        plan = study.load_study(DEFAULT_STUDY)
+    except study.StudyError as exc:
+        raise PlanError(str(exc)) from None
+    for dep in plan.deployments:
+        source = PROJECT_ROOT / dep.origin if not Path(dep.origin).is_absolute() else Path(dep.origin)
+        try:
+            params = load_params(source)  # the plain params file: its own folders, not the study's demo variant
+            path = Path(model_path_of(params.server.embedded))
+        except (ParamsError, EmbeddedServerError) as exc:
+            raise PlanError(str(exc)) from None
+        candidate = from_gguf(path, name=params.server.model)
+        entries.setdefault(candidate.weights_key, Entry(candidate, params))
+    return list(entries.values())
+
+
+def ladder_rungs(host_name: str) -> list[tuple[str, Path, BenchParams]]:
+    """(type, GGUF, params) of each rung: from outputs/<host>/ladder.json, else the rungs cached on this machine
+    (benchlib.measure.servers.quantize's names), with the ladder's own params for each (benchlib.suites.ladder)."""
+    try:
+        base = load_params(LADDER_PARAMS)
+        source = Path(model_path_of(base.server.embedded))
+    except (ParamsError, EmbeddedServerError) as exc:
+        raise PlanError(str(exc)) from None
+    source_type = ladder.check_base(base)
+    record = _read_json(ladder_file(host_name))
+    found = {r["qtype"]: Path(r["path"]) for r in record.get("rungs") or [] if Path(r.get("path", "")).is_file()}
+    if not found:
+        sha = file_sha256(source)[:16]
+        found = {q: cache_dir() / "ladder" / f"{sha}-{q}.gguf" for q in LADDER_TYPES}
+        found = {q: p for q, p in found.items() if p.is_file()}
+        found[source_type] = source
+    out = []
+    for qtype in [q for q in LADDER_TYPES if q in found]:
+        path = found[qtype]
+        weights = from_gguf(path)
+        params = ladder.rung_params(base, qtype, path, derived_from(qtype, source_type),
+                                    weights.weights_gb / weights.params_b)
+        out.append((qtype, path, params))
+    return out
+
+
+# ---- the calibration and the quality ---------------------------------------------------------------------------------
+
+def measured_points(runs: Runs, host_name: str) -> pd.DataFrame:
+    """Per weights file measured on `host_name`: mean decode and prompt tok/s of the text suite's measured requests
+    (warm-ups and failures left out), with a 95 % bootstrap interval of the decode mean, n, the runs and GB read
+    per token."""
+    columns = ["weights_key", "read_gb", "active_params_b", "decode_tps", "decode_lo", "decode_hi", "n",
+               "prefill_tps", "ttft_s", "systems"]
+    meta = runs.meta[(runs.meta["host"] == host_name) & runs.meta["weights_file"].astype(bool)] if len(runs.meta) \
+        else runs.meta
+    req = runs.requests
+    if not len(meta) or not len(req):
+        return pd.DataFrame(columns=columns)
+    req = req[(req["suite"] == SPEED_SUITE) & (req["status"] == STATUS_OK) & ~req["is_warmup"].map(flag)]
+    rows = []
+    for key, group in meta.groupby("weights_file", sort=False):
+        mine = req[(req["host"] == host_name) & req["model"].isin(group["model"])]
+        decode = pd.to_numeric(mine["decode_tps"], errors="coerce").dropna()
+        if not len(decode):
+            continue
+        low, high = stats.bootstrap_interval(decode)
+        prefill = pd.to_numeric(mine.get("prefill_tps", pd.Series(dtype=float)), errors="coerce").dropna()
+        ttft = pd.to_numeric(mine["ttft_s"], errors="coerce").dropna()
+        rows.append({"weights_key": key, "read_gb": float(group["weights_read_gb"].iloc[0]),
+                     "active_params_b": float(pd.to_numeric(group["active_params_b"], errors="coerce").iloc[0]),
+                     "decode_tps": float(decode.mean()), "decode_lo": low, "decode_hi": high, "n": len(decode),
+                     "prefill_tps": float(prefill.mean()) if len(prefill) else math.nan,
+                     "ttft_s": float(ttft.mean()) if len(ttft) else math.nan,
+                     "systems": "; ".join(group["system"])})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def calibration(points: pd.DataFrame, ref: pd.DataFrame | None = None) -> Calibration:
+    """The measured points and the published defaults (benchlib.published.hardware)."""
+    ref = reference.load_reference() if ref is None else ref
+    return Calibration(
+        points=tuple(Point(r.weights_key, r.weights_key, r.read_gb, r.decode_tps, r.active_params_b, r.prefill_tps)
+                     for r in points.itertuples()),
+        default_decode=hardware.published_decode_efficiency(ref),
+        default_prefill=hardware.published_prefill_efficiency(ref))
+
+
+def qualities(runs: Runs, regime: str) -> dict[str, Quality]:
+    """weights file -> the graded sets' pooled first-pass accuracy of every run of those weights, on any host, over
+    the regime's graded modalities (Wilson 95 %)."""
+    if not len(runs.summary) or not len(runs.meta):
+        return {}
+    accuracy = task_accuracy(runs.summary)
+    graded = accuracy[(accuracy["basis"] == frontier.GRADED) & (pd.to_numeric(accuracy["scored"]) > 0)]
+    modalities = frontier.REGIMES[regime].graded
+    graded = graded[graded["modality"].fillna("text").replace("", "text").isin(modalities)]
+    out = {}
+    keyed = runs.meta[runs.meta["weights_file"].astype(bool)]
+    for key, group in keyed.groupby("weights_file", sort=False):
+        mine = graded[graded["system"].isin([f"{m} @ {h}" for m, h in zip(group["model"], group["host"])])]
+        scored = int(pd.to_numeric(mine["scored"]).sum())
+        if not scored:
+            continue
+        passed = int(pd.to_numeric(mine["passed"]).sum())
+        low, high = stats.wilson_interval(passed, scored)
+        out[key] = Quality(passed / scored, low, high, scored, "; ".join(group["system"]))
+    return out
+
+
+# ---- one plan -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    host: Host
+    workload: Workload
+    regime: str
+    calibration: Calibration
+    entries: list[Entry]
+    ranked: list[Ranked]
+    points: pd.DataFrame
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+    @property
+    def id(self) -> str:
+        return time.strftime("%Y%m%dT%H%M%S", time.strptime(self.created[:19], "%Y-%m-%dT%H:%M:%S"))
+
+    def entry(self, name: str) -> Entry:
+        return next(e for e in self.entries if e.candidate.name == name)
+
+    def measured(self, name: str) -> pd.Series | None:
+        """This candidate's own measured point on the host, if any (its prediction never used it)."""
+        key = self.entry(name).candidate.weights_key
+        hit = self.points[self.points["weights_key"] == key] if key and len(self.points) else self.points.iloc[0:0]
+        return hit.iloc[0] if len(hit) else None
+
+
+def make_plan(host: Host, entries: list[Entry], workload: Workload, regime: str, runs: Runs | None = None,
+              ref: pd.DataFrame | None = None) -> Plan:
+    runs = load_runs() if runs is None else runs
+    points = measured_points(runs, host.name)
+    cal = calibration(points, ref)
+    predictions = [predict(e.candidate, host, cal, workload) for e in entries]
+    return Plan(host, workload, regime, cal, entries, rank(predictions, regime, qualities(runs, regime)), points)
+
+
+# ---- the record ----------------------------------------------------------------------------------------------------
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def plan_file(host_name: str, root: Path | None = None) -> Path:
+    return (root or outputs_root()) / slug(host_name) / PLAN_JSON
+
+
+def _figure(f: Figure) -> dict[str, float]:
+    return {"value": f.value, "low": f.low, "high": f.high}
+
+
+def _efficiency(e: Efficiency) -> dict[str, Any]:
+    return {"value": e.value, "low": e.low, "high": e.high, "n": e.n, "basis": e.basis}
+
+
+def record(plan: Plan) -> dict[str, Any]:
+    """The plan as kept in plan.json (PLAN RECORD)."""
+    rows = []
+    for r in plan.ranked:
+        p: Prediction = r.prediction
+        rows.append({"rank": r.rank, "name": p.name, "eligible": r.eligible, "why_not": r.why_not,
+                     "candidate": {k: v for k, v in asdict(p.candidate).items()},
+                     "need_gb": _figure(p.need_gb), "fits": p.fits, "decode_ceiling_tps": p.decode_ceiling_tps,
+                     "decode_tps": _figure(p.decode_tps), "prefill_tps": _figure(p.prefill_tps),
+                     "ttft_s": _figure(p.ttft_s), "joules_per_token": _figure(p.joules_per_token),
+                     "serving_tps": _figure(p.serving_tps), "decode_efficiency": _efficiency(p.decode_efficiency),
+                     "prefill_efficiency": _efficiency(p.prefill_efficiency), "notes": p.notes,
+                     "quality": asdict(r.quality) if r.quality else None})
+    return {"id": plan.id, "created": plan.created, "created_unix": time.time(), "regime": plan.regime,
+            "host": asdict(plan.host), "workload": asdict(plan.workload),
+            "points": plan.points.to_dict("records"), "predictions": rows, "measured": []}
+
+
+def save(plan: Plan, root: Path | None = None) -> Path:
+    """Append the plan to outputs/<host>/plan.json."""
+    path = plan_file(plan.host.name, root)
+    data = _read_json(path)
+    plans = [p for p in data.get("plans") or [] if isinstance(p, dict)]
+    plans.append(record(plan))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"plans": plans}, indent=1, default=_plain))
+    return path
+
+
+def add_measured(host_name: str, plan_id: str, measured: list[dict[str, Any]], root: Path | None = None) -> None:
+    """What --measure measured, beside the plan that predicted it."""
+    path = plan_file(host_name, root)
+    data = _read_json(path)
+    for entry in data.get("plans") or []:
+        if entry.get("id") == plan_id:
+            entry["measured"] = [*entry.get("measured", []), *measured]
+    write_atomic(path, json.dumps(data, indent=1, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers, anything else json cannot write as text."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def read_plans(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every plan record under the results root, oldest first per host."""
+    out = []
+    for path in sorted(Path(root or outputs_root()).glob(f"*/{PLAN_JSON}")):
+        out += [p for p in _read_json(path).get("plans") or [] if isinstance(p, dict)]
+    return out
+
+
+# ---- the table -------------------------------------------------------------------------------------------------------
+
+WIDTH = 120  # one screen: the table and its notes stay within 120 columns and 30 lines
+
+
+def span(f: Figure, scale: float = 1.0) -> str:
+    """'31.2 [24.1–33.0]' (readable numbers), '–' without a value."""
+    if not f.known:
+        return "–"
+    return f"{readable(f.value * scale)} [{readable(f.low * scale)}–{readable(f.high * scale)}]"
+
+
+def error(predicted: float, measured: float) -> float:
+    """(predicted − measured) ÷ measured."""
+    return (predicted - measured) / measured if measured > 0 else math.nan
+
+
+def table_lines(plan: Plan, limit: int = 12) -> list[str]:
+    """The plan on one screen: the host and calibration, one row per candidate, the measured error, what would
+    flip the order."""
+    h, w = plan.host, plan.workload
+    lines = [f"plan · {h.name} ({h.kind}) · {readable(h.bandwidth_gbs)} GB/s ({_short(h.bandwidth_source)}) · "
+             f"{readable(h.compute_tflops)} TFLOPS · {readable(h.memory_gb)} GB ({_short(h.memory_source)})"[:WIDTH]]
+    first = plan.ranked[0] if plan.ranked else None
+    lines.append(f"regime {plan.regime}: ranked on {first.axis_words if first else '–'} · context {w.context_tokens}"
+                 f" × {w.concurrency} stream(s) · TTFT at {w.prompt_tokens} prompt tokens"[:WIDTH])
+    if first:
+        p = first.prediction
+        lines.append(f"decode efficiency {_eff(p.decode_efficiency)} · prefill {_eff(p.prefill_efficiency)}"[:WIDTH])
+    energy = any(r.prediction.joules_per_token.known for r in plan.ranked)
+    measured = any(plan.measured(r.prediction.name) is not None for r in plan.ranked)
+    head = (f"{'#':>2} {'candidate':<24} {'quant':<7}{'need GB':>7} {'fits':<5} {'decode tok/s':<17}"
+            f"{'prefill tok/s':<16}{'TTFT ms':<15}" + (f"{'J/token':<17}" if energy else "")
+            + (f"{'measured':<15}" if measured else "") + "quality")
+    lines += ["", head]
+    errors = []
+    for r in plan.ranked[:limit]:
+        p = r.prediction
+        mine = plan.measured(p.name)
+        seen = ""
+        if mine is not None:
+            e = error(p.decode_tps.value, mine["decode_tps"])
+            errors.append(e)
+            seen = f"{readable(mine['decode_tps'])} ({e:+.0%})"
+        quality = (f"{r.quality.accuracy:.0%} [{r.quality.low:.0%}–{r.quality.high:.0%}]" if r.quality
+                   else "unknown")
+        rank_text = f"{r.rank:>2}" if r.eligible else " –"
+        row = (f"{rank_text} {p.name[:24]:<24} {p.candidate.quantization[:7]:<7}{readable(p.need_gb.value):>7} "
+               f"{p.fits:<5} {span(p.decode_tps):<17}{span(p.prefill_tps):<16}{span(p.ttft_s, 1000):<15}"
+               + (f"{span(p.joules_per_token):<17}" if energy else "") + (f"{seen:<15}" if measured else "")
+               + (quality if r.eligible else f"{quality}; {r.why_not}"))
+        lines.append(row[:WIDTH])
+    if len(plan.ranked) > limit:
+        lines.append(f"   … {len(plan.ranked) - limit} more in plan.json")
+    lines.append("")
+    if errors:
+        lines.append(f"median |decode error| of the {len(errors)} measured here (each predicted with its own run "
+                     f"left out): {pd.Series(errors).abs().median():.0%}")
+    lines += [f"would flip: {line}"[:WIDTH] for line in flips(plan.ranked, _floor(plan.regime))]
+    return lines
+
+
+def _floor(regime: str) -> float:
+    return frontier.REGIMES[regime].min_accuracy or 0.0
+
+
+def _eff(e: Efficiency) -> str:
+    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] (n={e.n}, {e.basis})" if e.known else f"unknown ({e.basis})"
+
+
+def _short(source: str) -> str:
+    return source.split(" (")[0].split(":")[0]
+
+
+# ---- --measure K ---------------------------------------------------------------------------------------------------
+
+def measure_top(plan: Plan, k: int, run_suites: study.SuiteRunner, progress: Callable[[str], None] = print) \
+        -> list[dict[str, Any]]:
+    """Run the text suite on the top k eligible candidates that can be served here (a study, one after another,
+    each in its own folder: server.variant plan-<plan id>), and what each measured beside its prediction."""
+    chosen = [r for r in plan.ranked if r.eligible and plan.entry(r.prediction.name).params is not None][:k]
+    if not chosen:
+        raise PlanError("no candidate of this plan can be served here (a GGUF on this machine)")
+    deployments = []
+    for r in chosen:
+        params = plan.entry(r.prediction.name).params
+        variant = f"plan-{plan.id}"
+        params = params.model_copy(update={"server": params.server.model_copy(update={"variant": variant})})
+        deployments.append(study.Deployment(params=params, notebooks=[SPEED_SUITE],
+                                            origin=f"plan {plan.id}: {r.prediction.name}"))
+    run = study.Study(name=f"plan-{slug(plan.host.name)}-{plan.id}", source=f"plan {plan.id}",
+                      deployments=deployments, settle=study.SettleSpec(), paper=False)
+    outcome = study.run_study(run, run_suites, progress=progress)
+    out = []
+    for r, dep in zip(chosen, deployments):
+        folder = dep.params.suite_dir(SPEED_SUITE, outputs_root())
+        found = _speed(folder)
+        p = r.prediction
+        out.append({"name": p.name, "weights_key": p.candidate.weights_key, "folder": str(folder),
+                    "failed": outcome.failed.get(dep.label, ""), "measured_unix": time.time(), **found,
+                    "predicted_decode": _figure(p.decode_tps), "predicted_ttft_s": _figure(p.ttft_s),
+                    "decode_error": error(p.decode_tps.value, found["decode_tps"]),
+                    "ttft_error": error(p.ttft_s.value, found["ttft_s"])})
+    add_measured(plan.host.name, plan.id, out)
+    return out
+
+
+def _speed(folder: Path) -> dict[str, Any]:
+    """Mean decode tok/s (95 % bootstrap interval) and mean TTFT of a text suite's measured requests."""
+    path = folder / "requests.csv"
+    if not path.is_file():
+        return {"decode_tps": math.nan, "decode_lo": math.nan, "decode_hi": math.nan, "n": 0, "ttft_s": math.nan,
+                "prompt_tokens": math.nan}
+    req = read_requests(path)
+    req = req[(req["status"] == STATUS_OK) & ~req["is_warmup"].map(flag)]
+    decode = pd.to_numeric(req["decode_tps"], errors="coerce").dropna()
+    low, high = stats.bootstrap_interval(decode)
+    return {"decode_tps": float(decode.mean()) if len(decode) else math.nan, "decode_lo": low, "decode_hi": high,
+            "n": int(len(decode)), "ttft_s": float(pd.to_numeric(req["ttft_s"], errors="coerce").mean()),
+            "prompt_tokens": float(pd.to_numeric(req.get("prompt_tokens"), errors="coerce").mean())}
+
+
+def measured_lines(measured: list[dict[str, Any]]) -> list[str]:
+    """Predicted beside measured, with the error, one line each (the TTFT at the requests' own prompt length is
+    not the plan's prompt length: shown without an error)."""
+    lines = [f"{'candidate':<26}{'predicted decode':<20}{'measured [95% CI]':<24}{'error':<8}TTFT measured"]
+    for m in measured:
+        got = (f"{readable(m['decode_tps'])} [{readable(m['decode_lo'])}–{readable(m['decode_hi'])}] (n={m['n']})"
+               if m["n"] else f"not measured: {m['failed'] or 'no request succeeded'}")
+        pred = m["predicted_decode"]
+        lines.append(f"{m['name'][:25]:<26}{span(Figure(pred['value'], pred['low'], pred['high'])):<20}{got:<24}"
+                     f"{m['decode_error']:+.0%}   {readable(m['ttft_s'] * 1000)} ms at {readable(m['prompt_tokens'])} "
+                     "prompt tokens"[:WIDTH] if m["n"] else f"{m['name'][:25]:<26}{got}")
+    return lines
+
+
+# ---- the seeds' check ----------------------------------------------------------------------------------------------
+
+# (hardware table key, seed, model as the seed names it): the seeds' two deployments the plan predicts from published
+# sizes and bandwidth alone, beside the paper's measured average throughput (000 §6)
+SEED_CHECKS = (("rtx3090", "000", "Gemma 4 E2B"), ("gb10", "000", "Qwen3.5-4B"))
+
+
+def seed_checks(ref: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Each seed deployment predicted on its host with the published default efficiency (no run of ours there),
+    and the paper's measured average throughput."""
+    ref = reference.load_reference() if ref is None else ref
+    hosts = hardware.load_hardware(ref=ref)
+    cal = calibration(pd.DataFrame(columns=["weights_key"]), ref)
+    out = []
+    for key, seed, model in SEED_CHECKS:
+        published = reference.published_model(ref, seed, model)
+        candidate = from_entry({**published, "name": f"{model} {published['quantization']}"})
+        p = predict(candidate, hosts[key], cal)
+        paper = reference.value(ref, "§6", model=model, metric="decode_tps")
+        out.append({"host": key, "host_name": hosts[key].name, "model": model, "candidate": candidate,
+                    "prediction": p, "measured_tps": paper,
+                    "error": error(p.decode_tps.value, paper), "within": p.decode_tps.contains(paper)})
+    return out
+
+
+def seed_lines(ref: pd.DataFrame | None = None) -> list[str]:
+    checks = seed_checks(ref)
+    eff = checks[0]["prediction"].decode_efficiency
+    lines = [f"the seeds' check: published sizes (000 §2) and bandwidth (000 §3), decode efficiency {_eff(eff)}", "",
+             f"{'host':<10}{'deployment':<19}{'GB read/token':<20}{'ceiling tok/s':<15}{'predicted tok/s':<19}"
+             f"{'paper (000 §6)':<16}error"]
+    for c in checks:
+        cand, p = c["candidate"], c["prediction"]
+        read = (f"{readable(cand.read_gb)}–{readable(cand.read_high)}" if cand.read_high > cand.read_gb
+                else readable(cand.read_gb))
+        ceiling = (f"{readable(p.decode_ceiling_tps)}–{readable(p.host.bandwidth_gbs / cand.read_high)}"
+                   if cand.read_high > cand.read_gb else readable(p.decode_ceiling_tps))
+        lines.append(f"{c['host']:<10}{cand.name:<19}{read:<20}{ceiling:<15}{span(p.decode_tps):<19}"
+                     f"{readable(c['measured_tps']):<16}{c['error']:+.0%}"
+                     + ("" if c["within"] else " (outside the interval)"))
+    lines += ["", "GB read/token: active parameters × 2 B (BF16) – all parameters × 2 B where the seed prints both "
+              "(E2B's per-layer embeddings);", "the paper's tok/s are tokens ÷ end-to-end time over its tasks "
+              "(TTFT and short answers included): docs/plan.md says what the gap teaches"]
+    return lines
