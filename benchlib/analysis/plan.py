@@ -39,8 +39,10 @@ swap, and at what ratio."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -48,6 +50,7 @@ import numpy as np
 from benchlib.analysis import frontier
 
 GB = 1e9
+PLAN_JSON = "plan.json"  # outputs/<host>/plan.json: every plan made for the host (benchlib.views.planner)
 KV_CACHE_BYTES = 2  # llama.cpp and vLLM keep the KV cache in 16-bit unless told otherwise
 # Memory a server needs beyond weights and KV cache, (low, high) GB: llama-cpp-python's server (a Python process,
 # compute buffers) on a CPU; a CUDA context, cuBLAS workspace and activations on a GPU. Stated defaults: the paper's
@@ -226,6 +229,11 @@ class Prediction:
         return self.candidate.name
 
 
+def relative_error(predicted: float, measured: float) -> float:
+    """(predicted − measured) ÷ measured; NaN without a positive measurement."""
+    return (predicted - measured) / measured if measured > 0 else math.nan
+
+
 def kv_bytes_per_token(layers: float, kv_heads: float, key_length: float, value_length: float,
                        bytes_per_value: float = KV_CACHE_BYTES) -> float:
     """KV cache bytes one context token holds across every layer: layers × KV heads × (key + value length) × bytes."""
@@ -384,3 +392,16 @@ def flips(ranked: Sequence[Ranked], floor: float, limit: int = 4) -> list[str]:
     if top is not None and top.quality is None:
         out.append(f"{top.prediction.name} leaves the top if its graded accuracy, unknown here, is below {floor:.0%}")
     return out[:limit]
+
+
+def read_plans(root: str | Path) -> list[dict]:
+    """Every plan record under a results root (outputs/<host>/plan.json), oldest first per host; unreadable files
+    are skipped (as bandwidth_law.read_ladders skips its records)."""
+    out: list[dict] = []
+    for path in sorted(Path(root).glob(f"*/{PLAN_JSON}")):
+        try:
+            plans = json.loads(path.read_text(encoding="utf-8")).get("plans") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        out += [p for p in plans if isinstance(p, dict)]
+    return out

@@ -9,17 +9,23 @@ Published efficiencies, the defaults of the plan's EFFICIENCY RULE (benchlib.ana
 - decode: 004's E4B ladder on one GB10 under vLLM (BF16, FP8 online, NVFP4A16), measured tok/s ÷ (273 GB/s ÷
   ~4 B active parameters × bytes per weight) — benchlib.analysis.roofline on reference.quant_runs;
 - prefill: 002's M1 Max prompt rates (E2B and E4B, short and long prompts) ÷ (Apple's 10.4 TFLOPS ÷ 2 × active
-  parameters, 001 §1's 2.3 B and ~4 B)."""
+  parameters, 001 §1's 2.3 B and ~4 B).
+
+The seeds' check (seed_checks): Gemma 4 E2B BF16 on the RTX 3090 and Qwen3.5-4B on GB10 predicted from their
+published sizes (000 §2) and the cards' bandwidth (000 §3) with the default efficiencies, beside the paper's measured
+average throughput (000 §6)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from benchlib.analysis import roofline
-from benchlib.analysis.plan import Efficiency, Host, prefill_ceiling
+from benchlib.analysis.candidates import from_entry
+from benchlib.analysis.plan import Calibration, Efficiency, Host, prefill_ceiling, predict, relative_error
 from benchlib.config.paths import REFERENCE_DIR
 from benchlib.published import reference
 
@@ -100,3 +106,25 @@ def published_prefill_efficiency(ref: pd.DataFrame | None = None, hosts: dict[st
                & (ref["host"] == "MBP") & (ref["metric"] == "prefill_tps")]
     ratios = [row.value / prefill_ceiling(mbp, active[row.model]) for row in rows.itertuples()]
     return Efficiency.from_ratios(ratios, "default: 002's M1 Max prompt rates")
+
+
+# (hardware table key, seed, model as the seed names it): the seeds' deployments the plan predicts from published
+# sizes and bandwidth alone
+SEED_CHECKS = (("rtx3090", "000", "Gemma 4 E2B"), ("gb10", "000", "Qwen3.5-4B"))
+
+
+def seed_checks(ref: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Each seed deployment predicted on its host with the published default efficiencies (no run of ours there),
+    beside the paper's measured average throughput and the relative error."""
+    ref = reference.load_reference() if ref is None else ref
+    hosts = load_hardware(ref=ref)
+    defaults = Calibration((), published_decode_efficiency(ref), published_prefill_efficiency(ref, hosts))
+    out = []
+    for key, seed, model in SEED_CHECKS:
+        published = reference.published_model(ref, seed, model)
+        candidate = from_entry({**published, "name": f"{model} {published['quantization']}"})
+        p = predict(candidate, hosts[key], defaults)
+        paper = reference.value(ref, "§6", model=model, metric="decode_tps")
+        out.append({"host": key, "model": model, "candidate": candidate, "prediction": p, "measured_tps": paper,
+                    "error": relative_error(p.decode_tps.value, paper), "within": p.decode_tps.contains(paper)})
+    return out

@@ -37,8 +37,8 @@ import yaml
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
 from benchlib.analysis.deployments import task_accuracy
-from benchlib.analysis.plan import (PLAN_REGIMES, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
-                                    Quality, Ranked, Workload, flips, predict, rank)
+from benchlib.analysis.plan import (PLAN_JSON, PLAN_REGIMES, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
+                                    Quality, Ranked, Workload, flips, predict, rank, relative_error)
 from benchlib.config.formatting import readable
 from benchlib.config.params import BenchParams, ParamsError, load_params
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
@@ -46,13 +46,13 @@ from benchlib.measure import bandwidth, compute
 from benchlib.measure.provenance import cpu_model, gpu_info
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.measure.servers.quantize import LADDER_TYPES, derived_from, file_sha256
+from benchlib.paper.predicted import measured_points
 from benchlib.paper.runs import Runs, load_runs
 from benchlib.published import hardware, reference
 from benchlib.records.rows import STATUS_OK, read_requests, write_atomic
 from benchlib.records.schema import flag
 from benchlib.suites import ladder, study
 
-PLAN_JSON = "plan.json"
 DEFAULT_STUDY = PROJECT_ROOT / "params" / "studies" / "default.yaml"
 LADDER_PARAMS = PROJECT_ROOT / "params" / "embedded.yaml"
 SPEED_SUITE = "text"
@@ -208,36 +208,6 @@ def ladder_rungs(host_name: str) -> list[tuple[str, Path, BenchParams]]:
 
 # ---- the calibration and the quality ---------------------------------------------------------------------------------
 
-def measured_points(runs: Runs, host_name: str) -> pd.DataFrame:
-    """Per weights file measured on `host_name`: mean decode and prompt tok/s of the text suite's measured requests
-    (warm-ups and failures left out), with a 95 % bootstrap interval of the decode mean, n, the runs and GB read
-    per token."""
-    columns = ["weights_key", "read_gb", "active_params_b", "decode_tps", "decode_lo", "decode_hi", "n",
-               "prefill_tps", "ttft_s", "systems"]
-    meta = runs.meta[(runs.meta["host"] == host_name) & runs.meta["weights_file"].astype(bool)] if len(runs.meta) \
-        else runs.meta
-    req = runs.requests
-    if not len(meta) or not len(req):
-        return pd.DataFrame(columns=columns)
-    req = req[(req["suite"] == SPEED_SUITE) & (req["status"] == STATUS_OK) & ~req["is_warmup"].map(flag)]
-    rows = []
-    for key, group in meta.groupby("weights_file", sort=False):
-        mine = req[(req["host"] == host_name) & req["model"].isin(group["model"])]
-        decode = pd.to_numeric(mine["decode_tps"], errors="coerce").dropna()
-        if not len(decode):
-            continue
-        low, high = stats.bootstrap_interval(decode)
-        prefill = pd.to_numeric(mine.get("prefill_tps", pd.Series(dtype=float)), errors="coerce").dropna()
-        ttft = pd.to_numeric(mine["ttft_s"], errors="coerce").dropna()
-        rows.append({"weights_key": key, "read_gb": float(group["weights_read_gb"].iloc[0]),
-                     "active_params_b": float(pd.to_numeric(group["active_params_b"], errors="coerce").iloc[0]),
-                     "decode_tps": float(decode.mean()), "decode_lo": low, "decode_hi": high, "n": len(decode),
-                     "prefill_tps": float(prefill.mean()) if len(prefill) else math.nan,
-                     "ttft_s": float(ttft.mean()) if len(ttft) else math.nan,
-                     "systems": "; ".join(group["system"])})
-    return pd.DataFrame(rows, columns=columns)
-
-
 def calibration(points: pd.DataFrame, ref: pd.DataFrame | None = None) -> Calibration:
     """The measured points and the published defaults (benchlib.published.hardware)."""
     ref = reference.load_reference() if ref is None else ref
@@ -371,14 +341,6 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def read_plans(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every plan record under the results root, oldest first per host."""
-    out = []
-    for path in sorted(Path(root or outputs_root()).glob(f"*/{PLAN_JSON}")):
-        out += [p for p in _read_json(path).get("plans") or [] if isinstance(p, dict)]
-    return out
-
-
 # ---- the table -------------------------------------------------------------------------------------------------------
 
 WIDTH = 120  # one screen: the table and its notes stay within 120 columns and 30 lines
@@ -389,11 +351,6 @@ def span(f: Figure, scale: float = 1.0) -> str:
     if not f.known:
         return "–"
     return f"{readable(f.value * scale)} [{readable(f.low * scale)}–{readable(f.high * scale)}]"
-
-
-def error(predicted: float, measured: float) -> float:
-    """(predicted − measured) ÷ measured."""
-    return (predicted - measured) / measured if measured > 0 else math.nan
 
 
 def table_lines(plan: Plan, limit: int = 12) -> list[str]:
@@ -420,7 +377,7 @@ def table_lines(plan: Plan, limit: int = 12) -> list[str]:
         mine = plan.measured(p.name)
         seen = ""
         if mine is not None:
-            e = error(p.decode_tps.value, mine["decode_tps"])
+            e = relative_error(p.decode_tps.value, mine["decode_tps"])
             errors.append(e)
             seen = f"{readable(mine['decode_tps'])} ({e:+.0%})"
         quality = (f"{r.quality.accuracy:.0%} [{r.quality.low:.0%}–{r.quality.high:.0%}]" if r.quality
@@ -480,8 +437,8 @@ def measure_top(plan: Plan, k: int, run_suites: study.SuiteRunner, progress: Cal
         out.append({"name": p.name, "weights_key": p.candidate.weights_key, "folder": str(folder),
                     "failed": outcome.failed.get(dep.label, ""), "measured_unix": time.time(), **found,
                     "predicted_decode": _figure(p.decode_tps), "predicted_ttft_s": _figure(p.ttft_s),
-                    "decode_error": error(p.decode_tps.value, found["decode_tps"]),
-                    "ttft_error": error(p.ttft_s.value, found["ttft_s"])})
+                    "decode_error": relative_error(p.decode_tps.value, found["decode_tps"]),
+                    "ttft_error": relative_error(p.ttft_s.value, found["ttft_s"])})
     add_measured(plan.host.name, plan.id, out)
     return out
 
@@ -517,31 +474,8 @@ def measured_lines(measured: list[dict[str, Any]]) -> list[str]:
 
 # ---- the seeds' check ----------------------------------------------------------------------------------------------
 
-# (hardware table key, seed, model as the seed names it): the seeds' two deployments the plan predicts from published
-# sizes and bandwidth alone, beside the paper's measured average throughput (000 §6)
-SEED_CHECKS = (("rtx3090", "000", "Gemma 4 E2B"), ("gb10", "000", "Qwen3.5-4B"))
-
-
-def seed_checks(ref: pd.DataFrame | None = None) -> list[dict[str, Any]]:
-    """Each seed deployment predicted on its host with the published default efficiency (no run of ours there),
-    and the paper's measured average throughput."""
-    ref = reference.load_reference() if ref is None else ref
-    hosts = hardware.load_hardware(ref=ref)
-    cal = calibration(pd.DataFrame(columns=["weights_key"]), ref)
-    out = []
-    for key, seed, model in SEED_CHECKS:
-        published = reference.published_model(ref, seed, model)
-        candidate = from_entry({**published, "name": f"{model} {published['quantization']}"})
-        p = predict(candidate, hosts[key], cal)
-        paper = reference.value(ref, "§6", model=model, metric="decode_tps")
-        out.append({"host": key, "host_name": hosts[key].name, "model": model, "candidate": candidate,
-                    "prediction": p, "measured_tps": paper,
-                    "error": error(p.decode_tps.value, paper), "within": p.decode_tps.contains(paper)})
-    return out
-
-
 def seed_lines(ref: pd.DataFrame | None = None) -> list[str]:
-    checks = seed_checks(ref)
+    checks = hardware.seed_checks(ref)
     eff = checks[0]["prediction"].decode_efficiency
     lines = [f"the seeds' check: published sizes (000 §2) and bandwidth (000 §3), decode efficiency {_eff(eff)}", "",
              f"{'host':<10}{'deployment':<19}{'GB read/token':<20}{'ceiling tok/s':<15}{'predicted tok/s':<19}"
