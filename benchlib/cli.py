@@ -264,7 +264,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print("\n".join(planner.table_lines(made)))
     if not args.no_save:
         path = planner.save(made)
-        print(f"saved: {_display(str(path))} (plan {made.id})")
+        print(planner.saved_line(path, made.id, _display(str(path))))
     if not args.measure:
         return 0
     if args.host or args.no_save:

@@ -380,8 +380,8 @@ def flips(ranked: Sequence[Ranked], floor: float, limit: int = 4) -> list[str]:
         if ratio <= 1.0001:
             out.append(f"{above.prediction.name} and {below.prediction.name} are predicted alike: either order")
         elif not math.isnan(spread) and ratio < spread:
-            out.append(f"{above.prediction.name} over {below.prediction.name} if the second reaches {ratio:.2f}× "
-                       f"the first's share of its ceiling (measured shares span {spread:.2f}×)")
+            out.append(f"{above.prediction.name} > {below.prediction.name} unless the second reaches {ratio:.2f}× "
+                       f"the first's share of its ceiling (shares span {spread:.2f}×)")
     for r in ranked:
         p = r.prediction
         if p.fits == FIT_TIGHT:

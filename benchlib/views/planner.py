@@ -37,7 +37,7 @@ import yaml
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
 from benchlib.analysis.deployments import task_accuracy
-from benchlib.analysis.plan import (PLAN_JSON, PLAN_REGIMES, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
+from benchlib.analysis.plan import (PLAN_JSON, PLAN_REGIMES, UNKNOWN, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
                                     Quality, Ranked, Workload, flips, predict, rank, relative_error)
 from benchlib.config.formatting import readable
 from benchlib.config.params import BenchParams, ParamsError, load_params
@@ -346,56 +346,65 @@ def _plain(value: Any) -> Any:
 WIDTH = 120  # one screen: the table and its notes stay within 120 columns and 30 lines
 
 
+def compact(value: float) -> str:
+    """Three significant digits (whole numbers from 100), ten thousands as k and millions as M: a column stays
+    narrow for any model."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    for limit, suffix in ((1e6, "M"), (1e4, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def span(f: Figure, scale: float = 1.0) -> str:
-    """'31.2 [24.1–33.0]' (readable numbers), '–' without a value."""
+    """'31.2 [24.1–33]', '–' without a value."""
     if not f.known:
         return "–"
-    return f"{readable(f.value * scale)} [{readable(f.low * scale)}–{readable(f.high * scale)}]"
+    return f"{compact(f.value * scale)} [{compact(f.low * scale)}–{compact(f.high * scale)}]"
 
 
 def table_lines(plan: Plan, limit: int = 12) -> list[str]:
-    """The plan on one screen: the host and calibration, one row per candidate, the measured error, what would
-    flip the order."""
+    """The plan on one screen (≤ 30 lines of ≤ WIDTH): the host and its sources, the calibration, one row per
+    candidate, the median error where candidates were measured here, what would flip the order. Prefill tok/s
+    is the prompt ÷ the TTFT shown (plan.json keeps it)."""
     h, w = plan.host, plan.workload
-    lines = [f"plan · {h.name} ({h.kind}) · {readable(h.bandwidth_gbs)} GB/s ({_short(h.bandwidth_source)}) · "
-             f"{readable(h.compute_tflops)} TFLOPS · {readable(h.memory_gb)} GB ({_short(h.memory_source)})"[:WIDTH]]
+    power = f"{compact(h.power_w)} W" if h.power_w > 0 else "no power figure"
+    lines = [f"plan · {h.name} ({h.kind}) · {compact(h.bandwidth_gbs)} GB/s · {compact(h.compute_tflops)} TFLOPS · "
+             f"{compact(h.memory_gb)} GB · {power}",
+             f"  bandwidth: {h.bandwidth_source} · memory: {h.memory_source}",
+             f"  compute: {h.compute_source or 'unknown'}" + (f" · power: {h.power_source}" if h.power_source else "")]
     first = plan.ranked[0] if plan.ranked else None
-    lines.append(f"regime {plan.regime}: ranked on {first.axis_words if first else '–'} · context {w.context_tokens}"
-                 f" × {w.concurrency} stream(s) · TTFT at {w.prompt_tokens} prompt tokens"[:WIDTH])
+    lines.append(f"regime {plan.regime}: ranked on {first.axis_words if first else '–'} · context "
+                 f"{w.context_tokens} × {w.concurrency} stream(s) · TTFT at {w.prompt_tokens} prompt tokens")
     if first:
-        p = first.prediction
-        lines.append(f"decode efficiency {_eff(p.decode_efficiency)} · prefill {_eff(p.prefill_efficiency)}"[:WIDTH])
+        lines.append(f"efficiency (measured ÷ ceiling): decode {_eff(first.prediction.decode_efficiency)} · "
+                     f"prefill {_eff(first.prediction.prefill_efficiency)}")
     energy = any(r.prediction.joules_per_token.known for r in plan.ranked)
     measured = any(plan.measured(r.prediction.name) is not None for r in plan.ranked)
-    head = (f"{'#':>2} {'candidate':<24} {'quant':<7}{'need GB':>7} {'fits':<5} {'decode tok/s':<17}"
-            f"{'prefill tok/s':<16}{'TTFT ms':<15}" + (f"{'J/token':<17}" if energy else "")
-            + (f"{'measured':<15}" if measured else "") + "quality")
-    lines += ["", head]
+    lines += ["", f"{'#':>2} {'candidate':<26} {'need GB':>7} {'fits':<5} {'decode tok/s':<19}{'TTFT ms':<19}"
+              + (f"{'J/token':<15}" if energy else "") + (f"{'measured':<12}" if measured else "") + "quality"]
     errors = []
     for r in plan.ranked[:limit]:
         p = r.prediction
         mine = plan.measured(p.name)
         seen = ""
         if mine is not None:
-            e = relative_error(p.decode_tps.value, mine["decode_tps"])
-            errors.append(e)
-            seen = f"{readable(mine['decode_tps'])} ({e:+.0%})"
-        quality = (f"{r.quality.accuracy:.0%} [{r.quality.low:.0%}–{r.quality.high:.0%}]" if r.quality
-                   else "unknown")
-        rank_text = f"{r.rank:>2}" if r.eligible else " –"
-        row = (f"{rank_text} {p.name[:24]:<24} {p.candidate.quantization[:7]:<7}{readable(p.need_gb.value):>7} "
-               f"{p.fits:<5} {span(p.decode_tps):<17}{span(p.prefill_tps):<16}{span(p.ttft_s, 1000):<15}"
-               + (f"{span(p.joules_per_token):<17}" if energy else "") + (f"{seen:<15}" if measured else "")
-               + (quality if r.eligible else f"{quality}; {r.why_not}"))
-        lines.append(row[:WIDTH])
+            errors.append(relative_error(p.decode_tps.value, mine["decode_tps"]))
+            seen = f"{compact(mine['decode_tps'])} ({errors[-1]:+.0%})"
+        quality = f"{r.quality.accuracy:.0%} [{r.quality.low:.0%}–{r.quality.high:.0%}]" if r.quality else UNKNOWN
+        lines.append(f"{r.rank if r.eligible else '–':>2} {p.name[:26]:<26} {compact(p.need_gb.value):>7} "
+                     f"{p.fits:<5} {span(p.decode_tps):<19}{span(p.ttft_s, 1000):<19}"
+                     + (f"{span(p.joules_per_token):<15}" if energy else "") + (f"{seen:<12}" if measured else "")
+                     + (quality if r.eligible else f"{quality}; {r.why_not}"))
     if len(plan.ranked) > limit:
         lines.append(f"   … {len(plan.ranked) - limit} more in plan.json")
     lines.append("")
     if errors:
-        lines.append(f"median |decode error| of the {len(errors)} measured here (each predicted with its own run "
-                     f"left out): {pd.Series(errors).abs().median():.0%}")
-    lines += [f"would flip: {line}"[:WIDTH] for line in flips(plan.ranked, _floor(plan.regime))]
-    return lines
+        lines.append(f"median |decode error| of the {len(errors)} measured here, each predicted with its own runs "
+                     f"left out: {pd.Series(errors).abs().median():.0%}")
+    lines += [f"would flip: {line}" for line in flips(plan.ranked, _floor(plan.regime))]
+    return [line if len(line) <= WIDTH else line[:WIDTH - 1] + "…" for line in lines]
 
 
 def _floor(regime: str) -> float:
@@ -403,11 +412,14 @@ def _floor(regime: str) -> float:
 
 
 def _eff(e: Efficiency) -> str:
-    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] (n={e.n}, {e.basis})" if e.known else f"unknown ({e.basis})"
+    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] n={e.n} ({e.basis})" if e.known else f"unknown ({e.basis})"
 
 
-def _short(source: str) -> str:
-    return source.split(" (")[0].split(":")[0]
+def saved_line(path: Path, plan_id: str, shown: str) -> str:
+    """'saved: plan <id> in <path>', the path's start elided to keep the line within WIDTH."""
+    head = f"saved: plan {plan_id} in "
+    room = WIDTH - len(head)
+    return head + (shown if len(shown) <= room else "…" + shown[-(room - 1):])
 
 
 # ---- --measure K ---------------------------------------------------------------------------------------------------
@@ -475,21 +487,23 @@ def measured_lines(measured: list[dict[str, Any]]) -> list[str]:
 # ---- the seeds' check ----------------------------------------------------------------------------------------------
 
 def seed_lines(ref: pd.DataFrame | None = None) -> list[str]:
+    """The seeds' check on one screen: each deployment's bytes per token, ceiling and prediction beside the paper."""
     checks = hardware.seed_checks(ref)
     eff = checks[0]["prediction"].decode_efficiency
-    lines = [f"the seeds' check: published sizes (000 §2) and bandwidth (000 §3), decode efficiency {_eff(eff)}", "",
-             f"{'host':<10}{'deployment':<19}{'GB read/token':<20}{'ceiling tok/s':<15}{'predicted tok/s':<19}"
-             f"{'paper (000 §6)':<16}error"]
+    lines = ["the seeds' check: published sizes (000 §2) and bandwidth (000 §3) with the default efficiency",
+             f"  decode efficiency {_eff(eff)}", "",
+             f"{'host':<10}{'deployment':<19}{'GB read/token':<16}{'ceiling tok/s':<15}{'predicted tok/s':<19}"
+             f"{'000 §6 avg':<18}000 §4 text median"]
     for c in checks:
         cand, p = c["candidate"], c["prediction"]
-        read = (f"{readable(cand.read_gb)}–{readable(cand.read_high)}" if cand.read_high > cand.read_gb
-                else readable(cand.read_gb))
-        ceiling = (f"{readable(p.decode_ceiling_tps)}–{readable(p.host.bandwidth_gbs / cand.read_high)}"
-                   if cand.read_high > cand.read_gb else readable(p.decode_ceiling_tps))
-        lines.append(f"{c['host']:<10}{cand.name:<19}{read:<20}{ceiling:<15}{span(p.decode_tps):<19}"
-                     f"{readable(c['measured_tps']):<16}{c['error']:+.0%}"
-                     + ("" if c["within"] else " (outside the interval)"))
-    lines += ["", "GB read/token: active parameters × 2 B (BF16) – all parameters × 2 B where the seed prints both "
-              "(E2B's per-layer embeddings);", "the paper's tok/s are tokens ÷ end-to-end time over its tasks "
-              "(TTFT and short answers included): docs/plan.md says what the gap teaches"]
-    return lines
+        wide = cand.read_high > cand.read_gb
+        read = f"{compact(cand.read_gb)}–{compact(cand.read_high)}" if wide else compact(cand.read_gb)
+        ceiling = (f"{compact(p.decode_ceiling_tps)}–{compact(p.host.bandwidth_gbs / cand.read_high)}" if wide
+                   else compact(p.decode_ceiling_tps))
+        average = f"{compact(c['measured_tps'])} ({c['error']:+.0%})"
+        lines.append(f"{c['host']:<10}{cand.name:<19}{read:<16}{ceiling:<15}{span(p.decode_tps):<19}{average:<18}"
+                     f"{compact(c['task_median_tps'])} ({c['task_median_error']:+.0%})")
+    return lines + ["", "(error) = (predicted − paper) ÷ paper. GB read/token: active parameters × 2 B (BF16), up to "
+                        "all parameters × 2 B", "where the seed prints both (E2B: 2.3 B active of 5.1 B, per-layer "
+                        "embeddings). §6 averages §4's tasks, short", "answers (TTFT-bound) included; §4's median text "
+                        "task is nearer a decode rate. docs/plan.md: what the gap teaches."]
