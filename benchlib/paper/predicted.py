@@ -64,9 +64,9 @@ def measured_points(runs: Runs, host_name: str) -> pd.DataFrame:
 def predicted_vs_measured(runs: Runs, ref: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (host, plan kept, measured deployment), then the seeds' check (module docstring)."""
     rows = []
-    hosts = dict.fromkeys(str(p.get("host", {}).get("name", "")) for p in runs.plans)
+    hosts = dict.fromkeys(str(p.get("host", {}).get("name", "")) for p in runs.plan_records)
     for host in hosts:
-        records = [p for p in runs.plans if p.get("host", {}).get("name") == host]
+        records = [p for p in runs.plan_records if p.get("host", {}).get("name") == host]
         points = measured_points(runs, host).set_index("weights_key")
         kept = [("first", records[0])] + ([("latest", records[-1])] if len(records) > 1 else [])
         for which, record in kept:

@@ -124,7 +124,7 @@ def test_each_prediction_leaves_its_own_runs_out_and_the_paper_compares_them(tmp
     assert by_name["a"].quality.accuracy == pytest.approx(0.75) and by_name["b"].quality is None
     lines = planner.table_lines(made)
     assert any(line.startswith("median |decode error| of the 3 measured here") for line in lines)
-    runs.plans = [planner.record(made)]
+    runs.plan_records = [planner.record(made)]
     table = predicted_table(runs, reference.load_reference())
     mine = table.data[table.data["host"] == "lab"].set_index("deployment")
     assert mine.loc["a", "error"] == pytest.approx((5.5 - 8) / 8)
