@@ -358,7 +358,7 @@ def rank(predictions: Sequence[Prediction], regime: str, quality: Mapping[str, Q
         if p.fits == FIT_NO:
             why.append(f"does not fit ({p.need_gb.low:.1f} GB at least, {p.host.memory_gb:.1f} GB here)")
         if q is not None and q.accuracy < floor:
-            why.append(f"accuracy {q.accuracy:.0%} below the {regime} floor {floor:.0%}")
+            why.append(f"accuracy {q.accuracy:.0%} < the {regime} floor {floor:.0%}")
         rows.append(Ranked(p, 0, figure, words, q, not why, "; ".join(why)))
     key = (lambda r: (not r.eligible, -(r.axis.value if r.axis.known else -math.inf)))
     rows.sort(key=key)
@@ -378,10 +378,10 @@ def flips(ranked: Sequence[Ranked], floor: float, limit: int = 4) -> list[str]:
         eff = above.prediction.decode_efficiency
         spread = eff.high / eff.low if eff.known and eff.low > 0 else math.nan
         if ratio <= 1.0001:
-            out.append(f"{above.prediction.name} and {below.prediction.name} are predicted alike: either order")
+            out.append(f"#{above.rank} and #{below.rank} are predicted alike: either order")
         elif not math.isnan(spread) and ratio < spread:
-            out.append(f"{above.prediction.name} > {below.prediction.name} unless the second reaches {ratio:.2f}× "
-                       f"the first's share of its ceiling (shares span {spread:.2f}×)")
+            out.append(f"#{above.rank} > #{below.rank} unless #{below.rank} reaches {ratio:.2f}× #{above.rank}'s share "
+                       f"of its ceiling (this host's shares span {spread:.2f}×)")
     for r in ranked:
         p = r.prediction
         if p.fits == FIT_TIGHT:

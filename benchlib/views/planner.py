@@ -37,7 +37,7 @@ import yaml
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
 from benchlib.analysis.deployments import task_accuracy
-from benchlib.analysis.plan import (PLAN_JSON, PLAN_REGIMES, UNKNOWN, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
+from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, PLAN_REGIMES, UNKNOWN, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
                                     Quality, Ranked, Workload, flips, predict, rank, relative_error)
 from benchlib.config.formatting import readable
 from benchlib.config.params import BenchParams, ParamsError, load_params
@@ -68,6 +68,7 @@ class Entry:
 
     candidate: Candidate
     params: BenchParams | None = None
+    quality_of: str = ""  # the weights whose graded accuracy is this candidate's (a rung derived from them), if not its own
 
 
 # ---- the host ------------------------------------------------------------------------------------------------------
@@ -161,9 +162,12 @@ def gguf_params(path: Path, base: BenchParams | None = None) -> BenchParams:
 def default_candidates(host_name: str) -> list[Entry]:
     """The ladder's rungs and the default study's deployments, each once per weights (module docstring)."""
     entries: dict[str, Entry] = {}
-    for qtype, path, params in ladder_rungs(host_name):
+    rungs = ladder_rungs(host_name)
+    source = {q: p for q, p, _ in rungs}
+    for qtype, path, params in rungs:
         candidate = from_gguf(path, name=params.server.model)
-        entries.setdefault(candidate.weights_key, Entry(candidate, params))
+        of = source[params.server.derived_from].name if params.server.derived_from in source else ""
+        entries.setdefault(candidate.weights_key, Entry(candidate, params, of))
     try:
         plan = study.load_study(DEFAULT_STUDY)
     except study.StudyError as exc:
@@ -273,7 +277,11 @@ def make_plan(host: Host, entries: list[Entry], workload: Workload, regime: str,
     points = measured_points(runs, host.name)
     cal = calibration(points, ref)
     predictions = [predict(e.candidate, host, cal, workload) for e in entries]
-    return Plan(host, workload, regime, cal, entries, rank(predictions, regime, qualities(runs, regime)), points)
+    measured = qualities(runs, regime)
+    # a rung derived from other weights carries only their information: their accuracy is its own
+    measured.update({e.candidate.weights_key: measured[e.quality_of] for e in entries
+                     if e.quality_of in measured and e.candidate.weights_key not in measured})
+    return Plan(host, workload, regime, cal, entries, rank(predictions, regime, measured), points)
 
 
 # ---- the record ----------------------------------------------------------------------------------------------------
@@ -351,9 +359,9 @@ def compact(value: float) -> str:
     narrow for any model."""
     if value is None or not math.isfinite(value):
         return "–"
-    for limit, suffix in ((1e6, "M"), (1e4, "k")):
+    for limit, scale, suffix in ((1e6, 1e6, "M"), (1e4, 1e3, "k")):
         if abs(value) >= limit:
-            return f"{value / limit:.3g}{suffix}"
+            return f"{value / scale:.3g}{suffix}"
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
@@ -382,7 +390,7 @@ def table_lines(plan: Plan, limit: int = 12) -> list[str]:
                      f"prefill {_eff(first.prediction.prefill_efficiency)}")
     energy = any(r.prediction.joules_per_token.known for r in plan.ranked)
     measured = any(plan.measured(r.prediction.name) is not None for r in plan.ranked)
-    lines += ["", f"{'#':>2} {'candidate':<26} {'need GB':>7} {'fits':<5} {'decode tok/s':<19}{'TTFT ms':<19}"
+    lines += ["", f"{'#':>2} {'candidate':<26} {'need GB':>7} {'fits':<5} {'decode tok/s':<19} {'TTFT s':<19} "
               + (f"{'J/token':<15}" if energy else "") + (f"{'measured':<12}" if measured else "") + "quality"]
     errors = []
     for r in plan.ranked[:limit]:
@@ -394,9 +402,9 @@ def table_lines(plan: Plan, limit: int = 12) -> list[str]:
             seen = f"{compact(mine['decode_tps'])} ({errors[-1]:+.0%})"
         quality = f"{r.quality.accuracy:.0%} [{r.quality.low:.0%}–{r.quality.high:.0%}]" if r.quality else UNKNOWN
         lines.append(f"{r.rank if r.eligible else '–':>2} {p.name[:26]:<26} {compact(p.need_gb.value):>7} "
-                     f"{p.fits:<5} {span(p.decode_tps):<19}{span(p.ttft_s, 1000):<19}"
+                     f"{p.fits:<5} {span(p.decode_tps):<19} {span(p.ttft_s):<19} "
                      + (f"{span(p.joules_per_token):<15}" if energy else "") + (f"{seen:<12}" if measured else "")
-                     + (quality if r.eligible else f"{quality}; {r.why_not}"))
+                     + quality + ("" if r.eligible or p.fits == FIT_NO else " < floor"))
     if len(plan.ranked) > limit:
         lines.append(f"   … {len(plan.ranked) - limit} more in plan.json")
     lines.append("")
@@ -412,7 +420,7 @@ def _floor(regime: str) -> float:
 
 
 def _eff(e: Efficiency) -> str:
-    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] n={e.n} ({e.basis})" if e.known else f"unknown ({e.basis})"
+    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] n={e.n}, {e.basis}" if e.known else f"unknown ({e.basis})"
 
 
 def saved_line(path: Path, plan_id: str, shown: str) -> str:
@@ -426,9 +434,11 @@ def saved_line(path: Path, plan_id: str, shown: str) -> str:
 
 def measure_top(plan: Plan, k: int, run_suites: study.SuiteRunner, progress: Callable[[str], None] = print) \
         -> list[dict[str, Any]]:
-    """Run the text suite on the top k eligible candidates that can be served here (a study, one after another,
-    each in its own folder: server.variant plan-<plan id>), and what each measured beside its prediction."""
-    chosen = [r for r in plan.ranked if r.eligible and plan.entry(r.prediction.name).params is not None][:k]
+    """Run the text suite on the first k rows of the ranking that fit and can be served here (eligible ones first;
+    a study, one after another, each in its own folder: server.variant plan-<plan id>), and what each measured
+    beside its prediction."""
+    chosen = [r for r in plan.ranked if r.prediction.fits != FIT_NO
+              and plan.entry(r.prediction.name).params is not None][:k]
     if not chosen:
         raise PlanError("no candidate of this plan can be served here (a GGUF on this machine)")
     deployments = []

@@ -158,10 +158,10 @@ def test_ranking_puts_the_fastest_fitting_first_and_says_what_would_flip_it(tmp_
     ranked = plan.rank(predictions, "workstation", quality)
     assert [(r.prediction.name, r.eligible) for r in ranked] == \
         [("fast", True), ("close", True), ("huge", False), ("slow", False)]  # the ineligible after, fastest first
-    assert "does not fit" in ranked[2].why_not and "below the workstation floor 50%" in ranked[3].why_not
+    assert "does not fit" in ranked[2].why_not and "< the workstation floor 50%" in ranked[3].why_not
     sentences = plan.flips(ranked, floor=0.5)
-    assert sentences[0] == ("fast > close unless the second reaches 1.10× the first's share of its ceiling "
-                            "(shares span 2.00×)")
+    assert sentences[0] == ("#1 > #2 unless #2 reaches 1.10× #1's share of its ceiling "
+                            "(this host's shares span 2.00×)")
     assert sentences[-1] == "fast leaves the top if its graded accuracy, unknown here, is below 50%"
 
 
