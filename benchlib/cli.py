@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from benchlib.analysis import compare as comparison
 from benchlib.analysis import paired
 from benchlib.analysis.deployments import deployment_overview
+from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
@@ -247,9 +248,8 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Predict every candidate on a host, ranked for a regime (benchlib.views.plan); --measure K runs the top K."""
-    workload = planner.Workload(context_tokens=args.context, concurrency=args.concurrency,
-                                  prompt_tokens=args.prompt)
+    """Predict every candidate on a host, ranked for a regime (benchlib.views.planner); --measure K runs the top K."""
+    workload = Workload(context_tokens=args.context, concurrency=args.concurrency, prompt_tokens=args.prompt)
     try:
         if args.seeds:
             print("\n".join(planner.seed_lines()))
@@ -479,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     pln.add_argument("candidates", nargs="*", help="GGUF files, config.json files or catalog .yaml files (default: "
                                                    "the ladder's rungs and the default study's models)")
     pln.add_argument("--host", help="a host of paper/reference/hardware.csv instead of this machine (rtx3090, gb10, …)")
-    pln.add_argument("--regime", default="workstation", choices=planner.PLAN_REGIMES)
+    pln.add_argument("--regime", default="workstation", choices=PLAN_REGIMES)
     pln.add_argument("--context", type=int, default=2048, help="context tokens per stream the server allocates")
     pln.add_argument("--concurrency", type=int, default=1, help="concurrent streams (fit and serving regime)")
     pln.add_argument("--prompt", type=int, default=512, help="prompt tokens of the predicted TTFT")

@@ -37,9 +37,8 @@ import yaml
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
 from benchlib.analysis.deployments import task_accuracy
-from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, PLAN_REGIMES, UNKNOWN, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
+from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, UNKNOWN, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
                                     Quality, Ranked, Workload, flips, predict, rank, relative_error)
-from benchlib.config.formatting import readable
 from benchlib.config.params import BenchParams, ParamsError, load_params
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
 from benchlib.measure import bandwidth, compute
@@ -386,8 +385,9 @@ def table_lines(plan: Plan, limit: int = 12) -> list[str]:
     lines.append(f"regime {plan.regime}: ranked on {first.axis_words if first else '–'} · context "
                  f"{w.context_tokens} × {w.concurrency} stream(s) · TTFT at {w.prompt_tokens} prompt tokens")
     if first:
-        lines.append(f"efficiency (measured ÷ ceiling): decode {_eff(first.prediction.decode_efficiency)} · "
-                     f"prefill {_eff(first.prediction.prefill_efficiency)}")
+        d, f = first.prediction.decode_efficiency, first.prediction.prefill_efficiency
+        basis = d.basis if d.basis == f.basis else f"{d.basis}; prefill: {f.basis}"
+        lines.append(f"efficiency = measured ÷ ceiling: decode {_eff(d)} · prefill {_eff(f)} ({basis})")
     energy = any(r.prediction.joules_per_token.known for r in plan.ranked)
     measured = any(plan.measured(r.prediction.name) is not None for r in plan.ranked)
     lines += ["", f"{'#':>2} {'candidate':<26} {'need GB':>7} {'fits':<5} {'decode tok/s':<19} {'TTFT s':<19} "
@@ -420,7 +420,7 @@ def _floor(regime: str) -> float:
 
 
 def _eff(e: Efficiency) -> str:
-    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] n={e.n}, {e.basis}" if e.known else f"unknown ({e.basis})"
+    return f"{e.value:.2f} [{e.low:.2f}–{e.high:.2f}] n={e.n}" if e.known else "unknown"
 
 
 def saved_line(path: Path, plan_id: str, shown: str) -> str:
@@ -458,9 +458,11 @@ def measure_top(plan: Plan, k: int, run_suites: study.SuiteRunner, progress: Cal
         p = r.prediction
         out.append({"name": p.name, "weights_key": p.candidate.weights_key, "folder": str(folder),
                     "failed": outcome.failed.get(dep.label, ""), "measured_unix": time.time(), **found,
-                    "predicted_decode": _figure(p.decode_tps), "predicted_ttft_s": _figure(p.ttft_s),
-                    "decode_error": relative_error(p.decode_tps.value, found["decode_tps"]),
-                    "ttft_error": relative_error(p.ttft_s.value, found["ttft_s"])})
+                    "predicted_decode": _figure(p.decode_tps), "decode_error": relative_error(p.decode_tps.value,
+                                                                                             found["decode_tps"]),
+                    # the TTFT predicted at the prompt length the suite sent, so the two are comparable
+                    "predicted_ttft_s": _figure(ttft := p.prefill_tps.inverse(found["prompt_tokens"])),
+                    "ttft_error": relative_error(ttft.value, found["ttft_s"])})
     add_measured(plan.host.name, plan.id, out)
     return out
 
@@ -481,16 +483,18 @@ def _speed(folder: Path) -> dict[str, Any]:
 
 
 def measured_lines(measured: list[dict[str, Any]]) -> list[str]:
-    """Predicted beside measured, with the error, one line each (the TTFT at the requests' own prompt length is
-    not the plan's prompt length: shown without an error)."""
-    lines = [f"{'candidate':<26}{'predicted decode':<20}{'measured [95% CI]':<24}{'error':<8}TTFT measured"]
+    """Predicted beside measured with the error, one line each: decode tok/s, and TTFT at the prompt length the
+    suite sent (its mean)."""
+    lines = [f"{'candidate':<27}{'decode: predicted':<19}{'measured [95% CI]':<25}{'error':<7}"
+             f"{'TTFT s: predicted':<19}{'measured':<9}error"]
     for m in measured:
-        got = (f"{readable(m['decode_tps'])} [{readable(m['decode_lo'])}–{readable(m['decode_hi'])}] (n={m['n']})"
-               if m["n"] else f"not measured: {m['failed'] or 'no request succeeded'}")
-        pred = m["predicted_decode"]
-        lines.append(f"{m['name'][:25]:<26}{span(Figure(pred['value'], pred['low'], pred['high'])):<20}{got:<24}"
-                     f"{m['decode_error']:+.0%}   {readable(m['ttft_s'] * 1000)} ms at {readable(m['prompt_tokens'])} "
-                     "prompt tokens"[:WIDTH] if m["n"] else f"{m['name'][:25]:<26}{got}")
+        if not m["n"]:
+            lines.append(f"{m['name'][:26]:<27}not measured: {m['failed'] or 'no request succeeded'}"[:WIDTH])
+            continue
+        got = f"{compact(m['decode_tps'])} [{compact(m['decode_lo'])}–{compact(m['decode_hi'])}] n={m['n']}"
+        decode, ttft = (Figure(f["value"], f["low"], f["high"]) for f in (m["predicted_decode"], m["predicted_ttft_s"]))
+        lines.append(f"{m['name'][:26]:<27}{span(decode):<19}{got:<25}{m['decode_error']:<+7.0%}"
+                     f"{span(ttft):<19}{compact(m['ttft_s']):<9}{m['ttft_error']:+.0%}")
     return lines
 
 
