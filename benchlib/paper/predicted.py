@@ -135,6 +135,12 @@ def predicted_table(runs: Runs, ref: pd.DataFrame) -> Table | None:
                  caption=caption)
 
 
+def _label(name: str) -> str:
+    """'gemma3-270m-q2_k' -> 'gemma3 q2_k': the model family and the quantization, enough beside its neighbours."""
+    parts = str(name).split("-")
+    return f"{parts[0]} {parts[-1]}" if len(parts) >= 3 else str(name)
+
+
 def fig_predicted(tables: dict) -> plt.Figure | None:
     if "predicted_vs_measured" not in tables:
         return None
@@ -152,9 +158,11 @@ def fig_predicted(tables: dict) -> plt.Figure | None:
         xerr = np.vstack([mine["measured"] - mine["measured_lo"], mine["measured_hi"] - mine["measured"]])
         ax.errorbar(mine["measured"], mine["predicted"], yerr=np.nan_to_num(yerr), xerr=np.nan_to_num(xerr),
                     fmt=marker, mfc=face, mec="black", ecolor="grey", capsize=3, ms=8, label=label, zorder=3)
-        for row in mine.itertuples():
-            ax.annotate(row.deployment, (row.measured, row.predicted), textcoords="offset points", xytext=(5, -10),
-                        fontsize=7)
+        if prefix == "first":  # the same deployments as the latest plan's, higher up: their labels would crowd
+            continue
+        for i, row in enumerate(mine.itertuples()):
+            ax.annotate(_label(row.deployment), (row.measured, row.predicted), textcoords="offset points",
+                        xytext=(6, 8 if i % 2 else -12), fontsize=7)
     values = pd.concat([frame["measured"], frame["predicted"], frame["predicted_hi"]]).astype(float)
     values = values[values > 0]
     grid = np.geomspace(values.min() / 1.3, values.max() * 1.3, 20)
