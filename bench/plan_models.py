@@ -6,16 +6,17 @@
     intercept  seconds per token = t0 + GB read ÷ B, t0 and B fitted by least squares on the others: a fixed
                cost per token (compute, sampling, the stream) that does not scale with the bytes read
 
-Usage: .venv/bin/python bench/plan_models.py [HOST]   (default local-cpu; reads, never measures)"""
+Usage: .venv/bin/python bench/plan_models.py [--host HOST]   (default local-cpu; reads, never measures)"""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
 import pandas as pd
 
-from benchlib.paper.predicted import measured_points
+from benchlib.analysis.plan import measured_points
 from benchlib.paper.runs import load_runs
 
 
@@ -29,8 +30,12 @@ def intercept(others: pd.DataFrame, read_gb: float) -> float:
     return 1 / (t0 + per_gb * read_gb)
 
 
-def main(host: str = "local-cpu") -> None:
-    points = measured_points(load_runs(), host).reset_index(drop=True)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="local-cpu", help="the host folder under outputs/ (default %(default)s)")
+    host = parser.parse_args().host
+    runs = load_runs()
+    points = measured_points(runs.meta, runs.requests, host).reset_index(drop=True)
     if len(points) < 3:
         sys.exit(f"{len(points)} measured deployments on {host}: leave-one-out needs 3")
     rows = []
@@ -48,4 +53,4 @@ def main(host: str = "local-cpu") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main()

@@ -28,7 +28,7 @@ from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJE
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
-from benchlib.paper.runs import reduced_note
+from benchlib.paper.runs import load_runs, reduced_note
 from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
@@ -258,7 +258,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         host = hardware.named_host(args.host) if args.host else planner.this_host(name)
         entries = planner.candidates_from(args.candidates) if args.candidates else \
             planner.default_candidates(name)
-        made = planner.make_plan(host, entries, workload, args.regime)
+        made = planner.make_plan(host, entries, workload, args.regime, load_runs())
     except (planner.PlanError, hardware.HardwareError, ParamsError, ValueError) as exc:
         return _fail(str(exc).strip("'\""))
     print("\n".join(planner.table_lines(made)))

@@ -46,8 +46,12 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
-from benchlib.analysis import frontier
+from benchlib.analysis import frontier, stats
+from benchlib.analysis.deployments import task_accuracy
+from benchlib.records.rows import STATUS_OK
+from benchlib.records.schema import flag
 
 GB = 1e9
 PLAN_JSON = "plan.json"  # outputs/<host>/plan.json: every plan made for the host (benchlib.views.planner)
@@ -404,4 +408,57 @@ def read_plans(root: str | Path) -> list[dict]:
         except (OSError, ValueError, AttributeError):
             continue
         out += [p for p in plans if isinstance(p, dict)]
+    return out
+
+
+# ---- what was measured: the calibration's points and the quality of the same weights -------------------------------
+
+POINT_COLUMNS = ["weights_key", "read_gb", "active_params_b", "decode_tps", "decode_lo", "decode_hi", "n",
+                 "prefill_tps", "ttft_s", "systems"]
+SPEED_SUITE = "text"
+
+
+def measured_points(meta: pd.DataFrame, requests: pd.DataFrame, host: str) -> pd.DataFrame:
+    """Per weights file measured on `host` (meta: one row per deployment with weights_file and weights_read_gb, as
+    benchlib.paper.runs reads them): mean decode and prompt tok/s and mean TTFT of the text suite's measured
+    requests (warm-ups and failures left out), the decode mean's 95 % bootstrap interval and n, GB read per token
+    and the deployments it pools."""
+    meta = meta[(meta["host"] == host) & meta["weights_file"].astype(bool)] if len(meta) else meta
+    if not len(meta) or not len(requests):
+        return pd.DataFrame(columns=POINT_COLUMNS)
+    req = requests[(requests["suite"] == SPEED_SUITE) & (requests["status"] == STATUS_OK)
+                   & ~requests["is_warmup"].map(flag) & (requests["host"] == host)]
+    rows = []
+    for key, group in meta.groupby("weights_file", sort=False):
+        mine = req[req["model"].isin(group["model"])]
+        decode = pd.to_numeric(mine["decode_tps"], errors="coerce").dropna()
+        if not len(decode):
+            continue
+        low, high = stats.bootstrap_interval(decode)
+        prefill = pd.to_numeric(mine.get("prefill_tps", pd.Series(dtype=float)), errors="coerce").dropna()
+        ttft = pd.to_numeric(mine["ttft_s"], errors="coerce").dropna()
+        rows.append({"weights_key": key, "read_gb": float(group["weights_read_gb"].iloc[0]),
+                     "active_params_b": float(pd.to_numeric(group["active_params_b"], errors="coerce").iloc[0]),
+                     "decode_tps": float(decode.mean()), "decode_lo": low, "decode_hi": high, "n": len(decode),
+                     "prefill_tps": float(prefill.mean()) if len(prefill) else math.nan,
+                     "ttft_s": float(ttft.mean()) if len(ttft) else math.nan, "systems": "; ".join(group["system"])})
+    return pd.DataFrame(rows, columns=POINT_COLUMNS)
+
+
+def qualities(meta: pd.DataFrame, summary: pd.DataFrame, regime: str) -> dict[str, Quality]:
+    """weights file -> the graded sets' pooled first-pass accuracy (Wilson 95 %) of every run of those weights, on
+    any host, over the regime's graded modalities (frontier.Regime.graded)."""
+    if not len(summary) or not len(meta):
+        return {}
+    accuracy = task_accuracy(summary)
+    graded = accuracy[(accuracy["basis"] == frontier.GRADED) & (pd.to_numeric(accuracy["scored"]) > 0)]
+    graded = graded[graded["modality"].fillna("text").replace("", "text").isin(frontier.REGIMES[regime].graded)]
+    out = {}
+    for key, group in meta[meta["weights_file"].astype(bool)].groupby("weights_file", sort=False):
+        mine = graded[graded["system"].isin([f"{m} @ {h}" for m, h in zip(group["model"], group["host"])])]
+        scored = int(pd.to_numeric(mine["scored"]).sum())
+        if scored:
+            passed = int(pd.to_numeric(mine["passed"]).sum())
+            low, high = stats.wilson_interval(passed, scored)
+            out[key] = Quality(passed / scored, low, high, scored, "; ".join(group["system"]))
     return out

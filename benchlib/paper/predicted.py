@@ -5,7 +5,8 @@ Per host, the first plan (made before any run there: the published default effic
 on the host's runs); each prediction of a deployment whose weights were measured on that host is a row. Every
 prediction left the deployment's own runs out of its calibration (benchlib.analysis.plan, EFFICIENCY RULE), so a
 run measured before the plan still checks it. Measured: the mean decode tok/s of the text suite's measured requests
-of every run of those weights on the host (measured_points), with its 95 % bootstrap interval."""
+of every run of those weights on the host (benchlib.analysis.plan.measured_points), with its 95 % bootstrap
+interval."""
 
 from __future__ import annotations
 
@@ -15,50 +16,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import stats
-from benchlib.analysis.plan import relative_error
+from benchlib.analysis.plan import measured_points, relative_error
 from benchlib.config.formatting import fmt, interval
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
 from benchlib.paper.style import theme
 from benchlib.published import hardware
-from benchlib.records.rows import STATUS_OK
-from benchlib.records.schema import flag
 
-SPEED_SUITE = "text"
 TARGET = 0.15  # the plan's target: median absolute decode error on a host's measured deployments (issue 58)
-POINT_COLUMNS = ["weights_key", "read_gb", "active_params_b", "decode_tps", "decode_lo", "decode_hi", "n",
-                 "prefill_tps", "ttft_s", "systems"]
 COLUMNS = ["host", "plan", "basis", "deployment", "read_gb", "predicted", "predicted_lo", "predicted_hi",
            "measured", "measured_lo", "measured_hi", "n", "error", "within", "measured_by"]
-
-
-def measured_points(runs: Runs, host_name: str) -> pd.DataFrame:
-    """Per weights file measured on `host_name`: mean decode and prompt tok/s and mean TTFT of the text suite's
-    measured requests (warm-ups and failures left out), the decode mean's 95 % bootstrap interval and n, GB read
-    per token and the runs it pools."""
-    meta = runs.meta[(runs.meta["host"] == host_name) & runs.meta["weights_file"].astype(bool)] if len(runs.meta) \
-        else runs.meta
-    req = runs.requests
-    if not len(meta) or not len(req):
-        return pd.DataFrame(columns=POINT_COLUMNS)
-    req = req[(req["suite"] == SPEED_SUITE) & (req["status"] == STATUS_OK) & ~req["is_warmup"].map(flag)
-              & (req["host"] == host_name)]
-    rows = []
-    for key, group in meta.groupby("weights_file", sort=False):
-        mine = req[req["model"].isin(group["model"])]
-        decode = pd.to_numeric(mine["decode_tps"], errors="coerce").dropna()
-        if not len(decode):
-            continue
-        low, high = stats.bootstrap_interval(decode)
-        prefill = pd.to_numeric(mine.get("prefill_tps", pd.Series(dtype=float)), errors="coerce").dropna()
-        ttft = pd.to_numeric(mine["ttft_s"], errors="coerce").dropna()
-        rows.append({"weights_key": key, "read_gb": float(group["weights_read_gb"].iloc[0]),
-                     "active_params_b": float(pd.to_numeric(group["active_params_b"], errors="coerce").iloc[0]),
-                     "decode_tps": float(decode.mean()), "decode_lo": low, "decode_hi": high, "n": len(decode),
-                     "prefill_tps": float(prefill.mean()) if len(prefill) else math.nan,
-                     "ttft_s": float(ttft.mean()) if len(ttft) else math.nan, "systems": "; ".join(group["system"])})
-    return pd.DataFrame(rows, columns=POINT_COLUMNS)
 
 
 def predicted_vs_measured(runs: Runs, ref: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -67,7 +34,7 @@ def predicted_vs_measured(runs: Runs, ref: pd.DataFrame | None = None) -> pd.Dat
     hosts = dict.fromkeys(str(p.get("host", {}).get("name", "")) for p in runs.plan_records)
     for host in hosts:
         records = [p for p in runs.plan_records if p.get("host", {}).get("name") == host]
-        points = measured_points(runs, host).set_index("weights_key")
+        points = measured_points(runs.meta, runs.requests, host).set_index("weights_key")
         kept = [("first", records[0])] + ([("latest", records[-1])] if len(records) > 1 else [])
         for which, record in kept:
             for pred in record.get("predictions") or []:

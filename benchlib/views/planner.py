@@ -8,9 +8,10 @@ kept in outputs/<host>/plan.json, and compared with what was measured (benchlib.
     candidates   GGUF files, config.json files and catalog YAML files named on the command line; without any, the
                  quantization ladder's rungs (outputs/<host>/ladder.json, else the rungs cached on this machine)
                  and the default study's deployments (params/studies/default.yaml)
-    calibration  every measured run of a GGUF on this host under outputs/ (benchlib.paper.runs: its text suite's
-                 decode and prompt rates), one point per weights (the mean over its runs), and the published
-                 defaults (benchlib.published.hardware)
+    calibration  every measured run of a GGUF on this host under outputs/ (its text suite's decode and prompt
+                 rates, benchlib.analysis.plan.measured_points over what benchlib.paper.runs read, which the command
+                 line passes in), one point per weights (the mean over its runs), and the published defaults
+                 (benchlib.published.hardware)
     quality      the graded sets' pooled accuracy (first pass, Wilson 95 %) of every run of the same weights, on
                  any host; "unknown" where none ran
 
@@ -36,17 +37,15 @@ import yaml
 
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
-from benchlib.analysis.deployments import task_accuracy
-from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, UNKNOWN, Calibration, Candidate, Efficiency, Figure, Host, Point, Prediction,
-                                    Quality, Ranked, Workload, flips, predict, rank, relative_error)
+from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, SPEED_SUITE, UNKNOWN, Calibration, Candidate, Efficiency,
+                                    Figure, Host, Point, Prediction, Ranked, Workload, flips, measured_points, predict,
+                                    qualities, rank, relative_error)
 from benchlib.config.params import BenchParams, ParamsError, load_params
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
 from benchlib.measure import bandwidth, compute
 from benchlib.measure.provenance import cpu_model, gpu_info
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.measure.servers.quantize import LADDER_TYPES, derived_from, file_sha256
-from benchlib.paper.predicted import measured_points
-from benchlib.paper.runs import Runs, load_runs
 from benchlib.published import hardware, reference
 from benchlib.records.rows import STATUS_OK, read_requests, write_atomic
 from benchlib.records.schema import flag
@@ -54,7 +53,6 @@ from benchlib.suites import ladder, study
 
 DEFAULT_STUDY = PROJECT_ROOT / "params" / "studies" / "default.yaml"
 LADDER_PARAMS = PROJECT_ROOT / "params" / "embedded.yaml"
-SPEED_SUITE = "text"
 
 
 class PlanError(ValueError):
@@ -221,28 +219,6 @@ def calibration(points: pd.DataFrame, ref: pd.DataFrame | None = None) -> Calibr
         default_prefill=hardware.published_prefill_efficiency(ref))
 
 
-def qualities(runs: Runs, regime: str) -> dict[str, Quality]:
-    """weights file -> the graded sets' pooled first-pass accuracy of every run of those weights, on any host, over
-    the regime's graded modalities (Wilson 95 %)."""
-    if not len(runs.summary) or not len(runs.meta):
-        return {}
-    accuracy = task_accuracy(runs.summary)
-    graded = accuracy[(accuracy["basis"] == frontier.GRADED) & (pd.to_numeric(accuracy["scored"]) > 0)]
-    modalities = frontier.REGIMES[regime].graded
-    graded = graded[graded["modality"].fillna("text").replace("", "text").isin(modalities)]
-    out = {}
-    keyed = runs.meta[runs.meta["weights_file"].astype(bool)]
-    for key, group in keyed.groupby("weights_file", sort=False):
-        mine = graded[graded["system"].isin([f"{m} @ {h}" for m, h in zip(group["model"], group["host"])])]
-        scored = int(pd.to_numeric(mine["scored"]).sum())
-        if not scored:
-            continue
-        passed = int(pd.to_numeric(mine["passed"]).sum())
-        low, high = stats.wilson_interval(passed, scored)
-        out[key] = Quality(passed / scored, low, high, scored, "; ".join(group["system"]))
-    return out
-
-
 # ---- one plan -----------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -270,13 +246,14 @@ class Plan:
         return hit.iloc[0] if len(hit) else None
 
 
-def make_plan(host: Host, entries: list[Entry], workload: Workload, regime: str, runs: Runs | None = None,
+def make_plan(host: Host, entries: list[Entry], workload: Workload, regime: str, runs: Any,
               ref: pd.DataFrame | None = None) -> Plan:
-    runs = load_runs() if runs is None else runs
-    points = measured_points(runs, host.name)
+    """`runs`: what is measured under the results root (benchlib.paper.runs.load_runs, which the command line
+    passes: its meta, requests and summary frames)."""
+    points = measured_points(runs.meta, runs.requests, host.name)
     cal = calibration(points, ref)
     predictions = [predict(e.candidate, host, cal, workload) for e in entries]
-    measured = qualities(runs, regime)
+    measured = qualities(runs.meta, runs.summary, regime)
     # a rung derived from other weights carries only their information: their accuracy is its own
     measured.update({e.candidate.weights_key: measured[e.quality_of] for e in entries
                      if e.quality_of in measured and e.candidate.weights_key not in measured})

@@ -18,7 +18,7 @@ from benchlib.analysis.plan import Candidate, Host, Workload
 from benchlib.cli import _suite_runner, main
 from benchlib.measure.servers.llama_cpp import packaged_model_path
 from benchlib.paper.predicted import predicted_table
-from benchlib.paper.runs import Runs
+from benchlib.paper.runs import Runs, load_runs
 from benchlib.published import hardware, reference
 from benchlib.views import planner
 
@@ -140,7 +140,7 @@ def test_measure_runs_the_top_candidate_on_the_real_server_and_records_it(tmp_pa
                                        "run": params.run.model_copy(update={"repeats": 1, "max_tokens": 16}),
                                        "tasks": ["basic_qa"]})
     lab = Host("lab", "cpu", 8.0, "given", 12.0, "given", 0.05, "given")
-    made = planner.make_plan(lab, [planner.Entry(from_gguf(path), params)], Workload(), "workstation")
+    made = planner.make_plan(lab, [planner.Entry(from_gguf(path), params)], Workload(), "workstation", load_runs())
     planner.save(made)
     measured = planner.measure_top(made, 1, _suite_runner(True), progress=lambda line: None)
     assert measured[0]["n"] == 1 and measured[0]["decode_tps"] > 0 and math.isfinite(measured[0]["decode_error"])
