@@ -57,8 +57,8 @@ GB = 1e9
 PLAN_JSON = "plan.json"  # outputs/<host>/plan.json: every plan made for the host (benchlib.views.planner)
 KV_CACHE_BYTES = 2  # llama.cpp and vLLM keep the KV cache in 16-bit unless told otherwise
 # Memory a server needs beyond weights and KV cache, (low, high) GB: llama-cpp-python's server (a Python process,
-# compute buffers) on a CPU; a CUDA context, cuBLAS workspace and activations on a GPU. Stated defaults: the paper's
-# table shows them beside each candidate so a reader can change them.
+# compute buffers) on a CPU; a CUDA context, cuBLAS workspace and activations on a GPU. Stated defaults, not
+# measurements (docs/plan.md): the fit's interval is this range, so a "tight" verdict says the default decides it.
 RUNTIME_OVERHEAD_GB = {"cpu": (0.15, 0.6), "gpu": (0.5, 1.5), "soc": (0.5, 1.5)}
 FIT_YES, FIT_TIGHT, FIT_NO = "yes", "tight", "no"
 UNKNOWN = "unknown"
@@ -79,9 +79,6 @@ class Figure:
     @property
     def known(self) -> bool:
         return not math.isnan(self.value)
-
-    def scaled(self, factor: float) -> "Figure":
-        return Figure(self.value * factor, self.low * factor, self.high * factor)
 
     def inverse(self, numerator: float = 1.0) -> "Figure":
         """numerator ÷ this figure: the interval's ends swap."""
@@ -144,15 +141,13 @@ class Efficiency:
     high: float
     n: int
     basis: str
-    ratios: tuple[float, ...] = ()
 
     @classmethod
     def from_ratios(cls, ratios: Iterable[float], basis: str) -> "Efficiency":
         data = np.asarray([r for r in ratios if r is not None and np.isfinite(r) and r > 0], dtype=float)
         if not len(data):
             return cls(math.nan, math.nan, math.nan, 0, basis)
-        return cls(float(np.median(data)), float(data.min()), float(data.max()), int(len(data)), basis,
-                   tuple(float(r) for r in data))
+        return cls(float(np.median(data)), float(data.min()), float(data.max()), int(len(data)), basis)
 
     @property
     def known(self) -> bool:
@@ -163,17 +158,11 @@ class Efficiency:
         """The chance the next alike run's ratio falls within the range of n: (n − 1)/(n + 1)."""
         return (self.n - 1) / (self.n + 1) if self.n >= 2 else math.nan
 
-    def text(self) -> str:
-        if not self.known:
-            return f"unknown ({self.basis})"
-        return f"{self.value:.2f} [{self.low:.2f}–{self.high:.2f}] (n={self.n}, {self.basis})"
-
 
 @dataclass(frozen=True)
 class Point:
-    """One measured run the calibration may use: its weights, what it reads per token and what it measured."""
+    """One measured deployment the calibration may use: its weights, what it reads per token and what it measured."""
 
-    name: str
     weights_key: str
     read_gb: float
     decode_tps: float
@@ -206,6 +195,8 @@ class Calibration:
 
 @dataclass(frozen=True)
 class Workload:
+    """What the candidates are asked to serve."""
+
     context_tokens: int = 2048  # what the server allocates per stream (the KV cache the fit counts)
     concurrency: int = 1
     prompt_tokens: int = 512  # the TTFT's prompt, and the context the decode's KV read is taken at
@@ -298,13 +289,13 @@ def serving(candidate: Candidate, host: Host, eff: Efficiency, peff: Efficiency,
     def at(e: float, pe: float, read: float) -> float:
         memory_s = (read + streams * kv_read_gb) / (e * host.bandwidth_gbs)
         compute = pe * prefill_ceiling(host, candidate.active_params_b)  # tokens per second of compute
-        compute_s = streams / compute if compute > 0 else 0.0
+        compute_s = streams / compute if compute > 0 else 0.0  # NaN compares false
         return streams / max(memory_s, compute_s)
     if not eff.known:
         return Figure.none()
-    pe = peff if peff.known else Efficiency(math.nan, math.nan, math.nan, 0, "")
-    return Figure(at(eff.value, pe.value, candidate.read_gb), at(eff.low, pe.low, candidate.read_high),
-                  at(eff.high, pe.high, candidate.read_gb))
+    # an unknown prefill efficiency (NaN) leaves the compute time out: the memory time alone bounds the step
+    return Figure(at(eff.value, peff.value, candidate.read_gb), at(eff.low, peff.low, candidate.read_high),
+                  at(eff.high, peff.high, candidate.read_gb))
 
 
 # ---- ranking for a regime ----------------------------------------------------------------------------------------
@@ -320,7 +311,7 @@ class Quality:
     measured_as: str
 
 
-# regime -> (Prediction attribute ranked on, what the column says, its direction)
+# regime -> (the Prediction figure ranked on, highest first; what the header calls it)
 REGIME_AXES = {"workstation": ("decode_tps", "decode tok/s"), "edge": ("tokens_per_joule", "tokens per joule"),
                "serving": ("serving_tps", "aggregate tok/s")}
 PLAN_REGIMES = tuple(REGIME_AXES)

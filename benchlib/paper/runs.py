@@ -73,7 +73,7 @@ class Runs:
     quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
     # each compare plan's last look, system and against keyed 'model @ host' (quality_looks.compare_plans)
     compare_plans: pd.DataFrame = field(default_factory=pd.DataFrame)
-    plan_records: list[dict] = field(default_factory=list)  # every outputs/<host>/plan.json record (analysis.plan.read_plans)
+    plan_records: list[dict] = field(default_factory=list)  # outputs/<host>/plan.json's records (plan.read_plans)
 
     @property
     def empty(self) -> bool:
@@ -256,7 +256,8 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
                 roots=[shown for shown, _ in local], duplicates=duplicates,
                 quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame(),
-                compare_plans=compare_plans(dirs, _key), plan_records=[p for _, root in local for p in read_plans(root)])
+                compare_plans=compare_plans(dirs, _key),
+                plan_records=[p for _, root in local for p in read_plans(root)])
 
 
 def _host_model(path: Path, params: Mapping[str, Any]) -> tuple[str, str]:

@@ -65,7 +65,7 @@ class Entry:
 
     candidate: Candidate
     params: BenchParams | None = None
-    quality_of: str = ""  # the weights whose graded accuracy is this candidate's (a rung derived from them), if not its own
+    quality_of: str = ""  # the weights whose graded accuracy is this one's (a rung derived from them), if not its own
 
 
 # ---- the host ------------------------------------------------------------------------------------------------------
@@ -150,8 +150,9 @@ def gguf_params(path: Path, base: BenchParams | None = None) -> BenchParams:
     base = base or load_params(LADDER_PARAMS)
     weights = from_gguf(path)
     server = base.server.model_copy(update={
-        "model": slug(path.stem.lower()), "quantization": weights.quantization, "active_params_b": round(weights.params_b, 4),
-        "total_params_b": round(weights.params_b, 4), "bytes_per_param": round(weights.weights_gb / weights.params_b, 4),
+        "model": slug(path.stem.lower()), "quantization": weights.quantization,
+        "active_params_b": round(weights.params_b, 4), "total_params_b": round(weights.params_b, 4),
+        "bytes_per_param": round(weights.weights_gb / weights.params_b, 4),
         "embedded": base.server.embedded.model_copy(update={"model_path": str(path), "chat_format": ""})})
     return base.model_copy(update={"server": server, "source": str(path)})
 
@@ -160,19 +161,19 @@ def default_candidates(host_name: str) -> list[Entry]:
     """The ladder's rungs and the default study's deployments, each once per weights (module docstring)."""
     entries: dict[str, Entry] = {}
     rungs = ladder_rungs(host_name)
-    source = {q: p for q, p, _ in rungs}
+    files = {qtype: path for qtype, path, _ in rungs}
     for qtype, path, params in rungs:
         candidate = from_gguf(path, name=params.server.model)
-        of = source[params.server.derived_from].name if params.server.derived_from in source else ""
+        of = files[params.server.derived_from].name if params.server.derived_from in files else ""
         entries.setdefault(candidate.weights_key, Entry(candidate, params, of))
     try:
-        plan = study.load_study(DEFAULT_STUDY)
+        default = study.load_study(DEFAULT_STUDY)
     except study.StudyError as exc:
         raise PlanError(str(exc)) from None
-    for dep in plan.deployments:
-        source = PROJECT_ROOT / dep.origin if not Path(dep.origin).is_absolute() else Path(dep.origin)
+    for dep in default.deployments:
+        file = Path(dep.origin) if Path(dep.origin).is_absolute() else PROJECT_ROOT / dep.origin
         try:
-            params = load_params(source)  # the plain params file: its own folders, not the study's demo variant
+            params = load_params(file)  # the plain params file: its own folders, not the study's demo variant
             path = Path(model_path_of(params.server.embedded))
         except (ParamsError, EmbeddedServerError) as exc:
             raise PlanError(str(exc)) from None
@@ -213,7 +214,7 @@ def calibration(points: pd.DataFrame, ref: pd.DataFrame | None = None) -> Calibr
     """The measured points and the published defaults (benchlib.published.hardware)."""
     ref = reference.load_reference() if ref is None else ref
     return Calibration(
-        points=tuple(Point(r.weights_key, r.weights_key, r.read_gb, r.decode_tps, r.active_params_b, r.prefill_tps)
+        points=tuple(Point(r.weights_key, r.read_gb, r.decode_tps, r.active_params_b, r.prefill_tps)
                      for r in points.itertuples()),
         default_decode=hardware.published_decode_efficiency(ref),
         default_prefill=hardware.published_prefill_efficiency(ref))
@@ -278,7 +279,7 @@ def _figure(f: Figure) -> dict[str, float]:
 
 
 def _efficiency(e: Efficiency) -> dict[str, Any]:
-    return {"value": e.value, "low": e.low, "high": e.high, "n": e.n, "basis": e.basis}
+    return {"value": e.value, "low": e.low, "high": e.high, "n": e.n, "basis": e.basis, "coverage": e.coverage}
 
 
 def record(plan: Plan) -> dict[str, Any]:

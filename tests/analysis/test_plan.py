@@ -110,7 +110,7 @@ def test_the_efficiency_is_the_median_of_the_ratios_with_their_range():
 
 def test_a_deployment_s_own_run_never_calibrates_its_own_prediction():
     lab = host(bandwidth_gbs=10.0)
-    points = (Point("a", "a.gguf", 1.0, 8.0), Point("b", "b.gguf", 1.0, 5.0), Point("c", "c.gguf", 0.5, 12.0))
+    points = (Point("a.gguf", 1.0, 8.0), Point("b.gguf", 1.0, 5.0), Point("c.gguf", 0.5, 12.0))
     cal = calibration(*points)
     assert cal.decode(lab).value == pytest.approx(0.6)  # ratios 0.8, 0.5, 0.6
     own_out = cal.decode(lab, exclude="a.gguf")
@@ -165,8 +165,8 @@ def test_ranking_puts_the_fastest_fitting_first_and_says_what_would_flip_it(tmp_
     assert sentences[-1] == "fast leaves the top if its graded accuracy, unknown here, is below 50%"
 
 
-def test_figures_turn_and_scale_with_their_intervals():
+def test_a_figure_turns_over_with_its_interval():
     f = Figure(10.0, 8.0, 12.5)
     assert (f.inverse(100).value, f.inverse(100).low, f.inverse(100).high) == (10.0, 8.0, 12.5)
-    assert f.scaled(2).high == 25.0 and f.contains(8.0) and not f.contains(13.0)
+    assert f.contains(8.0) and not f.contains(13.0)
     assert not Figure.none().inverse().known

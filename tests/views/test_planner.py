@@ -80,7 +80,8 @@ def test_a_bad_candidate_is_one_line(tmp_path, outputs, capsys):
 def test_the_hardware_table_takes_the_seeds_machines_from_the_seeds():
     hosts = hardware.load_hardware()
     assert (hosts["rtx3090"].bandwidth_gbs, hosts["rtx3090"].memory_gb, hosts["rtx3090"].power_w) == (936, 24, 350)
-    assert hosts["rtx3090"].bandwidth_source.startswith("seed 000 §3") and '"936 GB/s"' in hosts["rtx3090"].bandwidth_source
+    source = hosts["rtx3090"].bandwidth_source
+    assert source.startswith("seed 000 §3") and '"936 GB/s"' in source  # the seed's own cell, cited
     assert (hosts["gb10"].bandwidth_gbs, hosts["m4"].bandwidth_gbs) == (273, 120)
     assert all(h.bandwidth_source and h.memory_source for h in hosts.values())  # every entry has its source
     assert math.isnan(hosts["gb10"].compute_tflops) and "FP4" in hosts["gb10"].compute_source
