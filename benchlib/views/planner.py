@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -71,13 +72,12 @@ class Entry:
 # ---- the host ------------------------------------------------------------------------------------------------------
 
 def this_host(name: str, nvml: Any = None, measure_compute: Callable[[], dict] = compute.measure) -> Host:
-    """This machine as the plan sees it (module docstring)."""
+    """This machine as the plan sees it (module docstring). A GPU NVML gives no bandwidth for (unified memory, as
+    GB10) takes its hardware-table row where there is one; otherwise the CPU's own figures."""
     gpu = gpu_info(nvml)
-    table = hardware.load_hardware()
-    gpus = [g for g in gpu.get("gpus") or [] if g.get("memory_bandwidth_gbs")] if gpu.get("available") else []
-    if gpus:
-        first = gpus[0]
-        row = next((h for h in table.values() if h.kind == "gpu" and _same_gpu(first.get("name", ""), h.name)), None)
+    first = (gpu.get("gpus") or [{}])[0] if gpu.get("available") else {}
+    row = table_row(str(first.get("name") or ""), hardware.load_hardware()) if first else None
+    if first.get("memory_bandwidth_gbs"):
         return Host(name=name, kind="gpu", memory_gb=float(first.get("memory_total_gb") or math.nan),
                     memory_source=f"NVML: {first.get('name')} total memory",
                     bandwidth_gbs=float(first["memory_bandwidth_gbs"]),
@@ -85,6 +85,8 @@ def this_host(name: str, nvml: Any = None, measure_compute: Callable[[], dict] =
                     compute_tflops=row.compute_tflops if row else math.nan,
                     compute_source=f"hardware table: {row.compute_source}" if row else "",
                     power_w=row.power_w if row else math.nan, power_source=row.power_source if row else "")
+    if row is not None:
+        return replace(row, name=name, bandwidth_source=f"hardware table, NVML gives none: {row.bandwidth_source}")
     measured = bandwidth.machine_measurement(cpu_model(), os.cpu_count())
     flops = measure_compute()
     return Host(name=name, kind="cpu", memory_gb=psutil.virtual_memory().available / 1e9,
@@ -94,10 +96,15 @@ def this_host(name: str, nvml: Any = None, measure_compute: Callable[[], dict] =
                 compute_tflops=float(flops["tflops"]), compute_source=f"measured: {flops['method']}")
 
 
-def _same_gpu(nvml_name: str, table_name: str) -> bool:
-    """'NVIDIA H200' (NVML) is the table's 'NVIDIA H200 SXM': every word NVML gives is in the table's name."""
-    words = [w for w in nvml_name.lower().replace("-", " ").split() if w != "nvidia"]
-    return bool(words) and all(w in table_name.lower().replace("-", " ").split() for w in words)
+def table_row(nvml_name: str, table: dict[str, Host]) -> Host | None:
+    """The hardware table's row for a GPU NVML names: the row whose model word (its first word with a digit: 3090,
+    H100, A100, L4, GB10) is a word of the NVML name ('NVIDIA A100-SXM4-80GB', 'NVIDIA H100 80GB HBM3')."""
+    words = set(re.split(r"[\s-]+", nvml_name.lower()))
+    for row in table.values():
+        model = next((w for w in row.name.lower().split() if any(c.isdigit() for c in w)), "")
+        if model and model in words:
+            return row
+    return None
 
 
 # ---- the candidates ------------------------------------------------------------------------------------------------
@@ -332,14 +339,14 @@ WIDTH = 120  # one screen: the table and its notes stay within 120 columns and 3
 
 
 def compact(value: float) -> str:
-    """Three significant digits (whole numbers from 100), ten thousands as k and millions as M: a column stays
-    narrow for any model."""
+    """Three significant digits (whole numbers from 100, two below 1), ten thousands as k and millions as M: a
+    column stays narrow for any model."""
     if value is None or not math.isfinite(value):
         return "–"
     for limit, scale, suffix in ((1e6, 1e6, "M"), (1e4, 1e3, "k")):
         if abs(value) >= limit:
             return f"{value / scale:.3g}{suffix}"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}" if abs(value) >= 1 else f"{value:.2g}"
 
 
 def span(f: Figure, scale: float = 1.0) -> str:
@@ -368,9 +375,10 @@ def table_lines(plan: Plan, limit: int = 12) -> list[str]:
         lines.append(f"efficiency = measured ÷ ceiling: decode {_eff(d)} · prefill {_eff(f)} ({basis})")
     energy = any(r.prediction.joules_per_token.known for r in plan.ranked)
     measured = any(plan.measured(r.prediction.name) is not None for r in plan.ranked)
-    lines += ["", f"{'#':>2} {'candidate':<26} {'need GB':>7} {'fits':<5} {'decode tok/s':<19} {'TTFT s':<19} "
-              + (f"{'J/token':<15}" if energy else "") + (f"{'measured':<12}" if measured else "") + "quality"]
-    errors = []
+    aggregate = plan.regime == "serving"  # what it ranks on is neither decode nor energy: shown too
+    head = ["#", "candidate", "need GB", "fits", "decode tok/s", "TTFT s"] + ["aggregate tok/s"] * aggregate \
+        + ["J/token"] * energy + ["measured"] * measured + ["quality"]
+    rows, errors = [head], []
     for r in plan.ranked[:limit]:
         p = r.prediction
         mine = plan.measured(p.name)
@@ -379,10 +387,15 @@ def table_lines(plan: Plan, limit: int = 12) -> list[str]:
             errors.append(relative_error(p.decode_tps.value, mine["decode_tps"]))
             seen = f"{compact(mine['decode_tps'])} ({errors[-1]:+.0%})"
         quality = f"{r.quality.accuracy:.0%} [{r.quality.low:.0%}–{r.quality.high:.0%}]" if r.quality else UNKNOWN
-        lines.append(f"{r.rank if r.eligible else '–':>2} {p.name[:26]:<26} {compact(p.need_gb.value):>7} "
-                     f"{p.fits:<5} {span(p.decode_tps):<19} {span(p.ttft_s):<19} "
-                     + (f"{span(p.joules_per_token):<15}" if energy else "") + (f"{seen:<12}" if measured else "")
-                     + quality + ("" if r.eligible or p.fits == FIT_NO else " < floor"))
+        rows.append([str(r.rank) if r.eligible else "–", p.name[:26], compact(p.need_gb.value), p.fits,
+                     span(p.decode_tps), span(p.ttft_s)] + [span(p.serving_tps)] * aggregate
+                    + [span(p.joules_per_token)] * energy + [seen] * measured
+                    + [quality + ("" if r.eligible or p.fits == FIT_NO else " < floor")])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    right = {0, 2}  # the rank and the GB needed, numbers that line up on the right
+    lines.append("")
+    lines += [" ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in
+                       enumerate(zip(row, widths))).rstrip() for row in rows]
     if len(plan.ranked) > limit:
         lines.append(f"   … {len(plan.ranked) - limit} more in plan.json")
     lines.append("")

