@@ -25,22 +25,25 @@ from pydantic import ValidationError
 from benchlib.analysis import compare as comparison
 from benchlib.analysis import paired
 from benchlib.analysis.deployments import deployment_overview
+from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
-from benchlib.paper.runs import reduced_note
+from benchlib.paper.runs import load_runs, reduced_note
 from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
 from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
+from benchlib.published import hardware
 from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
 from benchlib.suites.run_folder import RunConflict, results_root
+from benchlib.views import planner
 from benchlib.views.suite_report import console_table
 
 
@@ -246,6 +249,41 @@ def cmd_study(args: argparse.Namespace) -> int:
     if failed:
         print("failed: " + "; ".join(failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Predict every candidate on a host, ranked for a regime (benchlib.views.planner); --measure K runs the top K."""
+    workload = Workload(context_tokens=args.context, concurrency=args.concurrency, prompt_tokens=args.prompt)
+    try:
+        if args.seeds:
+            print("\n".join(planner.seed_lines()))
+            return 0
+        name = args.host or load_params(planner.LADDER_PARAMS).host.name
+        host = hardware.named_host(args.host) if args.host else planner.this_host(name)
+        entries = planner.candidates_from(args.candidates) if args.candidates else \
+            planner.default_candidates(name)
+        made = planner.make_plan(host, entries, workload, args.regime, load_runs())
+    except (planner.PlanError, hardware.HardwareError, ParamsError, ValueError) as exc:
+        return _fail(str(exc).strip("'\""))
+    print("\n".join(planner.table_lines(made)))
+    if not args.no_save:
+        path = planner.save(made)
+        print(planner.saved_line(path, made.id, _display(str(path))))
+    if not args.measure:
+        return 0
+    if args.host or args.no_save:
+        return _fail("--measure runs candidates on this machine and keeps them beside a saved plan: drop --host "
+                     "and --no-save")
+    try:
+        measured = planner.measure_top(made, args.measure, _suite_runner(args.quiet),
+                                         progress=lambda line: print(line, flush=True))
+    except planner.PlanError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    print("\npredicted (before measuring, own runs left out) vs measured, text suite on this host:")
+    print("\n".join(planner.measured_lines(measured)))
+    return 0 if all(m["n"] for m in measured) else 1
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -533,6 +571,22 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--types", help=f"comma-separated rungs (default: {','.join(ladder.DEFAULT_TYPES)})")
     _run_options(lad)
     lad.set_defaults(func=cmd_ladder)
+    pln = sub.add_parser("plan", help="what should run here: every candidate's fit, decode, prefill, TTFT and energy "
+                                       "predicted with intervals, ranked for a regime; --measure K checks the top K")
+    pln.add_argument("candidates", nargs="*", help="GGUF files, config.json files or catalog .yaml files (default: "
+                                                   "the ladder's rungs and the default study's models)")
+    pln.add_argument("--host", help="a host of paper/reference/hardware.csv instead of this machine (rtx3090, gb10, …)")
+    pln.add_argument("--regime", default="workstation", choices=PLAN_REGIMES)
+    pln.add_argument("--context", type=int, default=2048, help="context tokens per stream the server allocates")
+    pln.add_argument("--concurrency", type=int, default=1, help="concurrent streams (fit and serving regime)")
+    pln.add_argument("--prompt", type=int, default=512, help="prompt tokens of the predicted TTFT")
+    pln.add_argument("--measure", type=int, default=0, metavar="K", help="run the top K here (text suite) and print "
+                                                                          "predicted vs measured")
+    pln.add_argument("--seeds", action="store_true", help="the seeds' check: Gemma 4 E2B BF16 on the RTX 3090 and "
+                                                          "Qwen3.5-4B on GB10 predicted beside the paper's tok/s")
+    pln.add_argument("--no-save", action="store_true", help="do not append the plan to outputs/<host>/plan.json")
+    pln.add_argument("--quiet", action="store_true", help="no progress bars while measuring")
+    pln.set_defaults(func=cmd_plan)
     paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ (or given roots) and the reference data")
     paper.add_argument("roots", nargs="*", help="results roots: folders or store URLs (default: outputs/)")
     paper.add_argument("--quiet", action="store_true")

@@ -22,6 +22,7 @@ from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
 from benchlib.paper.on_this_host import fig_on_this_host, host_table, quality_plan_table
+from benchlib.paper.predicted import fig_predicted, predicted_table
 from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.published_tables import (
     bandwidth_law_table,
@@ -144,6 +145,7 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("load_rate", lambda i: load_table(i.runs, "rate"), optional=True),
     PaperTable("ladder", lambda i: ladder_table(i.ladder[0]), optional=True),
     PaperTable("ladder_law", lambda i: ladder_law_table(*i.ladder, i.runs), optional=True),
+    PaperTable("predicted_vs_measured", lambda i: predicted_table(i.runs, i.ref), optional=True),
     PaperTable(LONG_TABLE, lambda i: Table(LONG_TABLE, "Published rows and ours, tidy",
                                            published_and_runs_long(i.ref, i.runs)), markdown=False),
 )
@@ -186,6 +188,9 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
                 "ladder: each rung's decode tok/s against the GB it reads per token, the fitted law and the "
                 "bandwidth ceiling; right, accuracy against file size where it is that precision's own.",
                 optional=True),
+    PaperFigure("predicted_vs_measured", lambda t, r, s: fig_predicted(t),
+                "Decode tok/s predicted by `frontier-bench plan` before measuring (own runs left out of the "
+                "calibration) against measured, with both intervals; the band is ±15 %.", optional=True),
 )
 
 SECTIONS: tuple[Section, ...] = (
@@ -215,6 +220,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("16. 004's napkin ceiling beside our bytes-per-token model", ("napkin_ceiling",)),
     Section("17. 001's decisions under their own thresholds", ("heros_thresholds",)),
     Section("18. Where the seeds disagree", ("contradictions",)),
+    Section("19. Predicted vs measured: `frontier-bench plan` (docs/plan.md)", ("predicted_vs_measured",),
+            ("predicted_vs_measured",), absent="_No plan in outputs/ yet: `frontier-bench plan` makes one._"),
 )
 
 @dataclass(frozen=True)

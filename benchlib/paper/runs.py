@@ -18,6 +18,7 @@ from benchlib.analysis import summary as analysis
 from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline, weights
+from benchlib.analysis.plan import read_plans
 from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
@@ -72,6 +73,7 @@ class Runs:
     quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
     # each compare plan's last look, system and against keyed 'model @ host' (quality_looks.compare_plans)
     compare_plans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    plan_records: list[dict] = field(default_factory=list)  # outputs/<host>/plan.json's records (plan.read_plans)
 
     @property
     def empty(self) -> bool:
@@ -118,8 +120,8 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
 
 
 REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "error_kind", "is_warmup",
-                "checker",
-                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency",
+                "checker", "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency", "prompt_tokens",
+                "prefill_tps",
                 "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
 
 
@@ -254,7 +256,8 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
                 roots=[shown for shown, _ in local], duplicates=duplicates,
                 quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame(),
-                compare_plans=compare_plans(dirs, _key))
+                compare_plans=compare_plans(dirs, _key),
+                plan_records=[p for _, root in local for p in read_plans(root)])
 
 
 def _host_model(path: Path, params: Mapping[str, Any]) -> tuple[str, str]:
