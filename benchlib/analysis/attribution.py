@@ -166,11 +166,17 @@ def summarise(result: Attribution) -> dict[str, float]:
 
 
 # ---- a load level's attribution, from the run's own files ---------------------------------------------------
-LEVEL_ATTRIBUTION_COLUMNS = [
-    "attribution_boundary", "attribution_weights", "attribution_reason", "idle_j", "unattributed_j",
-    "j_per_request", "j_per_request_lo", "j_per_request_hi", "j_per_prompt_token", "j_per_prompt_token_lo",
-    "j_per_prompt_token_hi", "j_per_output_token", "j_per_output_token_lo", "j_per_output_token_hi",
-    "j_per_correct", "j_per_correct_lo", "j_per_correct_hi"]
+LEVEL_ATTRIBUTION_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
+    # the energy boundary the level's joules were attributed at; the J per prompt and output token weights fitted
+    # from the window; why there is no attribution
+    "attribution_boundary", "attribution_weights", "attribution_reason",
+    "idle_j", "unattributed_j",  # the idle floor's share of the window, J; energy with no request active, J
+    "j_per_request", "j_per_request_lo", "j_per_request_hi",  # joules per request with its 95 % interval
+    # joules per prompt token (prefill) with its 95 % interval
+    "j_per_prompt_token", "j_per_prompt_token_lo", "j_per_prompt_token_hi",
+    # joules per output token (decode) with its 95 % interval
+    "j_per_output_token", "j_per_output_token_lo", "j_per_output_token_hi",
+    "j_per_correct", "j_per_correct_lo", "j_per_correct_hi"]  # joules per correct answer with its 95 % interval
 
 
 COUNTER_COLUMNS = {  # a window's energy_source -> the telemetry.csv column of its counter and the factor to joules

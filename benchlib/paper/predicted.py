@@ -49,7 +49,7 @@ def predicted_vs_measured(runs: Runs, ref: pd.DataFrame | None = None) -> pd.Dat
                              "predicted_hi": _number(decode["high"]), "measured": got["decode_tps"],
                              "measured_lo": got["decode_lo"], "measured_hi": got["decode_hi"], "n": int(got["n"]),
                              "measured_by": got["systems"]})
-    if ref is not None and len(ref):
+    if ref is not None and hardware.has_seed_check_sources(ref):
         for check in hardware.seed_checks(ref):
             p = check["prediction"]
             rows.append({"host": check["host"], "plan": "seeds' check", "basis": p.decode_efficiency.basis,

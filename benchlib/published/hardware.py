@@ -111,6 +111,13 @@ def published_prefill_efficiency(ref: pd.DataFrame | None = None, hosts: dict[st
 # (hardware table key, seed, model as the seed names it): the seeds' deployments the plan predicts from published
 # sizes and bandwidth alone
 SEED_CHECKS = (("rtx3090", "000", "Gemma 4 E2B"), ("gb10", "000", "Qwen3.5-4B"))
+# the reference sets the seed checks read: the deployments (000), the parameter counts (001), the prompt rates (002)
+# and the efficiency ladder (004); a paper built from fewer has no seed check
+SEED_CHECK_SOURCES = ("000", "001", "002", "004")
+
+
+def has_seed_check_sources(ref: pd.DataFrame) -> bool:
+    return len(ref) > 0 and set(SEED_CHECK_SOURCES) <= set(ref["source"].astype(str).str[:3])
 
 
 def seed_checks(ref: pd.DataFrame | None = None) -> list[dict[str, Any]]:

@@ -65,13 +65,15 @@ def test_the_preflight_finds_the_slots_and_every_graded_item_is_answered(walked)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     checked = manifest["preflight"]
-    if slots == 1:
+    if slots == 1:  # a second request waits for the first: one at a time
         assert checked["overlap"] == "queued" and checked["in_flight"] == 1, checked
-    else:
-        assert checked["overlap"] == "together" and checked["in_flight"] == slots, checked
+    else:  # four served at once, the rest queued and answered whole: the plan's 16 stand
+        assert checked["overlap"] == "together" and checked["in_flight"] == 16, checked
+        assert 2 <= checked["probes"][-1]["served_at_once"] <= slots, checked
     rows = read_requests(folder / "requests.csv")
     graded = rows[~rows["is_warmup"].astype(bool)]
-    assert len(graded) == 8 and (graded["status"] == "ok").all() and (graded["concurrency"] == slots).all()
+    assert len(graded) == 8 and (graded["status"] == "ok").all()
+    assert (graded["concurrency"] == min(checked["in_flight"], 8)).all()
     weights = manifest["server"]["model"]
     assert Path(weights["path"]).name == Path(gguf).name and weights["weights_source"] == "reported by the server"
     assert "gemma" not in json.dumps(manifest).lower()
