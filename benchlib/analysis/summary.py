@@ -26,7 +26,9 @@ from benchlib.records.schema import flag, json_value, number, numeric_column, op
 
 GROUP_KEYS = ("host", "model", "suite", "modality", "task")
 STAT_METRICS = metrics.REQUEST_METRICS  # decode_tps, ttft_s, ttfo_s, e2e_s, tpot_s, itl_s, prefill_tps
-STATS = ("count", "mean", "mean_lo", "mean_hi", "sd", "p50", "p50_lo", "p50_hi", "p90", "p99")
+# every percentile with its distribution-free 95 % interval (stats, PERCENTILE BOUNDS); NaN where n is too small
+STATS = ("count", "mean", "mean_lo", "mean_hi", "sd",
+         *(f"{name}{part}" for name in stats.PERCENTILES for part in ("", "_lo", "_hi")))
 TOKEN_METRICS = ("decode_tps", "tpot_s", "prefill_tps")  # computed from the server's token counts
 COUNT_COLUMNS = ["n_requests", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_scored", "n_passed", "n_warmup",
                  "n_implausible"]
@@ -53,34 +55,54 @@ def measured(requests: pd.DataFrame) -> pd.DataFrame:
     return requests[~requests["is_warmup"].map(flag)]
 
 
-def describe(values: Iterable[float]) -> dict[str, float]:
-    """count, mean with its 95 % bootstrap interval (mean_lo, mean_hi), sd (ddof=1), p50 with its interval,
-    p90 and p99 of the non-missing values; a percentile is NaN below the samples it needs (benchlib.analysis.stats)."""
-    series = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").dropna().astype(float)
-    data = series.to_numpy()
+def describe(values: Iterable[float] | np.ndarray, *, overwrite: bool = False) -> dict[str, float]:
+    """count, mean with its 95 % interval (mean_lo, mean_hi; stats.bootstrap_interval), sd (ddof=1), and p50, p90,
+    p95, p99 each with its distribution-free 95 % interval (`<p>_lo`, `<p>_hi`; NaN below the values it needs,
+    stats.INTERVAL_N) of the non-missing values. No resampling matrix and one copy of the values at most
+    (`overwrite=True`: none; the percentiles reorder `values` in place), so memory stays near 8 bytes a value."""
+    data = values if isinstance(values, np.ndarray) and values.dtype == float else _numbers(values)
+    if np.isnan(data).any():
+        data, overwrite = data[~np.isnan(data)], True
     n = len(data)
     mean_lo, mean_hi = stats.bootstrap_interval(data, "mean")
-    p50_lo, p50_hi = stats.bootstrap_interval(data, "median")
-    return {
-        "count": float(n),
-        "mean": float(data.mean()) if n else np.nan,
-        "mean_lo": mean_lo, "mean_hi": mean_hi,
-        "sd": float(series.std(ddof=1)) if n > 1 else np.nan,
-        "p50": stats.percentile(data, 0.50), "p50_lo": p50_lo, "p50_hi": p50_hi,
-        "p90": stats.percentile(data, 0.90),
-        "p99": stats.percentile(data, 0.99),
-    }
+    row = {"count": float(n), "mean": float(data.mean()) if n else np.nan, "mean_lo": mean_lo, "mean_hi": mean_hi,
+           "sd": float(data.std(ddof=1)) if n > 1 else np.nan}
+    for name, (value, low, high) in stats.percentile_bounds(data, overwrite=overwrite).items():
+        row.update({name: value, f"{name}_lo": low, f"{name}_hi": high})
+    return row
 
 
-def _pooled(column: pd.Series) -> list[float]:
-    """Every value of a list column (ITL gaps of each request; JSON text as written) in one list."""
-    out: list[float] = []
-    for value in column:
-        value = json_value(value)
-        if isinstance(value, (list, tuple)):
-            out.extend(float(v) for v in value)
-    return out
+def _numbers(values: Iterable[Any]) -> np.ndarray:
+    """A column as floats: numbers and numeric text, anything else NaN."""
+    series = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
 
+
+def _gap_count(value: Any) -> int:
+    """How many numbers a row's ITL list holds, without parsing it: a JSON list of numbers has one comma fewer."""
+    if isinstance(value, str):
+        text = value.strip()
+        return 0 if text in ("", "[]") else text.count(",") + 1
+    return len(value) if isinstance(value, (list, tuple, np.ndarray)) else 0
+
+
+def _pooled(column: pd.Series) -> np.ndarray:
+    """Every value of a list column (ITL gaps of each request; JSON text as written) in one float array, written
+    row by row into one buffer sized by a first count (no Python float per gap, no list of arrays to join)."""
+    sizes = np.fromiter((_gap_count(v) for v in column), dtype=np.int64, count=len(column))
+    out = np.empty(int(sizes.sum()), dtype=float)
+    at = 0
+    for value, size in zip(column, sizes):
+        if not size:
+            continue
+        gaps = np.asarray(json_value(value) if isinstance(value, str) else value, dtype=float).ravel()
+        if at + len(gaps) > len(out):  # a list the comma count misjudged (not flat numbers): grow, rarely
+            grown = np.empty(max(at + len(gaps), len(out) + len(out) // 2), dtype=float)
+            grown[:at] = out[:at]
+            out = grown
+        out[at:at + len(gaps)] = gaps
+        at += len(gaps)
+    return out[:at]
 
 
 def _whole(count: float, limit: float = math.inf) -> bool:
@@ -135,9 +157,9 @@ def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[
     }
     for metric in STAT_METRICS:
         rows = counted if metric in TOKEN_METRICS else ok
-        values = _pooled(rows[metric]) if metric == "itl_s" and metric in rows else \
-            (rows[metric] if metric in rows else [])
-        figures = describe(values)
+        pooled = metric == "itl_s" and metric in rows
+        values = _pooled(rows[metric]) if pooled else (_numbers(rows[metric]) if metric in rows else np.empty(0))
+        figures = describe(values, overwrite=True)  # both are this loop's own arrays
         row.update({f"{metric}_{name}": val for name, val in figures.items()})
     tokens = pd.to_numeric(counted["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in counted \
         else pd.Series(dtype=float)
@@ -181,8 +203,8 @@ def summarize_requests(requests: pd.DataFrame, by: Sequence[str] | None = None,
                        max_error_rate: float | None = None) -> pd.DataFrame:
     """Per-group summary (default keys: host, model, suite, modality, task — those present).
 
-    Counts (n_ok, n_failed, n_unsupported, n_truncated, n_scored, n_passed, n_warmup), count/mean/sd/p50/
-    p90/p99 of decode_tps, ttft_s and e2e_s over ok rows, prefill_tps_mean, accuracy, score_mean (checker
+    Counts (n_ok, n_failed, n_unsupported, n_truncated, n_scored, n_passed, n_warmup), count/mean/sd and
+    p50/p90/p95/p99, each with its 95 % interval (`describe`), of every STAT_METRICS metric over ok rows, prefill_tps_mean, accuracy, score_mean (checker
     score, e.g. entity recall), error_rate,
     failures ('kind: n; ...'), valid (False when nothing succeeded or error_rate > max_error_rate) and note.
     Empty input gives an empty frame with these columns.
