@@ -69,10 +69,9 @@ def percentile_bounds(values: np.ndarray, quantiles: dict[str, float] | None = N
     where n is below INTERVAL_N. One np.partition over every rank needed; `overwrite=True` lets it reorder
     `values` in place instead of copying them (the summary's pooled ITL gaps: no second copy)."""
     quantiles = PERCENTILES if quantiles is None else quantiles
-    data = np.asarray(values, dtype=float)
-    if np.isnan(data).any():
-        data = data[~np.isnan(data)]
-    elif not overwrite or not data.flags.writeable:
+    given = np.asarray(values, dtype=float)
+    data = finite_only(given)
+    if data is given and (not overwrite or not data.flags.writeable):
         data = data.copy()
     n = len(data)
     wanted: dict[str, tuple[int, int, int, int, float]] = {}
@@ -118,20 +117,38 @@ def percentile_note(n: int) -> str:
     return f"n={n} too small for " + ", ".join(missing)
 
 
+CHUNK = 1 << 20  # values per step of a pass that would otherwise make a temporary the size of the data
+
+
+def finite_only(values: np.ndarray) -> np.ndarray:
+    """The non-missing values: `values` itself when none is NaN (no copy), checked a chunk at a time."""
+    data = np.asarray(values, dtype=float)
+    if any(np.isnan(data[i:i + CHUNK]).any() for i in range(0, len(data), CHUNK)):
+        return data[~np.isnan(data)]
+    return data
+
+
+def standard_deviation(data: np.ndarray) -> float:
+    """The sample standard deviation (ddof=1) in chunks: numpy's std makes a temporary as large as the data."""
+    if len(data) < 2:
+        return math.nan
+    mean = float(data.mean())
+    squares = sum(float(np.square(data[i:i + CHUNK] - mean).sum()) for i in range(0, len(data), CHUNK))
+    return math.sqrt(squares / (len(data) - 1))
+
+
 def bootstrap_interval(values: Iterable[float], statistic: str = "mean") -> tuple[float, float]:
     """95 % bootstrap percentile interval of the mean or median; (NaN, NaN) below MIN_BOOTSTRAP_N samples.
     A constant sample has the zero-width interval at its value. Resampled in batches of at most BOOTSTRAP_CELLS
     values; the mean of more than NORMAL_N values takes the normal interval (module docstring)."""
-    data = values if isinstance(values, np.ndarray) else np.fromiter(values, dtype=float)
-    data = np.asarray(data, dtype=float)
-    data = data[~np.isnan(data)]
+    data = finite_only(values if isinstance(values, np.ndarray) else np.fromiter(values, dtype=float))
     if len(data) < MIN_BOOTSTRAP_N:
         return math.nan, math.nan
-    if np.all(data == data[0]):
+    if data.min() == data.max():
         return float(data[0]), float(data[0])
     if statistic == "mean" and len(data) > NORMAL_N:
         z = float(scipy_stats.norm.isf((1 - CONFIDENCE) / 2))
-        half = z * float(data.std(ddof=1)) / math.sqrt(len(data))
+        half = z * standard_deviation(data) / math.sqrt(len(data))
         mean = float(data.mean())
         return mean - half, mean + half
     func = np.mean if statistic == "mean" else np.median
