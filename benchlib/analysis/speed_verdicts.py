@@ -6,7 +6,7 @@ WORDS
     faster / slower       the 95 % interval of the ratio A ÷ B excludes 1: A is faster (a higher decode rate, a
                           shorter time) or slower
     equivalent within ±m  two one-sided tests at 5 % each: the 90 % interval of the ratio lies inside
-                          [1 / (1 + m), 1 + m]; m is params `run.equivalence_margin` (DEFAULT_MARGIN, 10 %). A
+                          [1 / (1 + m), 1 + m]; m is params `run.equivalence_margin` (EQUIVALENCE_MARGIN, 10 %). A
                           ratio decided both ways (its 95 % interval excludes 1, its 90 % one inside the margin)
                           reads "faster" or "slower", with "within ±m" beside it
     mixed                 decided in opposite directions on different tasks, each task tested at 5 % ÷ k (k tasks
@@ -40,11 +40,11 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from benchlib.config import metrics
+from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 
 FASTER, SLOWER, EQUIVALENT, MIXED, UNDECIDED = "faster", "slower", "equivalent", "mixed", "undecided"
 WORDS = (FASTER, SLOWER, EQUIVALENT, MIXED, UNDECIDED)
 ALPHA = 0.05  # the directional test's level (95 % interval) and each one-sided equivalence test's (90 % interval)
-DEFAULT_MARGIN = 0.10  # ±10 %: params run.equivalence_margin's default
 EXACT_N = 16  # prompts up to which every one of the 2^n sign flips is counted (65,536 at 16)
 FLIPS = 20_000  # random sign flips above EXACT_N (fixed seed: a rerun prints the same interval)
 FLIP_BATCH = 1 << 20  # signs drawn per batch: memory bounded whatever the number of prompts
@@ -79,7 +79,7 @@ class SpeedVerdict:
     ratio_hi: float = math.nan
     n: int = 0
     paired: bool = True
-    margin: float = DEFAULT_MARGIN
+    margin: float = EQUIVALENCE_MARGIN
     within_margin: bool = False  # the 90 % interval inside ±margin (equivalence shown)
     p_value: float = math.nan
     tasks: tuple[TaskVerdict, ...] = ()
@@ -247,7 +247,7 @@ def prompt_values(requests: pd.DataFrame, system: str, metric: str) -> pd.DataFr
     return out.drop_duplicates(list(KEY), keep="last").reset_index(drop=True)
 
 
-def compare(requests: pd.DataFrame, a: str, b: str, metric: str, margin: float = DEFAULT_MARGIN) -> SpeedVerdict:
+def compare(requests: pd.DataFrame, a: str, b: str, metric: str, margin: float = EQUIVALENCE_MARGIN) -> SpeedVerdict:
     """A against B on `metric` over `requests` (measured rows with system, task, variant, repeat and the metric):
     the paired rule on the prompts both answered, the unpaired rule where they share none (module docstring)."""
     mine, theirs = prompt_values(requests, a, metric), prompt_values(requests, b, metric)
@@ -262,7 +262,7 @@ def compare(requests: pd.DataFrame, a: str, b: str, metric: str, margin: float =
 
 
 def paired(tasks: Sequence[str] | np.ndarray, log_ratios: np.ndarray, metric: str, a: str = "A", b: str = "B",
-           margin: float = DEFAULT_MARGIN) -> SpeedVerdict:
+           margin: float = EQUIVALENCE_MARGIN) -> SpeedVerdict:
     """The PAIRED RULE on per-prompt log ratios log(A ÷ B) with their tasks."""
     tasks, x = np.asarray(tasks, dtype=str), np.asarray(log_ratios, dtype=float)
     w = _task_weights(tasks)
@@ -294,7 +294,7 @@ def paired(tasks: Sequence[str] | np.ndarray, log_ratios: np.ndarray, metric: st
 
 
 def unpaired(mine: pd.DataFrame, theirs: pd.DataFrame, metric: str, a: str = "A", b: str = "B",
-             margin: float = DEFAULT_MARGIN) -> SpeedVerdict:
+             margin: float = EQUIVALENCE_MARGIN) -> SpeedVerdict:
     """The UNPAIRED RULE on two sets of values (columns task, value)."""
     tasks = [t for t in dict.fromkeys(mine["task"]) if t in set(theirs["task"])]
     strata = tasks if tasks else [None]
@@ -333,7 +333,7 @@ def unpaired(mine: pd.DataFrame, theirs: pd.DataFrame, metric: str, a: str = "A"
                         "no prompt in common" if tasks else "no prompt or task in common")
 
 
-def required_pairs(sd: float, margin: float = DEFAULT_MARGIN, power: float = 0.8, true_log_ratio: float = 0.0) -> int:
+def required_pairs(sd: float, margin: float = EQUIVALENCE_MARGIN, power: float = 0.8, true_log_ratio: float = 0.0) -> int:
     """Prompts a paired equivalence test within ±margin needs for `power` when the per-prompt log ratios have
     standard deviation `sd` around `true_log_ratio` (normal approximation of the two one-sided tests)."""
     limit = math.log1p(margin)

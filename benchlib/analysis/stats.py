@@ -24,11 +24,12 @@ from typing import Iterable
 import numpy as np
 from scipy import stats as scipy_stats
 
+from benchlib.config.metrics import PERCENTILES
+
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 20261123
 MIN_BOOTSTRAP_N = 3
-PERCENTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 # values resampled per batch: 2^20, 8 MiB of float64 (and as much of indices) whatever n is; the old 2,000 × n
 # matrix was 1.6 GB at 10^5 values
 BOOTSTRAP_CELLS = 1 << 20
