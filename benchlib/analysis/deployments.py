@@ -96,7 +96,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
                          asr_tasks: Sequence[str] = ("transcription",),
                          short_qa_tasks: Sequence[str] = ("basic_qa",),
                          exclude_suites: Sequence[str] = ("quality",),
-                         items: pd.DataFrame | None = None) -> pd.DataFrame:
+                         items: pd.DataFrame | None = None, requests: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per host × model with the columns frontier.REGIMES use (as reference.paper_systems()).
 
     avg_decode_tps is the mean of per-task means over tasks with ok rows (the quality suite left out,
@@ -104,7 +104,8 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
     request; tps_per_w = avg_decode_tps ÷ mean task-window power; context_window_k comes from the
     mapping keyed by model (params server.context_window ÷ 1000). With per-item results (`items`:
     paired.item_results of the request rows) each quality axis also carries them, so the frontier compares two
-    deployments item by item (frontier.quality_columns).
+    deployments item by item (frontier.quality_columns); with the request rows (`requests`), the speed axes carry
+    each deployment's values by prompt, so it compares them prompt by prompt (frontier.speed_columns).
     """
     keys = [k for k in ("host", "model") if k in summary]
     rows = []
@@ -139,7 +140,8 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "asr_e2e_s": _task_value(worked, asr_tasks, "e2e_s_mean"),
             "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
         })
-    return frontier.quality_columns(pd.DataFrame(rows), accuracy, items=items)
+    systems = frontier.quality_columns(pd.DataFrame(rows), accuracy, items=items)
+    return frontier.speed_columns(systems, requests, exclude_suites)
 
 
 def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:

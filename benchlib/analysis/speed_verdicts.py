@@ -121,7 +121,7 @@ class SpeedVerdict:
             return self.note or "no request both measured"
         unit = metrics.metric(self.metric).label
         ratio = f"{unit} ratio {_x(self.ratio)}" + (f" [{_x(self.ratio_lo)}–{_x(self.ratio_hi)}]"
-                                                    if not math.isnan(self.ratio_lo) else " (no 95 % interval)")
+                                                    if not math.isnan(self.ratio_lo) else " (no finite 95 % interval)")
         how = (f"on the same {self.n} prompts (paired sign-flip test, tasks weighted equally)" if self.paired else
                f"unpaired, {self.n} requests a side or fewer (Welch on log values, by task)")
         text = f"{ratio} {how}"
@@ -129,14 +129,20 @@ class SpeedVerdict:
             text += f"; per task at 5 % ÷ {len(self.tasks)}: " + ", ".join(
                 f"{t.task} {_x(t.ratio)} {t.word} ({t.n})" for t in self.tasks)
         if self.word == UNDECIDED and self.needed:
-            text += (f"; about {self.needed - self.n} more {'prompts' if self.paired else 'requests a side'} "
-                     f"({self.needed} in all) would decide at the observed spread")
+            more = self.needed - self.n
+            text += (f"; about {more} more {'prompt' if self.paired else 'request'}{'s' if more > 1 else ''}"
+                     f"{'' if self.paired else ' a side'} ({self.needed} in all) would decide at the observed spread")
         if self.note:
             text += f"; {self.note}"
         return text
 
     def line(self) -> str:
         return f"{self.phrase()}: {self.evidence()}"
+
+
+def _finite_exp(log_bound: float) -> float:
+    """A bound of the ratio; NaN where the test leaves that side open (too few prompts to reject any shift)."""
+    return math.exp(log_bound) if math.isfinite(log_bound) else math.nan
 
 
 def _x(ratio: float) -> str:
@@ -279,7 +285,7 @@ def paired(tasks: Sequence[str] | np.ndarray, log_ratios: np.ndarray, metric: st
         sub = SignFlips(x[mask], np.full(mask.sum(), 1.0 / mask.sum()))
         t_low, t_high = sub.interval(ALPHA / len(names))
         per_task.append(TaskVerdict(name, _word(metric, t_low, t_high), math.exp(float(x[mask].mean())),
-                                    math.exp(t_low), math.exp(t_high), int(mask.sum())))
+                                    _finite_exp(t_low), _finite_exp(t_high), int(mask.sum())))
     directions = {t.word for t in per_task} & {FASTER, SLOWER}
     word = _word(metric, low, high)
     if directions == {FASTER, SLOWER}:
@@ -287,7 +293,7 @@ def paired(tasks: Sequence[str] | np.ndarray, log_ratios: np.ndarray, metric: st
     elif word == UNDECIDED and inside:
         word = EQUIVALENT
     se = math.sqrt(float(np.sum((w * (x - estimate)) ** 2)))  # the flips' own spread at the estimate
-    return SpeedVerdict(metric, a, b, word, math.exp(estimate), math.exp(low), math.exp(high), len(x), True, margin,
+    return SpeedVerdict(metric, a, b, word, math.exp(estimate), _finite_exp(low), _finite_exp(high), len(x), True, margin,
                         inside, flips.p_value(0.0), tuple(per_task),
                         _needed(len(x), estimate, se, limit) if word == UNDECIDED else None,
                         "" if len(x) >= MIN_PAIRS else f"a sign-flip test needs {MIN_PAIRS} prompts to decide")

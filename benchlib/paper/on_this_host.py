@@ -39,8 +39,7 @@ def _decides(row: pd.Series) -> str:
                 f"{fmt(row['p_value'], '.2g')} ({row['note']})" + (f"; {row['rule']}" if row.get("rule") else ""))
     if row["axis"] == "tokens_per_joule":
         return str(row["note"])
-    return "95 % intervals overlap" if row["better"] == host.TIE else \
-        "95 % intervals apart" if row["better"] != host.NOT_MEASURED else "no measured request"
+    return str(row["rule"]) if row["better"] != host.NOT_MEASURED else "no measured request"
 
 
 def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
@@ -49,7 +48,9 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         return None
     requests = runs.requests.assign(system=runs.named(runs.requests))
     ours = systems[systems["source"] == THIS_RUN] if len(systems) and "source" in systems else systems
-    frame = host.head_to_head(requests, ours, runs.plans())
+    margins = dict(zip(runs.meta["system"], pd.to_numeric(runs.meta["equivalence_margin"], errors="coerce"))) \
+        if "equivalence_margin" in runs.meta else {}
+    frame = host.head_to_head(requests, ours, runs.plans(), {k: v for k, v in margins.items() if v == v})
     if frame.empty:
         return None
     display = pd.DataFrame({
@@ -58,8 +59,13 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         "B [95% CI]": [_value(r, "b") for _, r in frame.iterrows()],
         "better": frame["better"], "what decides": [_decides(r) for _, r in frame.iterrows()]})
     return Table("on_this_host", "On this host: our deployments against each other", frame, display,
-                 "Decode speed and time to first token from the text suite's measured requests (mean, 95 % bootstrap "
-                 "interval; better only where the intervals are apart); answers on the graded sets as the paired "
+                 "Decode speed, time to first token and (beside the verdict) end-to-end latency from the text suite's "
+                 "measured requests: each deployment's mean with its 95 % bootstrap interval, for reading; the "
+                 "verdict compares them prompt by prompt (the ratio on the prompts both answered, paired sign-flip "
+                 "test, tasks weighted equally; analysis/speed_verdicts.py): faster / slower when the ratio's 95 % "
+                 "interval excludes 1, equivalent within ±m when its 90 % interval lies inside the margin (two "
+                 "one-sided tests; run.equivalence_margin), mixed when tasks are decided in opposite directions, "
+                 "else undecided with the prompts a decision would take; answers on the graded sets as the paired "
                  "verdict on the items both answered (Newcombe interval, exact McNemar test; where a compare plan "
                  "compared the pair, the verdict its group-sequential rule reached, the interval and p beside it) — "
                  "the verdict the terminal and the frontier give; energy as tokens per joule where both were measured "
@@ -120,7 +126,7 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
     frame = table.data
     points = []
     for row in frame.itertuples():
-        if row.axis == "smoke" or row.better == host.NOT_MEASURED:
+        if row.axis in host.BESIDE or row.better == host.NOT_MEASURED:
             continue
         label = host.AXES_BY_KEY[row.axis].words + (f" ({row.unit})" if row.unit else "")
         for side, name in (("a", row.a), ("b", row.b)):

@@ -116,7 +116,7 @@ def paired_table(runs: Runs) -> Table | None:
     return Table("graded_paired", "Paired verdicts on the same graded items", frame, display,
                  "A against B over the items both answered: the accuracy difference with Newcombe's paired 95 % "
                  "interval and the exact McNemar test on the items only one got right; 'A beats B' only when the "
-                 "interval excludes 0 and p < 0.05, else a tie (analysis/paired.py). 'all sets' pools every set's "
+                 "interval excludes 0 and p < 0.05, else undecided (analysis/paired.py). 'all sets' pools every set's "
                  "items — the comparison the frontier's quality axis uses; where a compare plan compared the pair, "
                  "its group-sequential verdict, at its alpha (a fixed-sample test after looks is an uncorrected "
                  "peek: the per-set rows and p beside it inform, they do not decide). Rows '(c1)' against '(c<n>)' "

@@ -21,6 +21,7 @@ from benchlib.analysis import roofline, weights
 from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
+from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
@@ -114,7 +115,8 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
                 "bytes_per_param_source", "weights_read_gb", "weights_file",
                 "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds",
-                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced"]
+                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced",
+                "equivalence_margin"]
 
 
 REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "is_warmup", "checker",
@@ -330,6 +332,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "path": ", ".join(sorted(entry["paths"])),
         **_client_error(manifest.get("client_calibration")),
         "graded_reduced": reduced_note(entry.get("graded")),
+        "equivalence_margin": number(run_p.get("equivalence_margin", EQUIVALENCE_MARGIN)),  # speed verdicts' ±m
     }
 
 

@@ -66,7 +66,7 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
                                    "seed's pass/fail summary). 'Every axis at once' reproduces the paper's split "
                                    "frontier (no global winner; there a missing value counts as worst).")
     dominance = pd.DataFrame(pairs, columns=["regime_key", "regime", "dominated", "dominated_by", "better_on",
-                                             "tied_on"])
+                                             "undecided_on"])
     return frontier_table, Table("frontier_dominance", "Who dominates whom, on which axes", dominance,
                                  dominance.drop(columns=["regime_key"]),
                                  caption="Every dominated/dominator pair per regime with the axes the dominator is "
@@ -100,7 +100,7 @@ def _regime_frontier(key: str, regime: frontier.Regime, systems: pd.DataFrame, p
             entry["matches_paper"] = None
         rows.append(entry)
     pairs = [{"regime_key": key, "regime": regime.title, "dominated": p.dominated, "dominated_by": p.dominated_by,
-              "better_on": ", ".join(p.better_on), "tied_on": ", ".join(p.tied_on)} for p in dom.itertuples()]
+              "better_on": ", ".join(p.better_on), "undecided_on": ", ".join(p.undecided_on)} for p in dom.itertuples()]
     return rows, pairs
 
 
