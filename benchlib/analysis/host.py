@@ -6,7 +6,8 @@ Per pair of deployments and per axis, who is better and what decides it:
                           (analysis.speed_verdicts: the ratio of decode rates, the paired sign-flip test, tasks
                           weighted equally; the unpaired rule where they share none): faster / slower /
                           equivalent within ±m / mixed / undecided, in `better` (the faster one's name, or the
-                          word), the ratio with its 95 % interval in ratio, ratio_lo, ratio_hi, the evidence in `rule`
+                          word), the ratio with its 95 % interval in ratio, ratio_lo, ratio_hi, the word naming the
+                          faster one in `note` (SpeedVerdict.outcome), the evidence with each task's in `rule`
     time to first token   the same rule on TTFT (a shorter time is faster)
     answers (graded sets) THE paired verdict (paired.verdicts, basis GRADED): the accuracy difference on the items
                           both answered, Newcombe's interval and the exact McNemar test; where a compare plan
@@ -128,7 +129,7 @@ def _speed_row(speed: pd.DataFrame, axis: Axis, a: str, b: str, va: tuple, vb: t
     better = {speed_verdicts.FASTER: a, speed_verdicts.SLOWER: b}.get(verdict.word, verdict.word)
     row.update(better=better if verdict.n else NOT_MEASURED, n=verdict.n, p_value=verdict.p_value,
                ratio=verdict.ratio, ratio_lo=verdict.ratio_lo, ratio_hi=verdict.ratio_hi, paired=verdict.paired,
-               rule=verdict.line(), note=f"equivalence margin ±{margin:.0%}")
+               rule=verdict.evidence(per_task=True), note=verdict.outcome())
     return row
 
 

@@ -114,9 +114,18 @@ class SpeedVerdict:
             return f"mixed: {self.a} faster on {', '.join(ahead)}, slower on {', '.join(behind)}"
         return f"{self.a} vs {self.b} undecided"
 
-    def evidence(self) -> str:
-        """The figures behind the word: ratio, interval, n, the rule; per task where it is mixed or where tasks were
-        compared; how many prompts a decision would take where undecided."""
+    def outcome(self) -> str:
+        """The word as a clause that names the faster one: 'A faster', 'equivalent within ±10 %', 'undecided',
+        'mixed: A faster on …, slower on …'."""
+        if self.word in (FASTER, SLOWER):
+            return f"{self.a if self.word == FASTER else self.b} faster"
+        if self.word == EQUIVALENT:
+            return f"equivalent within ±{self.margin:.0%}"
+        return self.phrase() if self.word == MIXED else self.word
+
+    def evidence(self, per_task: bool | None = None) -> str:
+        """The figures behind the word: ratio, interval, n, the rule; per task (where it is mixed, or where asked);
+        how many prompts a decision would take where undecided."""
         if not self.n:
             return self.note or "no request both measured"
         unit = metrics.metric(self.metric).label
@@ -125,7 +134,7 @@ class SpeedVerdict:
         how = (f"on the same {self.n} prompts (paired sign-flip test, tasks weighted equally)" if self.paired else
                f"unpaired, {self.n} requests a side or fewer (Welch on log values, by task)")
         text = f"{ratio} {how}"
-        if self.tasks:
+        if self.tasks and (self.word == MIXED if per_task is None else per_task):
             text += f"; per task at 5 % ÷ {len(self.tasks)}: " + ", ".join(
                 f"{t.task} {_x(t.ratio)} {t.word} ({t.n})" for t in self.tasks)
         if self.word == UNDECIDED and self.needed:
@@ -137,7 +146,7 @@ class SpeedVerdict:
         return text
 
     def line(self) -> str:
-        return f"{self.phrase()}: {self.evidence()}"
+        return f"{self.phrase()}: {self.evidence(per_task=True)}"
 
 
 def _finite_exp(log_bound: float) -> float:

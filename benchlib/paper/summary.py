@@ -173,8 +173,13 @@ def _host_axis(row: pd.Series) -> str:
     words = row["words"]
     if row["better"] == host.NOT_MEASURED:
         return f"{words} not compared ({row['note']})" if row["note"] else f"{words} not measured"
-    if row["axis"] in host.SPEED_COLUMNS:
-        return f"{words}: {row['rule']}"
+    if row["axis"] in host.SPEED_COLUMNS:  # the speed verdict: its word, the ratio and what it rests on
+        mixed = row["better"] == host.MIXED
+        evidence = row["rule"] if mixed else str(row["rule"]).split("; per task")[0]
+        spec = ".1f"
+        return (f"{words} {host.interval_text(row['a_value'], row['a_lo'], row['a_hi'], spec)} vs "
+                f"{host.interval_text(row['b_value'], row['b_lo'], row['b_hi'], spec)} {row['unit']} "
+                f"({row['note']}: {evidence})")
     outcome = row["better"] if row["better"] == host.UNDECIDED else f"{row['better']} better"
     if row["axis"] == "graded" and isinstance(row.get("rule"), str) and row["rule"]:  # a compare plan's verdict
         outcome = row["rule"] if row["better"] == host.UNDECIDED else f"{outcome}, {row['rule']}"
