@@ -208,7 +208,7 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
 
 def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
     """One line per deployment (the `model` column: model[+variant]) from per-task summaries: decode tok/s and
-    TTFT p50 averaged over the text suite's tasks, and accuracy on the graded sets and, apart, on the seeds' smoke
+    TTFT (ms) means averaged over the text suite's tasks (a median needs 6 requests a task for its interval), and accuracy on the graded sets and, apart, on the seeds' smoke
     tasks (paired.basis_of: never pooled together), each passed ÷ scored with its 95 % Wilson interval and n."""
     rows = []
     for model, group in summary.groupby("model", sort=False):
@@ -218,7 +218,7 @@ def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
         basis = pd.Series(list(map(paired.basis_of, group["task"].astype(str), checkers)), index=group.index)
         row = {"deployment": model,
                "decode tok/s": round(float(pd.to_numeric(speed.get("decode_tps_mean"), errors="coerce").mean()), 1),
-               "TTFT p50 s": round(float(pd.to_numeric(speed.get("ttft_s_p50"), errors="coerce").mean()), 3)}
+               "TTFT ms": round(float(pd.to_numeric(speed.get("ttft_s_mean"), errors="coerce").mean()) * 1e3, 1)}
         for name, which in (("graded sets", paired.GRADED), ("smoke tasks", paired.SMOKE)):
             mine = group[basis == which]
             scored = pd.to_numeric(mine.get("n_scored"), errors="coerce").fillna(0).sum()

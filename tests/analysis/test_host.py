@@ -85,8 +85,8 @@ def test_the_terminal_overview_keeps_graded_and_smoke_accuracy_apart():
                             "task": ["basic_qa", "reasoning", "arithmetic"],
                             "checker": ["contains", "contains", "reasoning_gym"],
                             "n_scored": [3, 3, 15], "n_passed": [3, 3, 2],
-                            "decode_tps_mean": [30.0, 40.0, 35.0], "ttft_s_p50": [0.1, 0.1, 0.2]})
+                            "decode_tps_mean": [30.0, 40.0, 35.0], "ttft_s_mean": [0.1, 0.1, 0.2]})
     row = deployment_overview(summary).iloc[0]
     assert row["graded sets accuracy"].startswith("13% [") and row["graded sets accuracy"].endswith("(n 15)")
     assert row["smoke tasks accuracy"].startswith("100% [") and row["smoke tasks accuracy"].endswith("(n 6)")
-    assert row["decode tok/s"] == 35.0  # the text suite's tasks
+    assert row["decode tok/s"] == 35.0 and row["TTFT ms"] == 100.0  # the text suite's tasks

@@ -152,3 +152,15 @@ def test_ineligibility_in_words(built):
     assert (f"**{SLOW}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
             "regime asks") in text
     assert "< floor" not in text and "accuracy_workstation 0%" not in text
+
+
+def test_the_terminal_gives_the_same_speed_words(built):
+    """`frontier-bench study`'s terminal: the speed verdict the report's "On this host" gives, word for word."""
+    root, assembled = built
+    suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
+    decode, ttft = cli.speed_lines(suites)
+    table = assembled.tables["on_this_host"].data.set_index("axis")
+    assert decode == f"  decode speed, {FAST} vs {SLOW}: {FAST} faster — {table.loc['decode_tps', 'rule']}"
+    assert ttft.startswith(f"  time to first token, {FAST} vs {SLOW}: equivalent within ±10% — time to first token "
+                           "ratio 1.00× [1.00×–1.00×] on the same 6 prompts")
+    assert not any("tie" in line for line in (decode, ttft))
