@@ -114,6 +114,15 @@ class SpeedVerdict:
             return f"mixed: {self.a} faster on {', '.join(ahead)}, slower on {', '.join(behind)}"
         return f"{self.a} vs {self.b} undecided"
 
+    def relative(self) -> str:
+        """The word for A relative to B, no names: 'faster', 'equivalent within ±10 %', 'mixed: faster on …, slower
+        on …', 'undecided'."""
+        if self.word == EQUIVALENT:
+            return f"equivalent within ±{self.margin:.0%}"
+        if self.word == MIXED:
+            return self.phrase().replace(f"{self.a} ", "", 1)
+        return self.word
+
     def outcome(self) -> str:
         """The word as a clause that names the faster one: 'A faster', 'equivalent within ±10 %', 'undecided',
         'mixed: A faster on …, slower on …'."""
