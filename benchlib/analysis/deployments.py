@@ -162,7 +162,8 @@ def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
 
 def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,
                     speed_suite: str = "text", tools_task: str = "tool_calling", tool_tests: int = 8,
-                    entity_task: str = "entity_extraction", vision_modality: str = "vision") -> pd.DataFrame:
+                    entity_task: str = "entity_extraction", vision_modality: str = "vision",
+                    requests: pd.DataFrame | None = None) -> pd.DataFrame:
     """One candidate row per host × model with the columns decisions.decide() judges.
 
     decode_tps / ttft_ms: mean over the speed suite's tasks (suite column, else modality 'text') of the task
@@ -170,6 +171,8 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
     peak telemetry memory (an upper bound); tools_passed: the tool task's pass share × tool_tests (her-os
     counts 8 prompts); entity_recall: the entity task's mean checker score; vision_works: a passed request
     in any vision task (False when vision was unsupported). Missing inputs stay NaN (decide(): NO DATA).
+    With the request rows (`requests`), decode_tps and ttft_ms carry their 95 % interval (_lo, _hi: the t interval
+    of a mean of task means, stats.stratified_mean_interval) and _n, which decisions' THRESHOLD RULE judges.
     """
     keys = [k for k in ("host", "model") if k in summary]
     rows = []
@@ -194,7 +197,7 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
         else:
             vision_works = np.nan
         rows.append({
-            **ident,
+            **ident, **_speed_intervals(requests, ident, speed_suite),
             "candidate": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
             "decode_tps": float(pd.to_numeric(speed["decode_tps_mean"], errors="coerce").mean()) if len(speed) else np.nan,
             "ttft_ms": float(pd.to_numeric(speed["ttft_s_mean"], errors="coerce").mean()) * 1e3 if len(speed) else np.nan,
@@ -204,6 +207,27 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
             "vision_works": vision_works,
         })
     return pd.DataFrame(rows)
+
+
+def _speed_intervals(requests: pd.DataFrame | None, ident: Mapping[str, Any], suite: str) -> dict[str, float]:
+    """decode_tps and ttft_ms's 95 % interval and n from one deployment's measured speed-suite requests ({} when
+    there are none to read)."""
+    if requests is None or not len(requests) or not {"task", "status"} <= set(requests.columns):
+        return {}
+    rows = requests[(requests["status"] == "ok")]
+    for key, value in ident.items():
+        rows = rows[rows[key].astype(str) == str(value)] if key in rows else rows
+    if "suite" in rows:
+        rows = rows[rows["suite"] == suite]
+    if "is_warmup" in rows:
+        rows = rows[~rows["is_warmup"].map(flag)]
+    out: dict[str, float] = {}
+    for column, source, scale in (("decode_tps", "decode_tps", 1.0), ("ttft_ms", "ttft_s", 1e3)):
+        values = pd.to_numeric(rows[source], errors="coerce") * scale if source in rows else pd.Series(dtype=float)
+        groups = [values[rows["task"] == t].dropna().to_numpy() for t in rows["task"].unique()]
+        _, out[f"{column}_lo"], out[f"{column}_hi"] = stats.stratified_mean_interval(groups)
+        out[f"{column}_n"] = float(values.notna().sum())
+    return out
 
 
 def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:

@@ -159,6 +159,26 @@ def bootstrap_interval(values: Iterable[float], statistic: str = "mean") -> tupl
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def stratified_mean_interval(groups: Iterable[np.ndarray]) -> tuple[float, float, float]:
+    """(mean of the group means, low, high): the 95 % t interval of a mean of task means, each task's variance
+    from its own requests (Welch–Satterthwaite degrees of freedom) — the interval of a deployment's figure that
+    averages its tasks. Groups of fewer than 2 values are left out; no interval without one."""
+    kept = [np.asarray(g, dtype=float) for g in groups]
+    kept = [g[~np.isnan(g)] for g in kept]
+    kept = [g for g in kept if len(g) >= 2]
+    if not kept:
+        return math.nan, math.nan, math.nan
+    k = len(kept)
+    mean = float(np.mean([g.mean() for g in kept]))
+    parts = [g.var(ddof=1) / len(g) / k ** 2 for g in kept]
+    variance = float(sum(parts))
+    if variance == 0:
+        return mean, mean, mean
+    dof = variance ** 2 / sum(p ** 2 / (len(g) - 1) for p, g in zip(parts, kept))
+    half = float(scipy_stats.t.isf((1 - CONFIDENCE) / 2, dof)) * math.sqrt(variance)
+    return mean, mean - half, mean + half
+
+
 def wilson_interval(passed: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Wilson score interval of a proportion; (NaN, NaN) when n is 0."""
     if n <= 0:

@@ -295,3 +295,32 @@ def test_the_bootstrap_resamples_in_bounded_batches():
         tracemalloc.stop()
     assert low < values.mean() < high and high - low < 0.05
     assert peak < 48 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_thresholds_are_judged_against_the_interval():
+    """Issue 56: 'TTFT 501 vs ≤500 ms: FAIL' with the summary's own interval 350–652 ms is no FAIL: undecided at
+    this n. PASS needs the whole interval within the limit, FAIL the whole interval beyond it."""
+    cands = pd.DataFrame({"candidate": ["straddles", "clear", "beyond"], "ttft_ms": [501.0, 300.0, 700.0],
+                          "ttft_ms_lo": [350.0, 250.0, 600.0], "ttft_ms_hi": [652.0, 350.0, 800.0],
+                          "ttft_ms_n": [10, 10, 10]})
+    long = decisions.evaluate_thresholds(cands, {"max_ttft_ms": 500}).set_index("candidate")
+    assert long["status"].to_dict() == {"straddles": decisions.UNDECIDED, "clear": decisions.PASS,
+                                        "beyond": decisions.FAIL}
+    decided = decisions.decide(cands, {"max_ttft_ms": 500}).set_index("candidate")
+    assert decided.loc["straddles", "verdict"] == decisions.VERIFY
+    assert decided.loc["straddles", "decision"] == ("SWAP candidate, needs verification: undecided at this n for "
+                                                    "TTFT (501 [350–652] (n 10) vs ≤500 ms)")
+    assert decided.loc["beyond", "verdict"] == decisions.WAIT
+    no_interval = cands.assign(ttft_ms_lo=np.nan)  # two requests a task: no interval, so no verdict either way
+    assert decisions.evaluate_thresholds(no_interval, {"max_ttft_ms": 500})["status"].eq(decisions.UNDECIDED).all()
+
+
+def test_decision_inputs_carry_the_interval_of_the_mean_of_task_means():
+    rows = [RequestRecord(task=t, request_key=f"{t}{i}", ttft_s=0.1 * (1 + i), decode_tps=20.0 + i, host="h",
+                          model="m", suite="text").to_row() for t in ("a", "b") for i in range(4)]
+    frame = pd.DataFrame(rows)
+    cand = deployments.decision_inputs(analysis.summarize_requests(frame), requests=frame).iloc[0]
+    assert cand["decode_tps"] == pytest.approx(21.5) and cand["decode_tps_n"] == 8
+    mean, low, high = stats.stratified_mean_interval([np.arange(20.0, 24.0)] * 2)
+    assert (cand["decode_tps_lo"], cand["decode_tps_hi"]) == pytest.approx((low, high))
+    assert low < 21.5 < high and cand["ttft_ms_lo"] < 250 < cand["ttft_ms_hi"]
