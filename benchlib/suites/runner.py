@@ -33,7 +33,7 @@ from benchlib.measure import provenance as manifest
 from benchlib.measure import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
-from benchlib.suites import quality_looks
+from benchlib.suites import latency_looks, quality_looks
 from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
 from benchlib.records.secrets import scrub_fields
 from benchlib.measure import payloads as media_builders
@@ -496,6 +496,7 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
             if todo:
                 session.execute(todo, progress=bar)
             looked = quality_looks.run_looks(session, by_task, done, bar)  # a sized quality plan's graded sets
+            looked |= latency_looks.run_looks(session, by_task, done, bar)  # a sized latency plan's tasks
             for name, items in by_task.items():
                 if name in looked:
                     continue
