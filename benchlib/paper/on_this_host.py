@@ -116,6 +116,36 @@ def quality_plan_table(runs: Runs) -> Table | None:
                  "fixed plan, every planned item (run.graded_items of each set, capped by its pool).")
 
 
+def latency_plan_table(runs: Runs) -> Table | None:
+    """Per deployment and task sized by a latency plan (params run.latency, plan precision): the percentile with its
+    95 % interval at the last look, the requests used and why it stopped; None where no run sized one."""
+    looks = runs.latency_plans if runs.latency_plans is not None else pd.DataFrame()
+    if not len(looks):
+        return None
+    last = looks.groupby(["host", "model", "task"], sort=False).tail(1)
+    counts = looks.groupby(["host", "model", "task"], sort=False).size()
+    frame = pd.DataFrame({
+        "system": [runs.name(h, m) for h, m in zip(last["host"], last["model"])], "task": last["task"],
+        "metric": last["metric"] + " " + last["percentile"],
+        "estimate": last["estimate"], "low": last["low"], "high": last["high"],
+        "relative_half_width": last["relative_half_width"], "target": last["target"], "used_n": last["n"],
+        "max_requests": last["max_requests"], "looks": counts.to_numpy(),
+        "reason": [r if isinstance(r, str) and r else "not stopped" for r in last["reason"]]})
+    display = pd.DataFrame({
+        "deployment": frame["system"], "task": frame["task"], "percentile": frame["metric"],
+        "value [95% CI]": [host.interval_text(v, lo, hi, ".4g") for v, lo, hi in
+                           zip(frame["estimate"], frame["low"], frame["high"])],
+        "± (target)": [f"{fmt(w, '.1%')} ({fmt(t, '.0%')})" for w, t in zip(frame["relative_half_width"],
+                                                                          frame["target"])],
+        "requests (cap)": [f"{int(n)} ({int(c)})" for n, c in zip(frame["used_n"], frame["max_requests"])],
+        "looks": frame["looks"], "why it stopped": frame["reason"]})
+    return Table("latency_plan", "Latency sized to a precision: requests used and why each task stopped", frame,
+                 display, "A latency plan (params run.latency, plan precision) sends a task's requests look by look "
+                 "until its percentile's distribution-free 95 % interval (order statistics) is within ±the target of "
+                 "the estimate — 'precision reached' — or its request cap ('request cap') or time budget ('budget') "
+                 "ends it; it stops on the interval's width, never on the value (analysis/latency_precision.py).")
+
+
 def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | None:
     """One panel per measured axis: each deployment's value with its 95 % interval (graded answers: the accuracy
     with its Wilson interval over the items both answered)."""

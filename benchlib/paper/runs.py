@@ -27,6 +27,7 @@ from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
+from benchlib.suites.latency_looks import LATENCY_PLAN_CSV
 from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
 from benchlib.suites.study import recorded_deployment_name
 
@@ -71,6 +72,7 @@ class Runs:
     duplicates: list[str] = field(default_factory=list)
     ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
     quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
+    latency_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each latency_plan.csv's looks (host, model)
     # each compare plan's last look, system and against keyed 'model @ host' (quality_looks.compare_plans)
     compare_plans: pd.DataFrame = field(default_factory=pd.DataFrame)
 
@@ -203,7 +205,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
             seen[key] = shown
             dirs.append(path)
     summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": [], "rate": []}
-    plans = []
+    plans, latency = [], []
     per_system: dict[tuple[str, str], dict[str, Any]] = {}
     for path in dirs:
         manifest = _read_json(path / "manifest.json")
@@ -219,6 +221,9 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         looks = _read_csv(path / QUALITY_PLAN_CSV)  # a sized quality plan's looks
         if len(looks):
             plans.append(looks.assign(host=host, model=model))
+        sized = _read_csv(path / LATENCY_PLAN_CSV)  # a sized latency plan's looks
+        if len(sized):
+            latency.append(sized.assign(host=host, model=model, suite=path.name))
         if summary.empty and reqs.empty:
             continue
         for frame in (summary, reqs):
@@ -255,6 +260,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
                 roots=[shown for shown, _ in local], duplicates=duplicates,
                 quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame(),
+                latency_plans=pd.concat(latency, ignore_index=True) if latency else pd.DataFrame(),
                 compare_plans=compare_plans(dirs, _key))
 
 

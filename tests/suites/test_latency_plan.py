@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import latency_precision, sequential, stats
+from benchlib.paper.on_this_host import latency_plan_table
+from benchlib.paper.runs import load_runs
 from benchlib.records.rows import read_requests
 from benchlib.suites.latency_looks import LATENCY_PLAN_CSV
 from benchlib.suites.runner import run_suite
@@ -57,3 +59,12 @@ def test_the_interval_covers_at_the_data_dependent_stop():
     coverage, precise, used = latency_precision.simulate(np.random.default_rng(5), draw, true_p90, "p90", 0.1, 3,
                                                          1.5, 400, 400)
     assert coverage == pytest.approx(0.95, abs=0.035) and precise > 0.3 and 36 <= used <= 400
+
+
+def test_the_paper_says_why_each_task_stopped(params_for, tmp_path, monkeypatch):
+    _run(params_for, tmp_path, monkeypatch, relative=0.5, max_requests=40)
+    table = latency_plan_table(load_runs(tmp_path))
+    row = table.display.iloc[0]
+    assert (row["task"], row["percentile"], row["requests (cap)"], row["looks"], row["why it stopped"]) == \
+        ("basic_qa", "ttft_s p50", "6 (40)", 2, sequential.PRECISION)
+    assert row["value [95% CI]"].count("[") == 1 and row["± (target)"].endswith("(50%)")
