@@ -108,7 +108,8 @@ def _run_setting(suite_dir: Path, name: str) -> object:
 
 
 def reduced_lines(suite_dirs: list[Path]) -> list[str]:
-    """'<deployment>: reduced demo: 33 of 964 graded items' for each quality run that sent fewer than the pools."""
+    """'<deployment>: reduced: 33 of 964 items (run.graded_items)' for each quality run that planned fewer than the
+    pools (a sequential quality plan's: 'sized by its compare plan …')."""
     lines = []
     for suite_dir in suite_dirs:
         try:

@@ -240,8 +240,16 @@ def plan_outcome(look: Mapping[str, object]) -> PlanOutcome:
                            f"({look.get('against', 'its baseline')}) right where they differ, "
                            f"p = {float(look['p_value']):.3g} within that look's level "
                            f"{float(look['nominal_alpha']):.3g}", tasks)
-    return PlanOutcome(0, f"undecided by its compare plan: {reason or 'not stopped'} at {n} of {planned_n} items; "
-                          "a fixed-sample test after looks is not a verdict", tasks)
+    a_only, b_only = int(look.get("a_only") or 0), int(look.get("b_only") or 0)
+    alpha = pd.to_numeric(pd.Series([look.get("alpha")]), errors="coerce").iloc[0]
+    more = ""
+    if a_only != b_only and n:  # at the plan's own level: its last look spends about all of alpha
+        z = abs(a_only - b_only) / math.sqrt(a_only + b_only)
+        level = alpha if not math.isnan(alpha) else ALPHA
+        needed = max(n + 1, math.ceil(n * (scipy_stats.norm.isf(level / 2) / z) ** 2))
+        more = f"; about {needed - n} more items ({needed} in all) would decide at this split"
+    return PlanOutcome(0, f"undecided by its compare plan: {reason or 'not stopped'} at {n} of {planned_n} items"
+                          f"{more}; a fixed-sample test after looks is not a verdict", tasks)
 
 
 def plan_pairs(plans: pd.DataFrame | None) -> dict[tuple[str, str], PlanOutcome]:

@@ -343,11 +343,19 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
 
 
 def reduced_note(plan: Any) -> str:
-    """'reduced demo: 15 of 964 items' for a run that sent fewer graded items than its pools (the manifest's
-    `graded`), else ""."""
+    """What the graded items of a run that planned fewer than its pools were (the manifest's `graded`), else "":
+    'reduced: 15 of 964 items' for a fixed plan (a subset chosen before any answer: the CPU demo's), 'sized by its
+    compare plan against B: at most 84 of 964 items' for a sequential one (it stops when the comparison is decided,
+    quality_plan.csv says where), 'sized by its precision plan: …'."""
     if not isinstance(plan, Mapping) or not plan.get("reduced"):
         return ""
-    return f"reduced demo: {int(number(plan.get('items')))} of {int(number(plan.get('pool')))} items"
+    counts = f"{int(number(plan.get('items')))} of {int(number(plan.get('pool')))} items"
+    kind = plan.get("plan") or "fixed"
+    if kind == "compare":
+        return f"sized by its compare plan against {plan.get('baseline') or 'its baseline'}: at most {counts}"
+    if kind == "precision":
+        return f"sized by its precision plan: at most {counts}"
+    return f"reduced: {counts}"
 
 
 def _client_error(recorded: Any) -> dict[str, Any]:

@@ -223,8 +223,8 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_where_the_fixed_sample_test
         table = paired.verdicts(FIXED_WINNER, plan("A", "B", 8, 0, reason))
         graded = table[table["basis"] == paired.GRADED].iloc[0]
         assert graded["verdict"] == "undecided" and graded["rule"] == (
-            f"undecided by its compare plan: {reason} at 24 of 24 items; a fixed-sample test after looks is not a "
-            "verdict")
+            f"undecided by its compare plan: {reason} at 24 of 24 items; about 1 more items (25 in all) would decide "
+            "at this split; a fixed-sample test after looks is not a verdict")
         assert (graded["p_value"], graded["difference_lo"] > 0) == (fixed.loc[0, "p_value"], True)  # figures stay
         result = paired.Paired(**graded.drop("basis").to_dict())
         assert result.winner == 0
