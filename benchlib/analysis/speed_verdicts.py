@@ -205,20 +205,32 @@ class SignFlips:
         return count / len(self.sums) if self.exact else (1 + count) / (1 + len(self.sums))
 
     def interval(self, alpha: float) -> tuple[float, float]:
-        """The shifts δ not rejected at `alpha` (two-sided): ±inf where even the farthest shift is not rejected."""
-        centre = float(np.dot(self.w, self.x) / self.w.sum())
-        spread = float(self.x.max() - self.x.min()) + 1.0
-        ends = []
-        for far in (float(self.x.min()) - spread, float(self.x.max()) + spread):
-            if self.p_value(far) > alpha:
-                ends.append(-math.inf if far < centre else math.inf)
-                continue
-            inside, outside = centre, far
-            for _ in range(60):  # bisection to ~1e-18 of the spread: p(δ) steps where a flip's sum crosses
-                middle = (inside + outside) / 2
-                inside, outside = (middle, outside) if self.p_value(middle) > alpha else (inside, middle)
-            ends.append(outside)
-        return ends[0], ends[1]
+        """The shifts δ not rejected at `alpha` (two-sided), exactly: a flip's sum is at least as far from 0 as the
+        observed one, |Σ s w x − δ Σ s w| >= |Σ w x − δ Σ w|, on a closed interval of δ between two roots (the
+        observed line is the steeper, |Σ s w| < Σ w), or for every δ (s all one sign). Sweeping those intervals'
+        ends gives p(δ) everywhere; the interval is the hull of the shifts where p(δ) > alpha, ±inf where even the
+        farthest shift is not rejected (too few prompts)."""
+        total, spread = float(np.dot(self.w, self.x)), float(self.w.sum())
+        steep = np.abs(self.weights) < spread * (1 - 1e-12)
+        always = int((~steep).sum())
+        a, c = self.sums[steep], self.weights[steep]
+        roots = np.stack([(total - a) / (spread - c), (total + a) / (spread + c)])
+        lows, highs = roots.min(axis=0), roots.max(axis=0)
+        flips = len(self.sums)
+        # p(δ) = (always + active) / flips exactly, (1 + always + active) / (1 + flips) from random flips
+        need = alpha * flips - always if self.exact else alpha * (1 + flips) - 1 - always
+        if need < 0:
+            return -math.inf, math.inf
+        coords = np.concatenate([lows, highs])
+        steps = np.concatenate([np.ones(len(lows)), -np.ones(len(highs))])
+        order = np.lexsort((-steps, coords))  # by δ, an interval opening before one closing at the same δ
+        coords, steps = coords[order], steps[order]
+        active = np.cumsum(steps)
+        above = np.flatnonzero(active > need)
+        if not len(above):
+            return math.nan, math.nan
+        closing = np.flatnonzero((steps < 0) & (active - steps > need))
+        return float(coords[above[0]]), float(coords[closing[-1]])
 
 
 def _task_weights(tasks: np.ndarray) -> np.ndarray:
@@ -359,11 +371,14 @@ def unpaired(mine: pd.DataFrame, theirs: pd.DataFrame, metric: str, a: str = "A"
 
 def required_pairs(sd: float, margin: float = EQUIVALENCE_MARGIN, power: float = 0.8, true_log_ratio: float = 0.0) -> int:
     """Prompts a paired equivalence test within ±margin needs for `power` when the per-prompt log ratios have
-    standard deviation `sd` around `true_log_ratio` (normal approximation of the two one-sided tests)."""
+    standard deviation `sd` around `true_log_ratio`: the smallest n with (t_{α, n−1} + t_{β, n−1}) sd / √n within
+    the room the margin leaves (β halved at a true ratio of 1, where either one-sided test can fail)."""
     limit = math.log1p(margin)
     gap = limit - abs(true_log_ratio)
     if gap <= 0:
         raise ValueError(f"a true log ratio of {true_log_ratio:.3g} is outside the margin ±{margin:.0%}")
-    z_alpha = scipy_stats.norm.isf(ALPHA)
-    z_beta = scipy_stats.norm.isf((1 - power) / (2 if true_log_ratio == 0 else 1))
-    return max(MIN_PAIRS - 1, math.ceil(((z_alpha + z_beta) * sd / gap) ** 2))
+    beta = (1 - power) / (2 if true_log_ratio == 0 else 1)
+    n = MIN_PAIRS - 1
+    while (scipy_stats.t.isf(ALPHA, n - 1) + scipy_stats.t.isf(beta, n - 1)) * sd / math.sqrt(n) > gap:
+        n += 1
+    return n
