@@ -7,8 +7,8 @@
 2. power where one is 25 % faster on every prompt, and the share called "mixed" where it is 50 % faster on two
    tasks and 50 % slower on two others;
 3. equivalence: at a true ratio of 1 (and 1.03), with the prompts `required_pairs` sizes for 80 % power, the share
-   declared "equivalent within ±10 %" (nominal 80 %), and at the margin itself (ratio 1.10) the share falsely
-   declared equivalent (nominal: at most 5 %);
+   shown equivalent within ±10 % against the power planned at that n (`equivalence_power`), and at the margin
+   itself (ratio 1.10) the share falsely shown equivalent (nominal: at most 5 %);
 4. percentile bounds: coverage of the distribution-free 95 % interval of p50, p90, p95, p99 at the smallest n each
    allows and at 1,000, on lognormal, exponential and uniform values, with the exact binomial coverage beside it;
 5. the latency plan's stop: coverage of the p90 / p99 interval when the number of requests depends on the data
@@ -65,7 +65,7 @@ def words(rng: np.random.Generator, per_task: int, effect: np.ndarray, reps: int
 
 
 def bound(rate: float, reps: int, nominal: float) -> str:
-    return f"(nominal {nominal:.0%}, ± {2 * math.sqrt(nominal * (1 - nominal) / reps):.1%} at 2 SE over {reps} runs)"
+    return f"(nominal {nominal:.1%}, ± {2 * math.sqrt(nominal * (1 - nominal) / reps):.1%} at 2 SE over {reps} runs)"
 
 
 def main() -> None:
@@ -94,16 +94,19 @@ def main() -> None:
         print(f"   {per_task:2d} prompts a task, opposite effects: mixed {found[sv.MIXED]:.1%}, "
               f"faster {found[sv.FASTER]:.1%}, slower {found[sv.SLOWER]:.1%}, undecided {found[sv.UNDECIDED]:.1%}")
 
-    print("3. equivalence within ±10 % (one task, normal log ratios): sized for 80 % power by required_pairs")
-    for sd, ratio in ((0.1, 1.0), (0.2, 1.0), (0.1, 1.03)):
+    print("3. equivalence within ±10 % (one task, normal log ratios), n sized for 80 % power by required_pairs: "
+          "the share shown within the margin (the word 'equivalent', or 'faster'/'slower' with 'within ±10 %') "
+          "against the power planned at that n (equivalence_power; n is rounded up, so it exceeds 80 %)")
+    for sd, ratio in ((0.1, 1.0), (0.2, 1.0), (0.1, 1.03), (0.2, 1.03)):
         n = sv.required_pairs(sd, 0.10, 0.8, math.log(ratio))
-        hits = sum(sv.paired(["t"] * n, rng.normal(math.log(ratio), sd, n), "decode_tps").word == sv.EQUIVALENT
+        planned = sv.equivalence_power(n, sd, 0.10, math.log(ratio))
+        hits = sum(sv.paired(["t"] * n, rng.normal(math.log(ratio), sd, n), "decode_tps").within_margin
                    for _ in range(reps))
-        print(f"   sd {sd}, true ratio {ratio}: n = {n}, declared equivalent {hits / reps:.2%} "
-              f"{bound(hits / reps, reps, 0.8)}")
+        print(f"   sd {sd}, true ratio {ratio}: n = {n}, equivalence shown {hits / reps:.2%} "
+              f"{bound(hits / reps, reps, planned).replace('nominal', 'planned')}")
     for sd in (0.1, 0.2):
         n = sv.required_pairs(sd, 0.10, 0.8)
-        hits = sum(sv.paired(["t"] * n, rng.normal(math.log(1.1), sd, n), "decode_tps").word == sv.EQUIVALENT
+        hits = sum(sv.paired(["t"] * n, rng.normal(math.log(1.1), sd, n), "decode_tps").within_margin
                    for _ in range(reps))
         print(f"   sd {sd}, true ratio 1.10 (the margin), n = {n}: falsely declared equivalent {hits / reps:.2%} "
               f"{bound(hits / reps, reps, 0.05)}")

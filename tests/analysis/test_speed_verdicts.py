@@ -93,6 +93,8 @@ def test_unpaired_comparisons_say_so():
     assert not verdict.paired and verdict.word == sv.FASTER and "unpaired" in verdict.evidence()
 
 
-def test_required_pairs_is_the_t_approximation():
+def test_required_pairs_reaches_the_power_of_the_two_one_sided_t_tests():
     n = sv.required_pairs(0.1, 0.10, 0.8)
-    assert n == 12 and n >= math.ceil(((1.6449 + 1.2816) * 0.1 / math.log(1.1)) ** 2)  # the normal one: 10
+    assert n == 11 and sv.equivalence_power(n, 0.1) >= 0.8 > sv.equivalence_power(n - 1, 0.1)
+    # the normal approximation, blind to the sample sd's own spread, would promise 80 % at 10
+    assert math.ceil(((1.6449 + 1.2816) * 0.1 / math.log(1.1)) ** 2) == 10
