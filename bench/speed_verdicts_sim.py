@@ -112,7 +112,8 @@ def main() -> None:
               f"{bound(hits / reps, reps, 0.05)}")
 
     print("4. percentile bounds (order statistics): coverage of the 95 % interval (exact binomial coverage)")
-    draws = {"lognormal": (lambda size: rng.lognormal(0.0, 0.5, size), lambda q: math.exp(0.5 * scipy_stats.norm.ppf(q))),
+    draws = {"lognormal": (lambda size: rng.lognormal(0.0, 0.5, size),
+                           lambda q: math.exp(0.5 * scipy_stats.norm.ppf(q))),
              "exponential": (lambda size: rng.exponential(1.0, size), lambda q: -math.log(1 - q)),
              "uniform": (lambda size: rng.uniform(0.0, 1.0, size), lambda q: q)}
     many = max(reps, 4000)

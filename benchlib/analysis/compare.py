@@ -234,8 +234,8 @@ def to_markdown(table: pd.DataFrame, a: str, b: str) -> str:
     for r in table.itertuples():
         change = f"{_cell(r.change, r.unit)} [{_cell(r.change_lo, r.unit)}, {_cell(r.change_hi, r.unit)}]"
         lines.append(f"| {r.host} | {r.deployment} | {r.suite} | {metrics.label(r.metric, with_unit=False)} | {r.n_a} | {r.n_b} | "
-                     f"{_cell(r.a)} | {_cell(r.b)} | {change} | {'**' + r.verdict + '**' if r.regression else r.verdict} | "
-                     f"{_how(r)} |")
+                     f"{_cell(r.a)} | {_cell(r.b)} | {change} | "
+                     f"{'**' + r.verdict + '**' if r.regression else r.verdict} | {_how(r)} |")
     return "\n".join(lines) + "\n"
 
 

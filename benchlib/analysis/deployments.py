@@ -232,8 +232,9 @@ def _speed_intervals(requests: pd.DataFrame | None, ident: Mapping[str, Any], su
 
 def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
     """One line per deployment (the `model` column: model[+variant]) from per-task summaries: decode tok/s and
-    TTFT (ms) means averaged over the text suite's tasks (a median needs 6 requests a task for its interval), and accuracy on the graded sets and, apart, on the seeds' smoke
-    tasks (paired.basis_of: never pooled together), each passed ÷ scored with its 95 % Wilson interval and n."""
+    TTFT (ms) means averaged over the text suite's tasks (a median needs 6 requests a task for its interval), and
+    accuracy on the graded sets and, apart, on the seeds' smoke tasks (paired.basis_of: never pooled together), each
+    passed ÷ scored with its 95 % Wilson interval and n."""
     rows = []
     for model, group in summary.groupby("model", sort=False):
         text = group[group["suite"] == "text"] if "suite" in group else group

@@ -324,8 +324,8 @@ def paired(tasks: Sequence[str] | np.ndarray, log_ratios: np.ndarray, metric: st
     elif word == UNDECIDED and inside:
         word = EQUIVALENT
     se = math.sqrt(float(np.sum((w * (x - estimate)) ** 2)))  # the flips' own spread at the estimate
-    return SpeedVerdict(metric, a, b, word, math.exp(estimate), _finite_exp(low), _finite_exp(high), len(x), True, margin,
-                        inside, flips.p_value(0.0), tuple(per_task),
+    return SpeedVerdict(metric, a, b, word, math.exp(estimate), _finite_exp(low), _finite_exp(high), len(x), True,
+                        margin, inside, flips.p_value(0.0), tuple(per_task),
                         _needed(len(x), estimate, se, limit) if word == UNDECIDED else None,
                         "" if len(x) >= MIN_PAIRS else f"a sign-flip test needs {MIN_PAIRS} prompts to decide")
 
@@ -370,7 +370,8 @@ def unpaired(mine: pd.DataFrame, theirs: pd.DataFrame, metric: str, a: str = "A"
                         "no prompt in common" if tasks else "no prompt or task in common")
 
 
-def required_pairs(sd: float, margin: float = EQUIVALENCE_MARGIN, power: float = 0.8, true_log_ratio: float = 0.0) -> int:
+def required_pairs(sd: float, margin: float = EQUIVALENCE_MARGIN, power: float = 0.8,
+                   true_log_ratio: float = 0.0) -> int:
     """Prompts a paired equivalence test within ±margin needs for `power` when the per-prompt log ratios are normal
     with standard deviation `sd` around `true_log_ratio`: the smallest n whose `equivalence_power` reaches it."""
     if math.log1p(margin) <= abs(true_log_ratio):

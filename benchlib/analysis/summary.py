@@ -202,8 +202,8 @@ def summarize_requests(requests: pd.DataFrame, by: Sequence[str] | None = None,
     """Per-group summary (default keys: host, model, suite, modality, task — those present).
 
     Counts (n_ok, n_failed, n_unsupported, n_truncated, n_scored, n_passed, n_warmup), count/mean/sd and
-    p50/p90/p95/p99, each with its 95 % interval (`describe`), of every STAT_METRICS metric over ok rows, prefill_tps_mean, accuracy, score_mean (checker
-    score, e.g. entity recall), error_rate,
+    p50/p90/p95/p99, each with its 95 % interval (`describe`), of every STAT_METRICS metric over ok rows,
+    accuracy, score_mean (checker score, e.g. entity recall), error_rate,
     failures ('kind: n; ...'), valid (False when nothing succeeded or error_rate > max_error_rate) and note.
     Empty input gives an empty frame with these columns.
     """

@@ -59,8 +59,11 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
     frontier_table = Table("frontier", "Deployment frontier per regime preset (000 §7), our runs as extra systems",
                            data, _frontier_display(data),
                            caption="A system is on a regime's frontier when no other eligible system is at least as "
-                                   "good on every axis and strictly better on one; overlapping 95 % intervals are "
-                                   "ties. A system without a value on an axis, without a required capability or "
+                                   "good on every axis and strictly better on one; an axis decides only where its "
+                                   "test does: our deployments' speed prompt by prompt (faster / slower / "
+                                   "equivalent / mixed / undecided; a mixed axis lets neither dominate), answers "
+                                   "item by item, other axes with intervals by the interval of their difference. "
+                                   "A system without a value on an axis, without a required capability or "
                                    "below the regime's accuracy floor is listed as not eligible, with the reason. "
                                    "Accuracy is 'measured' (our checkers, Wilson interval) or 'reported' (the "
                                    "seed's pass/fail summary). 'Every axis at once' reproduces the paper's split "
@@ -70,7 +73,8 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
     return frontier_table, Table("frontier_dominance", "Who dominates whom, on which axes", dominance,
                                  dominance.drop(columns=["regime_key"]),
                                  caption="Every dominated/dominator pair per regime with the axes the dominator is "
-                                         "strictly better on and those it ties on.")
+                                         "strictly better on and those neither is better on, with why (equal, "
+                                         "equivalent, undecided).")
 
 
 def _regime_frontier(key: str, regime: frontier.Regime, systems: pd.DataFrame, printed: pd.DataFrame,

@@ -23,10 +23,10 @@ def requests(system: str, tps: list[float], ttft_s: list[float], graded: list[bo
     return pd.concat([speed, quality, seeds], ignore_index=True)
 
 
-FAST = requests("fast", [40.0, 41.0, 39.0, 40.5, 38.0, 42.0, 40.0, 39.5], [0.10, 0.11, 0.09, 0.10, 0.12, 0.08, 0.10, 0.11],
-                [True] * 20 + [False] * 10, [True] * 3)
-SLOW = requests("slow", [20.0, 21.0, 19.5, 20.5, 19.0, 21.5, 20.0, 20.5], [0.10, 0.12, 0.08, 0.11, 0.11, 0.09, 0.12, 0.10],
-                [False] * 30, [False] * 3)
+FAST = requests("fast", [40.0, 41.0, 39.0, 40.5, 38.0, 42.0, 40.0, 39.5],
+                [0.10, 0.11, 0.09, 0.10, 0.12, 0.08, 0.10, 0.11], [True] * 20 + [False] * 10, [True] * 3)
+SLOW = requests("slow", [20.0, 21.0, 19.5, 20.5, 19.0, 21.5, 20.0, 20.5],
+                [0.10, 0.12, 0.08, 0.11, 0.11, 0.09, 0.12, 0.10], [False] * 30, [False] * 3)
 
 
 def test_every_axis_with_the_interval_that_decides_it():
@@ -60,8 +60,8 @@ def test_dominance_in_words():
     table = host.head_to_head(pd.concat([FAST, SLOW], ignore_index=True))
     (a, b, text), = host.dominance(table)
     assert text == "fast dominates slow (faster decode, better answers; undecided on time to first token)"
-    mixed = requests("careful", [10.0, 10.5, 9.5, 10.2, 9.8, 10.1, 10.0, 9.9], [0.3, 0.31, 0.29, 0.3, 0.3, 0.32, 0.28, 0.3],
-                     [True] * 30, [True] * 3)
+    mixed = requests("careful", [10.0, 10.5, 9.5, 10.2, 9.8, 10.1, 10.0, 9.9],
+                     [0.3, 0.31, 0.29, 0.3, 0.3, 0.32, 0.28, 0.3], [True] * 30, [True] * 3)
     table = host.head_to_head(pd.concat([FAST, mixed], ignore_index=True))
     (_, _, text), = host.dominance(table)
     assert text.startswith("neither dominates: fast has faster decode, shorter time to first token; careful has "

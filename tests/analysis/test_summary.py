@@ -61,7 +61,8 @@ def test_summary_excludes_warmup_and_failed_rows(requests_frame):
     assert qa["decode_tps_mean"] == pytest.approx(20.0)
     assert qa["decode_tps_sd"] == pytest.approx(10.0)
     # three samples bound no percentile on both sides (the median needs 6): none is shown, and the note says so
-    assert all(math.isnan(qa[f"decode_tps_{p}{part}"]) for p in ("p50", "p90", "p95", "p99") for part in ("", "_lo", "_hi"))
+    assert all(math.isnan(qa[f"decode_tps_{p}{part}"])
+               for p in ("p50", "p90", "p95", "p99") for part in ("", "_lo", "_hi"))
     assert qa["percentile_note"] == ("n=3 too small for p50 (needs 6), p90 (needs 36), p95 (needs 72), "
                                      "p99 (needs 368)")
     assert qa["decode_tps_mean_lo"] <= 20.0 <= qa["decode_tps_mean_hi"] and qa["decode_tps_mean_hi"] <= 30.0

@@ -57,7 +57,8 @@ def test_paired_verdicts_per_set_pooled_and_under_load():
     assert pooled["p_value"] == pytest.approx(2 * 0.5 ** 9)
     assert data.loc[("leg_counting", NAMES["strong"]), "verdict"] == "undecided"  # 1 discordant item of 2
     load = table.data[table.data["a"] == f"{NAMES['strong']} (c1)"].iloc[0]
-    assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "undecided")  # the same answers at 4 in flight
+    # the same answers at 4 in flight
+    assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "undecided")
     assert paired_table(runs({("strong", "arithmetic"): [True]})) is None  # nothing to compare with
 
 

@@ -41,7 +41,8 @@ def test_a_task_sends_until_its_percentile_is_known_to_the_margin(params_for, tm
 def test_the_cap_ends_a_task_that_never_gets_precise_and_says_so(params_for, tmp_path, monkeypatch):
     result = _run(params_for, tmp_path, monkeypatch, relative=1e-6, max_requests=9)
     looks = pd.read_csv(result.out_dir / LATENCY_PLAN_CSV)
-    assert looks["n"].tolist() == [2, 6, 9] and looks["reason"].fillna("").tolist() == ["", "", latency_precision.CAPPED]
+    assert looks["n"].tolist() == [2, 6, 9]
+    assert looks["reason"].fillna("").tolist() == ["", "", latency_precision.CAPPED]
     assert len(read_requests(result.out_dir / "requests.csv")) == 9
 
 
