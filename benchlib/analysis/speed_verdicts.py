@@ -142,7 +142,7 @@ class SpeedVerdict:
         ratio = f"{unit} ratio {_x(self.ratio)}" + (f" [{_x(self.ratio_lo)}–{_x(self.ratio_hi)}]"
                                                     if not math.isnan(self.ratio_lo) else " (no finite 95 % interval)")
         how = (f"on the same {self.n} prompts (paired sign-flip test, tasks weighted equally)" if self.paired else
-               f"unpaired, {self.n} requests a side or fewer (Welch on log values, by task)")
+               f"unpaired, {self.n} requests on the smaller side (Welch on log values, by task)")
         text = f"{ratio} {how}"
         if self.tasks and (self.word == MIXED if per_task is None else per_task):
             text += f"; per task at 5 % ÷ {len(self.tasks)}: " + ", ".join(
