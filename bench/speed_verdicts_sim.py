@@ -14,7 +14,7 @@
 5. the latency plan's stop: coverage of the p90 / p99 interval when the number of requests depends on the data
    (stop at ±10 %, geometric looks), and the requests it used.
 
-    .venv/bin/python bench/speed_verdicts_sim.py [--reps 2000] [--seed 1]
+    .venv/bin/python bench/speed_verdicts_sim.py [--reps 2000] [--seed 1] [--sections 1,2,3,4,5]
 
 Figures quoted in bench/results/2026-11-29-speed-verdicts.md. Runtime: a few minutes (sections 1–3 call the verdict
 itself, a few ms each).
@@ -36,7 +36,8 @@ TASKS = np.array(["basic_qa", "multilingual", "coding", "reasoning", "summarizat
 WORDS = (sv.FASTER, sv.SLOWER, sv.MIXED)
 
 
-def prompts(rng: np.random.Generator, per_task: int, effect: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def prompts(rng: np.random.Generator, per_task: int,
+            effect: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tasks, A's and B's decode rates) on the same prompts: a prompt effect shared by both (prompts differ
     tenfold within a task), each deployment's own heavy-tailed noise, and A's true log ratio `effect` per task."""
     tasks = np.repeat(TASKS, per_task)
@@ -72,8 +73,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sections", default="1,2,3,4,5", help="which of the five to run (comma-separated)")
     args = parser.parse_args()
     reps, rng = args.reps, np.random.default_rng(args.seed)
+    sections = {int(s) for s in args.sections.split(",")}
+    for number, section in enumerate((false_verdicts, power_and_mixed, equivalence, percentile_bounds,
+                                      latency_stop), 1):
+        if number in sections:
+            section(rng, reps)
+
+
+def false_verdicts(rng: np.random.Generator, reps: int) -> None:
 
     print("1. equal speeds, five heterogeneous tasks (t(3) noise, sd 0.05–0.6): a false faster / slower / mixed")
     for per_task in (2, 4, 10):
@@ -83,6 +93,9 @@ def main() -> None:
               f"({found[sv.FASTER]:.2%} faster, {found[sv.SLOWER]:.2%} slower, {found[sv.MIXED]:.2%} mixed) "
               f"{bound(false, reps, 0.05)}; old overlap rule: {found['old']:.2%} decided")
 
+
+
+def power_and_mixed(rng: np.random.Generator, reps: int) -> None:
     print("2. A faster by 25 % on every prompt: power; A 50 % faster on two tasks, 50 % slower on two: 'mixed'")
     for per_task in (2, 4, 10):
         found = words(rng, per_task, np.full(5, math.log(1.25)), reps // 2, old=True)
@@ -94,6 +107,9 @@ def main() -> None:
         print(f"   {per_task:2d} prompts a task, opposite effects: mixed {found[sv.MIXED]:.1%}, "
               f"faster {found[sv.FASTER]:.1%}, slower {found[sv.SLOWER]:.1%}, undecided {found[sv.UNDECIDED]:.1%}")
 
+
+
+def equivalence(rng: np.random.Generator, reps: int) -> None:
     print("3. equivalence within ±10 % (one task, normal log ratios), n sized for 80 % power by required_pairs: "
           "the share shown within the margin (the word 'equivalent', or 'faster'/'slower' with 'within ±10 %') "
           "against the power planned at that n (equivalence_power; n is rounded up, so it exceeds 80 %)")
@@ -111,6 +127,9 @@ def main() -> None:
         print(f"   sd {sd}, true ratio 1.10 (the margin), n = {n}: falsely declared equivalent {hits / reps:.2%} "
               f"{bound(hits / reps, reps, 0.05)}")
 
+
+
+def percentile_bounds(rng: np.random.Generator, reps: int) -> None:
     print("4. percentile bounds (order statistics): coverage of the 95 % interval (exact binomial coverage)")
     draws = {"lognormal": (lambda size: rng.lognormal(0.0, 0.5, size),
                            lambda q: math.exp(0.5 * scipy_stats.norm.ppf(q))),
@@ -129,6 +148,9 @@ def main() -> None:
             print(f"   {name} at n = {n:4d}: {', '.join(cells)} (exact {exact:.2%}; ± "
                   f"{2 * math.sqrt(0.0475 / many):.1%} at 2 SE over {many} runs)")
 
+
+
+def latency_stop(rng: np.random.Generator, reps: int) -> None:
     print("5. the latency plan's stop (±10 %, looks ×1.5 from 3 requests): coverage at a data-dependent n")
     for name, cap in (("p90", 400), ("p99", 4000)):
         q = stats.PERCENTILES[name]
