@@ -23,7 +23,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
-from benchlib.analysis import paired
+from benchlib.analysis import host, paired
 from benchlib.analysis.deployments import deployment_overview
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
@@ -90,8 +90,32 @@ def paired_lines(suite_dirs: list[Path]) -> list[str]:
     return lines
 
 
+def speed_lines(suite_dirs: list[Path]) -> list[str]:
+    """The speed verdicts (analysis.speed_verdicts, as "On this host" gives them): per pair of deployments, decode
+    rate and time to first token on the text suite's prompts both answered, in one of the four words."""
+    frames = [read_requests(d / "requests.csv").assign(system=_deployment_name(d)) for d in suite_dirs
+              if d.name == host.SPEED_SUITE and (d / "requests.csv").is_file()]
+    if len(frames) < 2:
+        return []
+    margins = {_deployment_name(d): _run_setting(d, "equivalence_margin") for d in suite_dirs}
+    table = host.head_to_head(pd.concat(frames, ignore_index=True),
+                              margins={k: v for k, v in margins.items() if isinstance(v, (int, float))})
+    return [f"  {r.words}, {r.a} vs {r.b}: {r.note} — {r.rule}" for r in table.itertuples()
+            if r.axis in ("decode_tps", "ttft_ms") and r.better != host.NOT_MEASURED]
+
+
+def _run_setting(suite_dir: Path, name: str) -> object:
+    """A run setting as the suite's manifest recorded its params (None where it holds none)."""
+    try:
+        params = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8")).get("params") or {}
+    except (OSError, ValueError):
+        return None
+    return (params.get("run") or {}).get(name)
+
+
 def reduced_lines(suite_dirs: list[Path]) -> list[str]:
-    """'<deployment>: reduced demo: 33 of 964 graded items' for each quality run that sent fewer than the pools."""
+    """'<deployment>: reduced: 33 of 964 items (run.graded_items)' for each quality run that planned fewer than the
+    pools (a sequential quality plan's: 'sized by its compare plan …')."""
     lines = []
     for suite_dir in suite_dirs:
         try:
@@ -117,6 +141,10 @@ def print_summary(suite_dirs: list[Path]) -> bool:
         print("\nper deployment (speed from the text suite; accuracy on the graded sets and, apart, on the smoke "
               "tasks, 95 % Wilson):\n"
               + deployment_overview(summary).to_string(index=False))
+        speeds = speed_lines(suite_dirs)
+        if speeds:
+            print("\nspeed, prompt by prompt on the prompts both deployments answered (ratio A ÷ B, paired sign-flip "
+                  "test, tasks weighted equally; equivalent only within the margin, proven) —\n" + "\n".join(speeds))
         verdicts = paired_lines(suite_dirs)
         if verdicts:
             print("\npaired, item by item on the answers both deployments gave (Newcombe 95 % interval of the "

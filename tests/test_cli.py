@@ -248,4 +248,4 @@ def test_the_terminal_says_which_runs_sent_part_of_the_graded_pools(tmp_path):
         folder.mkdir(parents=True)
         (folder / "manifest.json").write_text(json.dumps({"params": params, "graded": plan}))
     lines = cli.reduced_lines([reduced, full, tmp_path / "missing"])
-    assert len(lines) == 1 and lines[0].endswith(": reduced demo: 33 of 964 items (run.graded_items)")
+    assert len(lines) == 1 and lines[0].endswith(": reduced: 33 of 964 items (run.graded_items)")

@@ -1,14 +1,19 @@
 """Two studies compared: per deployment, suite and metric, the change from study A to study B with its 95 %
-interval and whether it is beyond the noise; a regression beyond a chosen threshold is what
+interval and the word it earns; a regression beyond a chosen threshold is what
 `frontier-bench compare A B --fail-on METRIC=PCT` exits non-zero for, so a lab can run it in CI.
 
-    CHANGE RULE  timing metrics (decode tok/s, TTFT, e2e): the relative change of the mean, B ÷ A − 1, with a
-                 95 % bootstrap percentile interval (each study's measured requests resampled on their own,
-                 2,000 resamples, fixed seed, so a rerun prints the same bounds); accuracy: the difference of
-                 shares B − A with Newcombe's hybrid score interval (from the two Wilson intervals).
-    NOISE RULE   a change is beyond the noise when its interval excludes 0; otherwise it reads "within noise".
-    REGRESSION   a change beyond the noise in the metric's bad direction (the metric registry's direction) by
-                 more than the threshold (percent for timing metrics, percentage points for accuracy).
+    CHANGE RULE  timing metrics (decode tok/s, TTFT, e2e): B against A in analysis.speed_verdicts' words — paired
+                 request by request where both studies measured the same requests (the request key: a rerun of the
+                 same params), the ratio B ÷ A − 1 with the paired sign-flip interval, tasks weighted equally;
+                 otherwise unpaired (Welch on log values, by task), and it says so. "faster" / "slower" (the
+                 interval excludes 0), "equivalent within ±m" (two one-sided tests, m = EQUIVALENCE_MARGIN),
+                 "mixed: …" (tasks decided each way), "undecided (…)" with the requests a decision would take.
+                 Accuracy: B − A on the items both answered, paired (Newcombe's interval for paired shares, exact
+                 McNemar test: analysis.paired), else the unpaired difference (Newcombe's hybrid score interval
+                 from the two Wilson intervals): "better" / "worse" / "undecided".
+    REGRESSION   "slower" or "worse" (the metric registry's direction says which way is bad) by more than the
+                 threshold at the interval's nearer end (percent for timing metrics, percentage points for
+                 accuracy).
 
 Measured requests are the non-warm-up ok rows of each suite's requests.csv under the root (a folder or a store
 URL), the same rows every summary uses; a deployment is the model folder (model[+variant]) on its host.
@@ -32,8 +37,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import stats
+from benchlib.analysis import paired, speed_verdicts, stats
 from benchlib.config import metrics
+from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records import plausible, store
 from benchlib.records.rows import STATUS_OK, read_requests
 from benchlib.records.schema import flag, optional_flag
@@ -45,7 +51,8 @@ REQUIRED = ("request_key", "status")
 HEADER_BYTES = 1 << 16  # requests.csv's header is ~1.5 kB; a first line longer than this is no header of it
 KEYS = ["host", "deployment", "suite"]
 COLUMNS = KEYS + ["metric", "n_a", "n_b", "a", "b", "change", "change_lo", "change_hi", "unit", "verdict",
-                  "regression"]
+                  "regression", "paired", "evidence"]
+BETTER, WORSE = "better", "worse"  # accuracy's words (speed: speed_verdicts.FASTER, SLOWER)
 
 
 class CompareError(ValueError):
@@ -95,29 +102,46 @@ def _measured(csv: Path) -> pd.DataFrame:
     return rows
 
 
-def _mean_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """B ÷ A − 1 of the means with a bootstrap interval over independent resamples of each side."""
-    if len(a) < stats.MIN_BOOTSTRAP_N or len(b) < stats.MIN_BOOTSTRAP_N or a.mean() == 0:
-        return (b.mean() / a.mean() - 1 if len(a) and len(b) and a.mean() else math.nan), math.nan, math.nan
-    rng = np.random.default_rng(stats.SEED)
-    ratios = (rng.choice(b, (stats.RESAMPLES, len(b))).mean(axis=1)
-              / rng.choice(a, (stats.RESAMPLES, len(a))).mean(axis=1)) - 1
-    ratios = ratios[np.isfinite(ratios)]
-    if not len(ratios):
-        return float(b.mean() / a.mean() - 1), math.nan, math.nan
-    alpha = (1 - stats.CONFIDENCE) / 2
-    return float(b.mean() / a.mean() - 1), float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha))
+def _speed_change(a: pd.DataFrame, b: pd.DataFrame, column: str, margin: float) -> dict:
+    """B against A on a timing column (CHANGE RULE): change in % with its interval, the word and its evidence."""
+    def prompts(rows: pd.DataFrame, name: str) -> pd.DataFrame:
+        key = rows["request_key"].astype(str) if "request_key" in rows else pd.Series("", index=rows.index)
+        task = rows["task"].astype(str) if "task" in rows else pd.Series("all", index=rows.index)
+        return pd.DataFrame({"system": name, "task": task, "variant": key, "repeat": "", column: rows[column]})
+    verdict = speed_verdicts.compare(pd.concat([prompts(a, "A"), prompts(b, "B")], ignore_index=True), "B", "A",
+                                     column, margin)
+    word = verdict.relative()
+    return {"change": (verdict.ratio - 1) * 100, "change_lo": (verdict.ratio_lo - 1) * 100,
+            "change_hi": (verdict.ratio_hi - 1) * 100, "verdict": word, "paired": verdict.paired,
+            "evidence": verdict.evidence(per_task=True), "bad": verdict.word == speed_verdicts.SLOWER}
 
 
-def _share_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """B − A of two shares with Newcombe's hybrid score interval."""
-    if not len(a) or not len(b):
-        return math.nan, math.nan, math.nan
-    pa, pb = a.mean(), b.mean()
-    la, ua = stats.wilson_interval(int(a.sum()), len(a))
-    lb, ub = stats.wilson_interval(int(b.sum()), len(b))
-    return (float(pb - pa), float(pb - pa - math.hypot(pb - lb, ua - pa)),
-            float(pb - pa + math.hypot(ub - pb, pa - la)))
+def _share_change(a: pd.DataFrame, b: pd.DataFrame) -> dict:
+    """B − A of two accuracies (CHANGE RULE): on the items both answered when there are any (paired), else the
+    two shares as independent samples."""
+    items_a, items_b = (paired.outcomes(paired.item_results(rows.assign(system=name)), name)
+                        for rows, name in ((a, "A"), (b, "B")))
+    both = paired.compare(items_b, items_a, "B", "A") if items_a and items_b else None
+    if both is not None and both.n:
+        low, high, change = both.difference_lo, both.difference_hi, both.difference
+        evidence = both.line()
+        decided = both.winner != 0
+        is_paired = True
+    else:
+        va, vb = _values(a, "passed", "share"), _values(b, "passed", "share")
+        if not len(va) or not len(vb):
+            return {"change": math.nan, "change_lo": math.nan, "change_hi": math.nan, "verdict": "",
+                    "paired": False, "evidence": "", "bad": False}
+        pa, pb = va.mean(), vb.mean()
+        la, ua = stats.wilson_interval(int(va.sum()), len(va))
+        lb, ub = stats.wilson_interval(int(vb.sum()), len(vb))
+        change = pb - pa
+        low, high = change - math.hypot(pb - lb, ua - pa), change + math.hypot(ub - pb, pa - la)
+        evidence, decided, is_paired = "unpaired: no item both answered (Newcombe's hybrid score interval)", \
+            low > 0 or high < 0, False
+    word = (BETTER if change > 0 else WORSE) if decided else "undecided"
+    return {"change": change * 100, "change_lo": low * 100, "change_hi": high * 100, "verdict": word,
+            "paired": is_paired, "evidence": evidence, "bad": word == WORSE}
 
 
 def _values(rows: pd.DataFrame, column: str, kind: str) -> np.ndarray:
@@ -149,7 +173,8 @@ def parse_threshold(text: str) -> Threshold:
     return Threshold(name, limit)
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None = None) -> pd.DataFrame:
+def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None = None,
+            margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """One row per deployment × suite × metric found in either study (COLUMNS)."""
     limits = {t.metric: t.limit for t in thresholds or []}
     keys = sorted(set(map(tuple, a[KEYS].drop_duplicates().to_numpy())) |
@@ -162,31 +187,25 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None
             va, vb = _values(mine_a, column, kind), _values(mine_b, column, kind)
             if not len(va) and not len(vb):
                 continue
-            change, lo, hi = (_share_change if kind == "share" else _mean_change)(va, vb)
-            unit = "pp" if kind == "share" else "%"
-            scale = 100.0
             row = dict(zip(KEYS, key), metric=metric, n_a=len(va), n_b=len(vb),
                        a=float(va.mean()) if len(va) else math.nan, b=float(vb.mean()) if len(vb) else math.nan,
-                       change=change * scale, change_lo=lo * scale, change_hi=hi * scale, unit=unit)
-            row["verdict"], row["regression"] = _verdict(row, metric, limits.get(metric))
+                       unit="pp" if kind == "share" else "%", regression=False, paired=False, evidence="",
+                       change=math.nan, change_lo=math.nan, change_hi=math.nan)
+            if not len(va) or not len(vb):
+                row["verdict"] = "only in B" if not len(va) else "only in A"
+                out.append(row)
+                continue
+            found = _share_change(mine_a, mine_b) if kind == "share" else \
+                _speed_change(mine_a, mine_b, column, margin)
+            bad = found.pop("bad")
+            row.update(found)
+            limit = limits.get(metric)
+            nearer = min(abs(row["change_lo"]), abs(row["change_hi"]))
+            row["regression"] = bool(bad and limit is not None and nearer > limit)
+            if row["regression"]:
+                row["verdict"] += f" (regression: more than {limit:g} {row['unit']})"
             out.append(row)
     return pd.DataFrame(out, columns=COLUMNS)
-
-
-def _verdict(row: dict, metric: str, limit: float | None) -> tuple[str, bool]:
-    if not row["n_a"] or not row["n_b"]:
-        return ("only in B" if not row["n_a"] else "only in A"), False
-    lo, hi = row["change_lo"], row["change_hi"]
-    if math.isnan(lo) or math.isnan(hi):
-        return f"too few requests for an interval (n {row['n_a']}, {row['n_b']})", False
-    if lo <= 0 <= hi:
-        return "within noise", False
-    better = metrics.direction(metric) == "max"
-    improved = (lo > 0) == better
-    word = "better" if improved else "worse"
-    regression = not improved and limit is not None and min(abs(lo), abs(hi)) > limit
-    return (f"{word} beyond noise" + (f" (regression: more than {limit:g} {row['unit']})" if regression else "")), \
-        regression
 
 
 def _cell(value: float, unit: str = "") -> str:
@@ -196,15 +215,25 @@ def _cell(value: float, unit: str = "") -> str:
 
 def to_markdown(table: pd.DataFrame, a: str, b: str) -> str:
     lines = [f"# {a} → {b}", "",
-             "Change of each metric from A to B with its 95 % interval; *beyond noise* when the interval excludes 0 "
-             "(benchlib/analysis/compare.py states the rules).", "",
-             "| host | deployment | suite | metric | n A | n B | A | B | change [95 % CI] | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "Change of each metric from A to B with its 95 % interval and its word: faster / slower (better / worse) "
+             "when the interval excludes 0, equivalent within the margin when two one-sided tests show it, mixed "
+             "when tasks go opposite ways, else undecided; paired request by request where both studies measured "
+             "the same requests (benchlib/analysis/compare.py states the rules).", "",
+             "| host | deployment | suite | metric | n A | n B | A | B | change [95 % CI] | verdict | compared |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         change = f"{_cell(r.change, r.unit)} [{_cell(r.change_lo, r.unit)}, {_cell(r.change_hi, r.unit)}]"
         lines.append(f"| {r.host} | {r.deployment} | {r.suite} | {metrics.label(r.metric, with_unit=False)} | {r.n_a} | {r.n_b} | "
-                     f"{_cell(r.a)} | {_cell(r.b)} | {change} | {'**' + r.verdict + '**' if r.regression else r.verdict} |")
+                     f"{_cell(r.a)} | {_cell(r.b)} | {change} | "
+                     f"{'**' + r.verdict + '**' if r.regression else r.verdict} | {_how(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def _how(row: object) -> str:
+    """'paired' (request by request, or item by item) or 'unpaired', '' for a metric only one study has."""
+    if not getattr(row, "evidence", ""):
+        return ""
+    return "paired" if getattr(row, "paired", False) else "unpaired"
 
 
 def to_html(table: pd.DataFrame, a: str, b: str) -> str:
@@ -214,10 +243,10 @@ def to_html(table: pd.DataFrame, a: str, b: str) -> str:
         style = ' style="color:#b00;font-weight:bold"' if r.regression else ""
         cells = [r.host, r.deployment, r.suite, metrics.label(r.metric, with_unit=False), r.n_a, r.n_b, _cell(r.a), _cell(r.b),
                  f"{_cell(r.change, r.unit)} [{_cell(r.change_lo, r.unit)}, {_cell(r.change_hi, r.unit)}]",
-                 r.verdict]
+                 r.verdict, _how(r)]
         rows.append(f"<tr{style}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("host", "deployment", "suite", "metric", "n A", "n B", "A", "B",
-                                             "change [95 % CI]", "verdict"))
+                                             "change [95 % CI]", "verdict", "compared"))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(a)} → {html.escape(b)}</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style></head><body>"

@@ -21,8 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from benchlib.config import graded, graded_run
-from benchlib.config.graded_run import GradedRunSettings
+from benchlib.config import graded, graded_run, latency_plan
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.quality_plan import QualityPlan
 from benchlib.config.strict_yaml import MAX_DEPTH, MAX_INT_BITS, StrictLoader
@@ -215,7 +214,8 @@ class ServerParams(_Section):
         return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
 
 
-class RunSettings(GradedRunSettings):  # graded_items, graded_in_flight, graded_concurrency: config/graded_run.py
+# graded_items, graded_in_flight, graded_concurrency: config/graded_run.py; latency, equivalence_margin: latency_plan.py
+class RunSettings(graded_run.GradedRunSettings, latency_plan.SpeedRunSettings):
     warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
     repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
     quality: QualityPlan = Field(default_factory=QualityPlan, description="How many graded items, and when to "

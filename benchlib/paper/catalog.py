@@ -21,7 +21,7 @@ from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
-from benchlib.paper.on_this_host import fig_on_this_host, host_table, quality_plan_table
+from benchlib.paper.on_this_host import fig_on_this_host, host_table, latency_plan_table, quality_plan_table
 from benchlib.paper.predicted import fig_predicted, predicted_table
 from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.published_tables import (
@@ -117,6 +117,7 @@ LONG_TABLE = "published_and_runs_long"  # every published row plus ours, tidy, w
 PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("on_this_host", lambda i: host_table(i.runs, i.systems), optional=True),
     PaperTable("quality_plan", lambda i: quality_plan_table(i.runs), optional=True),
+    PaperTable("latency_plan", lambda i: latency_plan_table(i.runs), optional=True),
     PaperTable("runs", lambda i: runs_table(i.runs)),
     PaperTable("setup", lambda i: setup_table(i.ref, i.runs)),
     PaperTable("platform", lambda i: platform_table(i.ref, i.runs)),
@@ -194,7 +195,7 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
 )
 
 SECTIONS: tuple[Section, ...] = (
-    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan"),
+    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan", "latency_plan"),
             ("on_this_host",)),
     Section("Runs", ("runs",)),
     Section("1. Experimental setup (000 §2)", ("setup",)),

@@ -133,7 +133,8 @@ def run_systems(runs: Runs) -> pd.DataFrame:
         return pd.DataFrame(columns=SYSTEM_COLUMNS)
     context = {r.model: r.context_window / 1000 for r in runs.meta.itertuples() if not math.isnan(r.context_window)}
     systems = deployments.systems_from_summary(runs.summary, context_window_k=context,
-                                               items=paired.item_results(runs.requests))
+                                               items=paired.item_results(runs.requests),
+                                               requests=runs.requests)
     systems["system"] = runs.named(systems)  # the analysis layer's 'model @ host' → the deployment's name
     # the compare plans' verdicts, which the frontier gives those pairs (paired.PLAN_COLUMN)
     systems[paired.PLAN_COLUMN] = systems["system"].map(paired.plans_by_system(paired.plan_pairs(runs.plans())))

@@ -34,7 +34,10 @@ def test_a_rerun_is_within_noise_and_a_slowed_deployment_is_a_regression(params_
     decode = itself[itself["metric"] == "decode_tps"].iloc[0]
     assert decode["n_a"] == decode["n_b"] == 12  # warm-ups left out
     assert decode["change"] == 0 and decode["change_lo"] <= 0 <= decode["change_hi"]
-    assert set(itself["verdict"]) == {"within noise"}
+    # the same requests twice: paired, every ratio 1, equivalence shown within ±10 % (not merely "no difference")
+    verdicts = dict(zip(itself["metric"], itself["verdict"]))
+    assert verdicts == {"decode_tps": "equivalent within ±10%", "ttft_s": "equivalent within ±10%",
+                        "e2e_s": "equivalent within ±10%", "accuracy": "undecided"} and itself["paired"].all()
 
     # Two runs of the same deployment differ only by how busy the machine was: never a 30 % regression; the
     # slowed one (3x the inter-token latency) loses about two thirds of its decode rate.
@@ -43,7 +46,7 @@ def test_a_rerun_is_within_noise_and_a_slowed_deployment_is_a_regression(params_
     err = capsys.readouterr().err
     assert "regression: fake-model @ test-host · text · decode_tps" in err
     report = (tmp_path / "as" / "compare.md").read_text()
-    assert "worse beyond noise (regression: more than 30 %)" in report
+    assert "slower (regression: more than 30 %)" in report and "| paired |" in report
     page = (tmp_path / "as" / "compare.html").read_text()
     assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page
     slowed = compare.compare(compare.read_root(str(a)), compare.read_root(str(slow)))
@@ -57,7 +60,8 @@ def test_accuracy_difference_uses_a_newcombe_interval_and_missing_sides_are_name
                              "decode_tps": np.nan, "ttft_s": np.nan, "e2e_s": np.nan})
     table = compare.compare(rows([True] * 40), pd.concat([rows([True] * 20 + [False] * 20), rows([True], "new")]))
     acc = table[(table["metric"] == "accuracy") & (table["deployment"] == "m")].iloc[0]
-    assert acc["change"] == pytest.approx(-50.0) and acc["change_hi"] < 0 and "worse beyond noise" in acc["verdict"]
+    assert acc["change"] == pytest.approx(-50.0) and acc["change_hi"] < 0 and acc["verdict"] == "worse"
+    assert not acc["paired"]  # rows without items: the two shares as independent samples
     assert table[table["deployment"] == "new"].iloc[0]["verdict"] == "only in B"
     assert math.isnan(table[table["deployment"] == "new"].iloc[0]["change"])
 
