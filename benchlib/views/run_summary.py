@@ -93,7 +93,8 @@ def reduced_lines(suite_dirs: list[Path]) -> list[str]:
         except (OSError, ValueError):
             continue
         if reduced_note(plan):
-            lines.append(f"  {deployment_name_of(suite_dir)}: {reduced_note(plan)} (run.graded_items)")
+            setting = "run.quality" if reduced_note(plan).startswith("sized") else "run.graded_items"
+            lines.append(f"  {deployment_name_of(suite_dir)}: {reduced_note(plan)} ({setting})")
     return lines
 
 
