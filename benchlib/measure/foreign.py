@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from benchlib.measure.timing import check_counts, compute_rates
+from benchlib.measure.timing import check_counts, compute_rates, finite
 from benchlib.records import outside, plausible
 from benchlib.records.plausible import MAX_STAMP_S
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord, request_key
@@ -164,19 +164,8 @@ def _vllm_figures(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             continue
         figures[ours] = {stat: value / 1e3 for key, stat in (("mean", "mean"), ("std", "sd"), ("median", "p50"),
                                                              ("p90", "p90"), ("p99", "p99"))
-                         if (value := _maybe(data.get(f"{key}_{theirs}_ms"))) is not None}
+                         if (value := finite(data.get(f"{key}_{theirs}_ms"))) is not None}
     return figures
-
-
-def _maybe(value: Any) -> float | None:
-    """A finite number the tool gave as an aggregate, or None (an aggregate of the wrong kind is left out)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def read_vllm(path: Path) -> ForeignRun:
@@ -354,15 +343,15 @@ def _aiperf_figures(aggregate: Mapping[str, Any]) -> dict[str, dict[str, float]]
         scale = 1.0 if ours == "decode_tps" else {"ms": 1e3, "ns": 1e9}.get(entry.get("unit", "ms"), 1.0)
         out[ours] = {ours_stat: value / scale for theirs_stat, ours_stat in
                      (("avg", "mean"), ("std", "sd"), ("p50", "p50"), ("p90", "p90"), ("p99", "p99"))
-                     if (value := _maybe(entry.get(theirs_stat))) is not None}
-        if _maybe(entry.get("count")) is not None:
-            out[ours]["count"] = _maybe(entry["count"])
+                     if (value := finite(entry.get(theirs_stat))) is not None}
+        if finite(entry.get("count")) is not None:
+            out[ours]["count"] = finite(entry["count"])
     return out
 
 
 def _whole(value: Any) -> int:
     """A count the tool gave as an aggregate; 0 where it is no whole number >= 0."""
-    number = _maybe(value)
+    number = finite(value)
     return int(number) if number is not None and number >= 0 and number.is_integer() else 0
 
 
@@ -458,9 +447,9 @@ GUIDELLM_AGGREGATES = {"time_to_first_token_ms": "ttft_s", "time_to_first_output
 def _guidellm_task(strategy: Mapping[str, Any]) -> tuple[str, int]:
     """(task name, concurrency) of a benchmark's strategy: 'synchronous', 'concurrent@8', 'constant@2.5/s' …"""
     kind = str(strategy.get("type_") or "unknown")[:60]
-    streams, rate = _maybe(strategy.get("streams")), _maybe(strategy.get("rate"))
+    streams, rate = finite(strategy.get("streams")), finite(strategy.get("rate"))
     name = f"{kind}@{streams:g}" if streams else f"{kind}@{rate:g}/s" if rate else kind
-    limit = _maybe(strategy.get("max_concurrency")) or streams or 1
+    limit = finite(strategy.get("max_concurrency")) or streams or 1
     return clean_text(name), int(limit) if 1 <= limit <= 10**9 else 1
 
 
@@ -505,13 +494,13 @@ def _guidellm_figures(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]
     out = {}
     for theirs, ours in GUIDELLM_AGGREGATES.items():
         entry = _dict(_dict(metrics.get(theirs)).get("successful"))
-        if _maybe(entry.get("mean")) is None:
+        if finite(entry.get("mean")) is None:
             continue
         scale = 1e3 if theirs.endswith("_ms") else 1.0
         pct = _dict(entry.get("percentiles"))
         out[ours] = {k: number / scale for k, v in (("mean", entry.get("mean")), ("sd", entry.get("std_dev")),
                                                     ("p50", entry.get("median")), ("p90", pct.get("p90")),
-                                                    ("p99", pct.get("p99"))) if (number := _maybe(v)) is not None}
+                                                    ("p99", pct.get("p99"))) if (number := finite(v)) is not None}
         out[ours]["count"] = float(_whole(entry.get("count")))
     return out
 
