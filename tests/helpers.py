@@ -4,8 +4,12 @@ embedded params the ladder tests start from, and an answer each checker accepts.
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import yaml
 
 from benchlib.measure import event_loop as aio
@@ -94,3 +98,20 @@ def perfect_answer(checker: str, expected) -> Response:
     if checker == "keywords":
         return r(" ".join(expected))
     raise AssertionError(f"no perfect answer for checker {checker}")
+
+
+def start_server(argv: list[str], ready_url: str, timeout_s: float = 120, **popen: Any) -> subprocess.Popen:
+    """A real server process, started as a user starts it, once `ready_url` answers 200; killed, and RuntimeError,
+    when it does not within `timeout_s`."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(ready_url, timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"{argv[0]} did not answer {ready_url} within {timeout_s:g} s")

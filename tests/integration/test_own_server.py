@@ -11,16 +11,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.servers.llama_cpp import free_port
 from benchlib.records.rows import read_requests
+from tests.helpers import start_server
 from tests.project.test_readme import fenced_commands, readme, section
 
 VENV_BIN = Path(sys.executable).parent
@@ -34,17 +33,8 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def _serve(command: str, port: int) -> subprocess.Popen:
     """The README's server command, its port this test's: llama-cpp-python's server with its defaults."""
-    process = subprocess.Popen(["bash", "-c", "exec " + command.rstrip("& ").replace("8011", str(port))],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    process.kill()
-    raise RuntimeError("llama-cpp-python's server did not come up")
+    return start_server(["bash", "-c", "exec " + command.rstrip("& ").replace("8011", str(port))],
+                        f"http://127.0.0.1:{port}/v1/models", cwd=PROJECT_ROOT)
 
 
 def _params_at(port: int, tmp_path: Path, name: str, host: str = "", **run: object) -> Path:

