@@ -121,10 +121,11 @@ def suite_failures(suite_dir: Path, suite: str, params: BenchParams) -> FailureR
     """The suite's failed requests against run.max_error_rate (analysis.failures), from its requests.csv."""
     path = suite_dir / "requests.csv"
     requests = read_requests(path) if path.is_file() else pd.DataFrame(columns=["status"])
-    run_id = read_manifest(suite_dir).get("run_id")
+    manifest = read_manifest(suite_dir)
+    run_id = manifest.get("run_id")
     if run_id and "run_id" in requests:
         requests = requests[requests["run_id"] == run_id]
-    sets = (read_manifest(suite_dir).get("graded") or {}).get("sets") or {}
+    sets = (manifest.get("graded") or {}).get("sets") or {}
     return failure_report(requests, suite, params.run.max_error_rate, sets)
 
 
