@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
 from benchlib.analysis import paired
-from benchlib.analysis.deployments import deployment_overview
+from benchlib.config.identity import key_lines
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
@@ -32,8 +32,7 @@ from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import reduced_note
 from benchlib.records import store
-from benchlib.records.rows import read_requests, write_atomic
-from benchlib.records.schema import read_csv
+from benchlib.records.rows import write_atomic
 from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
 from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
@@ -41,7 +40,12 @@ from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
 from benchlib.suites.run_folder import RunConflict, results_root
-from benchlib.views.suite_report import console_table
+from benchlib.views import terminal
+
+
+def _say(text: str) -> None:
+    """A line on the terminal, wrapped at its width (views.terminal.WIDTH) under its head."""
+    print("\n".join(terminal.fit(text)), flush=True)
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -50,32 +54,20 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _deployment_name(suite_dir: Path) -> str:
-    """The deployment's name as every view gives it (model · server · settings · host), from the suite's manifest;
-    the folders' names where it has none."""
-    try:
-        params = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8")).get("params") or {}
-    except (OSError, ValueError):
-        params = {}
-    return study.recorded_deployment_name(params, suite_dir.parent.parent.name, suite_dir.parent.name)
+    """The deployment's name as every view gives it (model · server · settings · host)."""
+    return terminal.deployment_name(suite_dir)
 
 
 def read_summaries(suite_dirs: list[Path]) -> pd.DataFrame:
     """The suites' summary.csv files, each row named by its deployment (model · server · settings · host)."""
-    frames = []
-    for suite_dir in suite_dirs:
-        path = suite_dir / "summary.csv"
-        if path.is_file():
-            frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name,
-                                                                  model=_deployment_name(suite_dir)))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return terminal.read_summaries(suite_dirs)
 
 
 def paired_lines(suite_dirs: list[Path]) -> list[str]:
     """The paired verdicts (benchlib.analysis.paired.verdicts, ONE BASIS): per pair of deployments, the verdict on
     the graded sets (a compare plan's where one compared the pair), then the seeds' smoke tasks beside it."""
-    frames = [read_requests(d / "requests.csv").assign(system=_deployment_name(d))
-              for d in suite_dirs if (d / "requests.csv").is_file()]
-    items = paired.item_results(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
+    requests = terminal.read_all_requests(suite_dirs)
+    items = paired.item_results(requests) if len(requests) else pd.DataFrame()
     table = paired.verdicts(items, quality_looks.compare_plans(suite_dirs, _deployment_name)) if len(items) \
         else pd.DataFrame(columns=["basis"])
     lines = []
@@ -87,38 +79,36 @@ def paired_lines(suite_dirs: list[Path]) -> list[str]:
     return lines
 
 
+def graded_notes(suite_dirs: list[Path]) -> dict[str, str]:
+    """Deployment → 'reduced demo: 33 of 964 items' for each quality run that sent fewer than the pools."""
+    notes = {}
+    for suite_dir in suite_dirs:
+        note = reduced_note(terminal.manifest(suite_dir).get("graded"))
+        if note:
+            notes[_deployment_name(suite_dir)] = note
+    return notes
+
+
 def reduced_lines(suite_dirs: list[Path]) -> list[str]:
     """'<deployment>: reduced demo: 33 of 964 graded items' for each quality run that sent fewer than the pools."""
-    lines = []
-    for suite_dir in suite_dirs:
-        try:
-            plan = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8")).get("graded")
-        except (OSError, ValueError):
-            continue
-        if reduced_note(plan):
-            lines.append(f"  {_deployment_name(suite_dir)}: {reduced_note(plan)} (run.graded_items)")
-    return lines
+    return [f"  {name}: {note} (run.graded_items)" for name, note in graded_notes(suite_dirs).items()]
 
 
-def print_summary(suite_dirs: list[Path]) -> bool:
-    """Per-task table on the terminal (and, for several deployments, one line each); returns whether any
-    request succeeded."""
-    summary = read_summaries(suite_dirs)
-    if summary.empty:
+def print_summary(suite_dirs: list[Path], table_file: Path) -> bool:
+    """The closing summary (views.terminal: one screen), the per-task table written to `table_file`; returns
+    whether any request succeeded."""
+    lines = terminal.closing_lines(suite_dirs, table_file, _display, graded_notes(suite_dirs))
+    if not lines:
         return False
-    print("\n" + console_table(summary))
-    reduced = reduced_lines(suite_dirs)  # the graded sets' accuracy above rests on part of their pools
-    if reduced:
-        print("\ngraded sets, part of their pools:\n" + "\n".join(reduced))
-    if summary["model"].nunique() > 1:
-        print("\nper deployment (speed from the text suite; accuracy on the graded sets and, apart, on the smoke "
-              "tasks, 95 % Wilson):\n"
-              + deployment_overview(summary).to_string(index=False))
-        verdicts = paired_lines(suite_dirs)
-        if verdicts:
-            print("\npaired, item by item on the answers both deployments gave (Newcombe 95 % interval of the "
-                  "difference, exact McNemar test) —\n" + "\n".join(verdicts))
+    print("\n".join(lines))
+    summary = read_summaries(suite_dirs)
     return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
+
+
+def report_line() -> str:
+    """Where the paper's report is, as the last lines of a run or study say it."""
+    return (f"report: {_display(str(PAPER_OUT_DIR / 'report.html'))} (open it in a browser; the same as Markdown: "
+            f"report.md, its summary: summary.txt)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -140,18 +130,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed, suite_dirs = run_notebooks(params, args.params, notebooks, args.fresh, progress=not args.quiet)
     except KeyboardInterrupt:
         return 130
-    any_ok = print_summary(suite_dirs)
     reasons = dict(failed)
     failed = list(failed)
     root, url = results_root(params)
     model_dir = params.suite_dir("x", root).parent
-    print(f"\nresults: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
+    paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [],
+                                                                brief=True)) == 0
+    if not args.no_paper and not paper:
+        failed.append("paper")
+    any_ok = print_summary(suite_dirs, model_dir / terminal.TASK_TABLE)
+    print()
+    _say(f"results: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
-    if not args.no_paper:
-        paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [])) != 0
-        if paper_failed:
-            failed.append("paper")
+    if paper:
+        _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
         print("failed:\n" + "\n".join(f"  {name}: {cut(reasons.get(name, 'see above'), 100)}" for name in failed),
@@ -181,12 +174,15 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
-    suite_dirs = outcome.suite_dirs
-    any_ok = print_summary(suite_dirs)
-    record = ladder_file(params.host.name)
-    print(f"\nladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
-    if not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0:
+    paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, brief=True)) == 0
+    if not args.no_paper and not paper:
         failed.append("paper")
+    any_ok = print_summary(outcome.suite_dirs, rung_study.folder / terminal.TASK_TABLE)
+    record = ladder_file(params.host.name)
+    print()
+    _say(f"ladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
+    if paper:
+        _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
@@ -215,9 +211,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         if problem := check_client_nodes(dep.params, args.ray):
             return _fail(f"{dep.label}: {problem}")
     started = time.monotonic()
-    print(f"Frontier Bench · study {plan.name} ({args.study}) · {len(plan.deployments)} deployment(s):", flush=True)
-    for i, dep in enumerate(plan.deployments, 1):
-        print(f"  {i}. {dep.label} · {', '.join(dep.notebooks)} · run id {dep.params.identity()}", flush=True)
+    _say(f"Frontier Bench · study {plan.name} · {args.study}")
+    print(f"{len(plan.deployments)} deployment(s), each named by its short label from here on:", flush=True)
+    labels = plan.labels
+    for line in key_lines({dep.label: labels[dep.key] for dep in plan.deployments}):
+        print(f"  {line}", flush=True)
     url = ""
     try:
         if args.ray:  # each deployment on its host's Ray node, hosts in parallel; the paper from the shared store
@@ -235,16 +233,22 @@ def cmd_study(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; finished requests are kept, rerun the same command to resume", file=sys.stderr)
         return 130
-    any_ok = print_summary(outcome.suite_dirs)
-    print(f"\nstudy record: {_display(str(plan.folder / study.STUDY_JSON))} · "
-          f"{len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed")
-    failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
-    roots = [url] if url else []
-    if plan.paper and not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=roots)) != 0:
+    short = {dep.label: labels[dep.key] for dep in plan.deployments}
+    failed = [f"{short.get(label, label)}: {why}" for label, why in outcome.failed.items()]
+    wants_paper = plan.paper and not args.no_paper
+    paper = wants_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [],
+                                                         brief=True)) == 0
+    if wants_paper and not paper:
         failed.append("paper")
+    any_ok = print_summary(outcome.suite_dirs, plan.folder / terminal.TASK_TABLE)
+    print()
+    _say(f"study: {len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed · "
+         f"its record: {_display(str(plan.folder / study.STUDY_JSON))}")
+    if paper:
+        _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed: " + "; ".join(failed), file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {cut(line, terminal.WIDTH - 2)}" for line in failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
@@ -294,6 +298,8 @@ def cmd_paper(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001
         print(f"✗ paper failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}", file=sys.stderr)
         return 1
+    if getattr(args, "brief", False):  # after a run or study: its closing summary says where the report is
+        return 0
     summary = PAPER_OUT_DIR / "summary.txt"  # the verdict first (benchlib.paper.summary), as the report opens
     if summary.is_file():
         print("\n" + summary.read_text(encoding="utf-8").rstrip() + "\n")
