@@ -204,24 +204,55 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
     return pd.DataFrame(rows)
 
 
-def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
-    """One line per deployment (the `model` column: model[+variant]) from per-task summaries: decode tok/s and
-    TTFT p50 averaged over the text suite's tasks, and accuracy on the graded sets and, apart, on the seeds' smoke
-    tasks (paired.basis_of: never pooled together), each passed ÷ scored with its 95 % Wilson interval and n."""
+FIGURE_COLUMNS = ["deployment", "decode_tps", "decode_tps_lo", "decode_tps_hi", "ttft_ms", "ttft_ms_lo", "ttft_ms_hi",
+                  "graded_passed", "graded_scored", "graded_accuracy", "graded_lo", "graded_hi", "smoke_passed",
+                  "smoke_scored", "sent", "failed", "tokens_per_joule"]
+SPEED_SUITE = "text"  # the suite whose requests say how fast a deployment is (analysis.host reads the same)
+
+
+def _reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, float, float]:
+    """Mean of the speed suite's measured requests with its 95 % bootstrap interval: what analysis.host shows beside
+    each verdict as a deployment's own figures (a_value, a_lo, a_hi)."""
+    rows = rows[rows["suite"] == SPEED_SUITE] if "suite" in rows else rows
+    rows = rows[rows["status"] == "ok"] if "status" in rows else rows
+    values = (pd.to_numeric(rows[column], errors="coerce") * scale).dropna().to_numpy(dtype=float) \
+        if column in rows else np.array([])
+    if not len(values):
+        return np.nan, np.nan, np.nan
+    low, high = stats.bootstrap_interval(values)
+    return float(values.mean()), low, high
+
+
+def deployment_figures(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per deployment (FIGURE_COLUMNS; `deployment` is the summaries' `model` and the requests' `system`
+    column, in the summaries' order): mean decode rate and TTFT of the speed suite's measured requests with their 95 %
+    bootstrap intervals; accuracy on the graded sets (passed ÷ scored, 95 % Wilson) and, apart, the seeds' smoke
+    tasks' counts (paired.basis_of: never pooled); measured requests sent and failed (warm-ups left out; a request
+    the deployment does not take, unsupported, is no failure); tokens per
+    joule over the tasks whose windows measured energy (NaN where none did)."""
     rows = []
-    for model, group in summary.groupby("model", sort=False):
-        text = group[group["suite"] == "text"] if "suite" in group else group
-        speed = text if len(text) else group
+    for name, group in (summary.groupby("model", sort=False) if len(summary) else []):
+        sent = requests[requests["system"] == name] if len(requests) else requests
+        sent = sent[~sent["is_warmup"].map(flag)] if "is_warmup" in sent else sent
         checkers = group["checker"] if "checker" in group else pd.Series("", index=group.index)
         basis = pd.Series(list(map(paired.basis_of, group["task"].astype(str), checkers)), index=group.index)
-        row = {"deployment": model,
-               "decode tok/s": round(float(pd.to_numeric(speed.get("decode_tps_mean"), errors="coerce").mean()), 1),
-               "TTFT p50 s": round(float(pd.to_numeric(speed.get("ttft_s_p50"), errors="coerce").mean()), 3)}
-        for name, which in (("graded sets", paired.GRADED), ("smoke tasks", paired.SMOKE)):
-            mine = group[basis == which]
-            scored = pd.to_numeric(mine.get("n_scored"), errors="coerce").fillna(0).sum()
-            passed = pd.to_numeric(mine.get("n_passed"), errors="coerce").fillna(0).sum()
-            lo, hi = stats.wilson_interval(int(passed), int(scored)) if scored else (np.nan, np.nan)
-            row[f"{name} accuracy"] = f"{passed / scored:.0%} [{lo:.0%}–{hi:.0%}] (n {int(scored)})" if scored else "–"
-        rows.append(row)
-    return pd.DataFrame(rows)
+
+        def count(which: str, column: str) -> int:
+            values = pd.to_numeric(group.loc[basis == which].get(column, pd.Series(dtype=float)), errors="coerce")
+            return int(values.fillna(0).sum())
+
+        passed, scored = count(paired.GRADED, "n_passed"), count(paired.GRADED, "n_scored")
+        low, high = stats.wilson_interval(passed, scored) if scored else (np.nan, np.nan)
+        energy = pd.to_numeric(group.get("energy_j", pd.Series(dtype=float)), errors="coerce")
+        tokens = pd.to_numeric(group.get("completion_tokens_sum", pd.Series(dtype=float)), errors="coerce")
+        both = energy.notna() & tokens.notna() & (energy > 0)
+        decode, ttft = _reading(sent, "decode_tps", 1.0), _reading(sent, "ttft_s", 1000.0)
+        rows.append({"deployment": name, "decode_tps": decode[0], "decode_tps_lo": decode[1],
+                     "decode_tps_hi": decode[2], "ttft_ms": ttft[0], "ttft_ms_lo": ttft[1], "ttft_ms_hi": ttft[2],
+                     "graded_passed": passed, "graded_scored": scored,
+                     "graded_accuracy": passed / scored if scored else np.nan, "graded_lo": low, "graded_hi": high,
+                     "smoke_passed": count(paired.SMOKE, "n_passed"), "smoke_scored": count(paired.SMOKE, "n_scored"),
+                     "sent": len(sent), "failed": int((sent["status"] == "failed").sum()) if "status" in sent else 0,
+                     "tokens_per_joule": metrics.tokens_per_joule(tokens[both].sum(), energy[both].sum())
+                     if both.any() else np.nan})
+    return pd.DataFrame(rows, columns=FIGURE_COLUMNS)

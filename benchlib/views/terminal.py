@@ -16,22 +16,21 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib.analysis import decisions, host, paired, stats
-from benchlib.analysis.deployments import decision_inputs
-from benchlib.config import metrics
-from benchlib.config.formatting import MISSING, bracket, fmt, is_missing
+from benchlib.analysis import decisions, host
+from benchlib.analysis.deployments import decision_inputs, deployment_figures
+from benchlib.config.formatting import bracket, fmt, is_missing
 from benchlib.config.identity import key_lines, short_labels
 from benchlib.config.params import ThresholdParams
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import flag, read_csv
 from benchlib.suites import quality_looks
 from benchlib.suites.study import recorded_deployment_name
+from benchlib.views import glance
 from benchlib.views.suite_report import console_table
 
 WIDTH = 120  # no line longer: a terminal of the usual width shows each on one row
@@ -79,133 +78,30 @@ def fit(line: str, indent: str = "    ") -> list[str]:
     return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
-def relabel(text: str, labels: Mapping[str, str]) -> str:
-    """`text` with every full name in it replaced by its short label (longest first: no name is part of another's)."""
-    for name in sorted(labels, key=len, reverse=True):
-        text = text.replace(name, labels[name])
-    return text
-
-
-# ---- the deployments' table -------------------------------------------------------------------------------
-@dataclass
-class Row:
-    """One deployment as the closing table shows it."""
-
-    label: str
-    decode: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # mean tok/s, 95 % interval
-    ttft_ms: tuple[float, float, float] = (math.nan, math.nan, math.nan)
-    graded: tuple[int, int] = (0, 0)  # passed, scored
-    sent: int = 0
-    failed: int = 0
-    tokens_per_joule: float = math.nan
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-def _speed(requests: pd.DataFrame, column: str, scale: float) -> tuple[float, float, float]:
-    """Mean of the text suite's measured requests with its 95 % bootstrap interval: the figures analysis.host reads
-    beside each verdict (a_value, a_lo, a_hi)."""
-    rows = requests
-    for name, keep in (("suite", host.SPEED_SUITE), ("status", "ok")):
-        rows = rows[rows[name] == keep] if name in rows else rows
-    if "is_warmup" in rows:
-        rows = rows[~rows["is_warmup"].map(flag)]
-    values = (pd.to_numeric(rows[column], errors="coerce") * scale).dropna().to_numpy(dtype=float) \
-        if column in rows else []
-    if not len(values):
-        return math.nan, math.nan, math.nan
-    low, high = stats.bootstrap_interval(values)
-    return float(values.mean()), low, high
-
-
-def deployment_rows(summary: pd.DataFrame, requests: pd.DataFrame, labels: Mapping[str, str]) -> list[Row]:
-    """One Row per deployment (summary's `model`, requests' `system`: full names) in `labels`' order."""
-    rows = []
-    for name, label in labels.items():
-        mine = summary[summary["model"] == name] if len(summary) else summary
-        sent = requests[requests["system"] == name] if len(requests) else requests
-        measured = sent[~sent["is_warmup"].map(flag)] if "is_warmup" in sent else sent
-        checkers = mine["checker"] if "checker" in mine else pd.Series("", index=mine.index)
-        graded = mine[[paired.basis_of(str(t), c) == paired.GRADED for t, c in zip(mine["task"], checkers)]] \
-            if len(mine) else mine
-        count = (lambda frame, column: int(pd.to_numeric(frame.get(column, pd.Series(dtype=float)),
-                                                         errors="coerce").fillna(0).sum()))
-        energy = pd.to_numeric(mine.get("energy_j", pd.Series(dtype=float)), errors="coerce")
-        tokens = pd.to_numeric(mine.get("completion_tokens_sum", pd.Series(dtype=float)), errors="coerce")
-        both = energy.notna() & tokens.notna() & (energy > 0)
-        rows.append(Row(label=label, decode=_speed(measured, "decode_tps", 1.0),
-                        ttft_ms=_speed(measured, "ttft_s", 1000.0),
-                        graded=(count(graded, "n_passed"), count(graded, "n_scored")),
-                        sent=len(measured), failed=int((measured["status"] != "ok").sum()) if "status" in measured
-                        else 0,
-                        tokens_per_joule=metrics.tokens_per_joule(tokens[both].sum(), energy[both].sum())
-                        if both.any() else math.nan))
-    return rows
-
-
-def _with_interval(figures: tuple[float, float, float], spec: str) -> str:
-    value, low, high = figures
-    return MISSING if is_missing(value) else fmt(value, spec) + bracket(low, high, spec)
-
-
-def _graded(passed: int, scored: int) -> str:
-    if not scored:
-        return MISSING
-    low, high = stats.wilson_interval(passed, scored)
-    return f"{passed / scored:.0%} [{low:.0%}–{high:.0%}] (n {scored})"
-
-
-def table_lines(rows: Sequence[Row]) -> list[str]:
-    """The deployments' table, columns aligned; energy only where some deployment measured it."""
-    columns = {"deployment": [r.label for r in rows],
-               "decode tok/s [95% CI]": [_with_interval(r.decode, ".1f") for r in rows],
-               "TTFT ms [95% CI]": [_with_interval(r.ttft_ms, ".0f") for r in rows],
-               "graded accuracy [95% CI]": [_graded(*r.graded) for r in rows],
-               "failed": [f"{r.failed} of {r.sent}" for r in rows]}
-    if any(not is_missing(r.tokens_per_joule) for r in rows):
-        columns["energy tok/J"] = [fmt(r.tokens_per_joule, ".3g") for r in rows]
-    frame = pd.DataFrame(columns)
+# ---- the deployments' table and the verdict -------------------------------------------------------------------
+def table_lines(figures: pd.DataFrame, labels: Mapping[str, str]) -> list[str]:
+    """The deployments' table (views.glance), columns aligned."""
+    frame = glance.figures_display(figures, labels)
     widths = {c: max(len(c), *(len(v) for v in frame[c])) for c in frame}
-    line = "  ".join
-    return [line(c.ljust(widths[c]) for c in frame).rstrip()] + \
-        [line(str(v).ljust(widths[c]) for c, v in zip(frame, values)).rstrip() for values in frame.to_numpy()]
+    return ["  ".join(c.ljust(widths[c]) for c in frame).rstrip()] + \
+        ["  ".join(str(v).ljust(widths[c]) for c, v in zip(frame, values)).rstrip() for values in frame.to_numpy()]
 
 
-def _points(share: float) -> str:
-    """A difference of two shares in percentage points, signed ('+58', '-3', '0')."""
-    text = fmt(share * 100, "+.0f") if not is_missing(share) else MISSING
-    return "0" if text in ("+0", "-0") else text
-
-
-# ---- the verdict ----------------------------------------------------------------------------------------------
 def verdict_lines(requests: pd.DataFrame, plans: pd.DataFrame, labels: Mapping[str, str]) -> list[str]:
-    """The verdict between the deployments (analysis.host: each pair's dominance over speed, TTFT and the graded
-    answers, in its words) in one line per pair (at most MAX_PAIRS), each with the paired answers under it."""
+    """The verdict between the deployments (analysis.host, in its words) in one line — each pair's for up to
+    MAX_PAIRS pairs — each with the paired answers on the graded sets under it."""
     if len(labels) < 2 or requests.empty:
         return []
     frame = host.head_to_head(requests[requests["system"].isin(list(labels))], None, plans)
     if frame.empty:
         return []
-    lines = []
     verdicts = host.dominance(frame)
-    if len(verdicts) > 1:
-        lines += fit("ranking (axes where one is better than another): " + ", ".join(
-            f"{i}. {labels.get(name, name)} ({wins})" for i, (name, wins) in enumerate(host.ranked(frame), 1)))
+    lines = fit(f"verdict: {glance.verdict_sentence(frame, labels)}") if len(verdicts) > 1 else []
     for a, b, text in verdicts[:MAX_PAIRS]:
-        lines += fit(f"verdict: {relabel(text, labels)}")
+        lines += fit(f"{'verdict' if len(verdicts) == 1 else '  pair'}: {glance.relabel(text, labels)}")
         graded = frame[(frame["a"] == a) & (frame["b"] == b) & (frame["axis"] == "graded")]
         if len(graded) and graded["n"].iloc[0]:
-            r = graded.iloc[0]
-            if r["difference"] < 0:  # the better one first, its difference positive
-                a, b = b, a
-                r = r.rename({"a_value": "b_value", "b_value": "a_value"})
-                r["difference"], r["difference_lo"], r["difference_hi"] = \
-                    -r["difference"], -r["difference_hi"], -r["difference_lo"]
-            lines += fit(f"  answers, item by item: {labels[a]} {fmt(r['a_value'], '.0%')} vs {labels[b]} "
-                         f"{fmt(r['b_value'], '.0%')} on the same {int(r['n'])} items: "
-                         f"{_points(r['difference'])} [{_points(r['difference_lo'])}, {_points(r['difference_hi'])}] pp"
-                         f", McNemar p = {fmt(r['p_value'], '.2g')}"
-                         + (f" ({relabel(str(r['rule']), labels)})" if isinstance(r["rule"], str) and r["rule"]
-                            else ""))
+            lines += fit(f"  answers, item by item: {glance.answers(graded.iloc[0], labels)}")
     if len(verdicts) > MAX_PAIRS:
         lines.append(f"  {len(verdicts) - MAX_PAIRS} more pairs: the report's \"On this host\" table")
     return lines
@@ -235,11 +131,11 @@ def _criterion(row: Mapping[str, Any], bounds: Mapping[str, tuple[float, float]]
     return f"{words} {fmt(float(value), spec)}{bracket(low, high, spec)} vs {row['threshold']} {row['status']}"
 
 
-def threshold_lines(summary: pd.DataFrame, rows: Sequence[Row], own: Mapping[str, Mapping[str, Any]],
+def threshold_lines(summary: pd.DataFrame, figures: pd.DataFrame, own: Mapping[str, Mapping[str, Any]],
                     labels: Mapping[str, str]) -> list[str]:
     """Each deployment whose params set thresholds: its verdict (analysis.decisions) and every threshold with the
     value's interval; the verdict words explained on the line above them."""
-    by_label = {r.label: r for r in rows}
+    by_name = figures.set_index("deployment")
     lines = []
     for name, label in labels.items():
         limits = own.get(name)
@@ -252,8 +148,8 @@ def threshold_lines(summary: pd.DataFrame, rows: Sequence[Row], own: Mapping[str
         used = ThresholdParams(**limits)
         verdict = decisions.decide(candidate, used).iloc[0]["verdict"]
         judged = decisions.evaluate_thresholds(candidate, used)
-        row = by_label[label]
-        bounds = {"decode_tps": row.decode[1:], "ttft_ms": row.ttft_ms[1:]}
+        bounds = {column: (by_name.at[name, f"{column}_lo"], by_name.at[name, f"{column}_hi"])
+                  for column in ("decode_tps", "ttft_ms")}
         lines += fit(f"  {label}: {verdict} — " + " · ".join(_criterion(r, bounds) for r in judged.to_dict("records")))
     if lines:
         lines = fit(f"thresholds of each one's params ({VERDICT_KEY}):") + lines
@@ -295,10 +191,10 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
     notes = [f"{labels[name]}: {note} (run.graded_items)" for name, note in (graded_notes or {}).items()
              if note and name in labels]
     write_task_table(summary, labels, table_file, ["graded sets, part of their pools:", *notes] if notes else [])
-    rows = deployment_rows(summary, requests, labels)
+    figures = deployment_figures(summary, requests)
     lines = ["", *fit(f"per task: {shown(str(table_file))} ({summary['task'].nunique()} tasks, failures and notes)"),
              ""]
-    lines += table_lines(rows)
+    lines += table_lines(figures, labels)
     texts = set((graded_notes or {}).get(name, "") for name in labels) - {""}
     if len(texts) == 1 and len(notes) == len(labels) > 1:
         lines += fit(f"graded accuracy: {texts.pop()} each (run.graded_items): a demo's verdict, not a model's score")
@@ -310,5 +206,5 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
             f"{labels[name]}: {', '.join(group['task'].astype(str))}" for name, group in invalid.groupby("model", sort=False)))
     plans = quality_looks.compare_plans(suite_dirs, deployment_name)
     lines += verdict_lines(requests, plans, labels)
-    lines += threshold_lines(summary, rows, own_thresholds(suite_dirs), labels)
+    lines += threshold_lines(summary, figures, own_thresholds(suite_dirs), labels)
     return lines
