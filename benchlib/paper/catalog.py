@@ -17,6 +17,7 @@ import pandas as pd
 
 from benchlib.paper.audio_table import audio_transcription_table
 from benchlib.paper.figures import fig_energy, fig_latency, fig_load, fig_runs_vs_published, fig_throughput
+from benchlib.paper.first_screen import deployments_table, regimes_table
 from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
@@ -79,6 +80,10 @@ class Inputs:
         return frontier_tables(self.systems, self.settings.regime_objects(), self.ref)
 
     @cached_property
+    def decisions(self) -> Table:
+        return decisions_table(self.ref, self.runs, self.settings.thresholds)
+
+    @cached_property
     def ladder(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return ladder_points_and_laws(self.ref, self.runs)
 
@@ -114,6 +119,8 @@ class Section:
 LONG_TABLE = "published_and_runs_long"  # every published row plus ours, tidy, with a source column
 
 PAPER_TABLES: tuple[PaperTable, ...] = (
+    PaperTable("deployments", lambda i: deployments_table(i.runs, i.decisions), optional=True),
+    PaperTable("regimes", lambda i: regimes_table(i.frontier[0], i.settings.regime_objects(), i.runs.labels)),
     PaperTable("on_this_host", lambda i: host_table(i.runs, i.systems), optional=True),
     PaperTable("quality_plan", lambda i: quality_plan_table(i.runs), optional=True),
     PaperTable("runs", lambda i: runs_table(i.runs)),
@@ -132,7 +139,7 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("capability_context", lambda i: capability_table(i.ref, i.runs, i.long)),
     PaperTable("audio_transcription", lambda i: audio_transcription_table(i.ref, i.runs)),
     PaperTable("roofline", lambda i: roofline_table(roofline_points(i.ref, i.runs, i.systems))),
-    PaperTable("decisions", lambda i: decisions_table(i.ref, i.runs, i.settings.thresholds)),
+    PaperTable("decisions", lambda i: i.decisions),
     PaperTable("seed_arithmetic", lambda i: seed_arithmetic_table(i.ref)),
     PaperTable("bandwidth_law", lambda i: bandwidth_law_table(i.ref)),
     PaperTable("prefill_ttft", lambda i: prefill_ttft_table(i.ref)),
@@ -188,9 +195,12 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
                 optional=True),
 )
 
+# The report's first screen, after the verdict sentence (assembly.report_markdown): the figure, then the tables
+GLANCE = Section("At a glance", ("deployments", "regimes"), ("on_this_host",))
+
 SECTIONS: tuple[Section, ...] = (
-    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan"),
-            ("on_this_host",)),
+    GLANCE,
+    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan")),
     Section("Runs", ("runs",)),
     Section("1. Experimental setup (000 §2)", ("setup",)),
     Section("2. Hardware platforms (000 §3)", ("platform",)),

@@ -38,6 +38,14 @@ tr:nth-child(even) td { background: #fafafb; }
 nav.contents { font-size: .9rem; columns: 2; margin: .5rem 0 1rem; }
 nav.contents a { color: #0b5cad; }
 a { color: #0b5cad; }
+h1 + .verdict { margin-top: .2rem; }
+.verdict { font-size: 1.2rem; font-weight: 600; line-height: 1.35; margin: .4rem 0 .6rem; padding: .5rem .9rem;
+           background: #f6f9fc; border-left: 4px solid #0b5cad; }
+.glance img { max-height: 300px; width: auto; margin: .2rem 0; }
+.glance h3 { margin: .8rem 0 .3rem; }
+.glance table { font-size: .85rem; }
+.glance .table-scroll { margin: .2rem 0; }
+small { color: #555; font-size: .78rem; }
 """
 
 _MARKDOWN = mistune.create_markdown(escape=False, plugins=["table"])

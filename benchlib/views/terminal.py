@@ -109,8 +109,7 @@ def verdict_lines(requests: pd.DataFrame, plans: pd.DataFrame, labels: Mapping[s
 
 # ---- the thresholds -------------------------------------------------------------------------------------------
 CRITERION_WORDS = {"tok/s": "decode", "entities": "entity recall"}  # decisions' labels as a sentence says them
-VERDICT_KEY = (f"{decisions.SWAP}: all pass, {decisions.VERIFY}: none fails but some unmeasured or undecided, "
-               f"{decisions.WAIT}: one fails")
+VERDICT_KEY = ", ".join(f"{word}: {meaning}" for word, meaning in glance.VERDICT_MEANING.items())
 SPECS = {"tok/s": ".1f", "ms": ".0f", "GB": ".1f"}  # a threshold's value written as the table writes it
 
 
