@@ -260,7 +260,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for root in (args.a, args.b):
             if store.is_url(root):
                 store.check_url(root)
-        table = comparison.compare(comparison.read_root(args.a), comparison.read_root(args.b), thresholds)
+        sent_a, sent_b = comparison.read_sent(args.a), comparison.read_sent(args.b)
+        sent_b = comparison.same(sent_b, comparison.parse_same(args.same, sent_a, sent_b))
+        table = comparison.compare(comparison.measured(sent_a), comparison.measured(sent_b), thresholds)
+        table = comparison.with_requests(table, sent_a, sent_b)
     except (comparison.CompareError, store.StoreError) as exc:
         return _fail(str(exc))
     shown_a, shown_b = (redact_url(r) if store.is_url(r) else r for r in (args.a, args.b))
@@ -268,8 +271,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "compare.md", comparison.to_markdown(table, shown_a, shown_b))
     write_atomic(out / "compare.html", comparison.to_html(table, shown_a, shown_b))
-    print(comparison.to_markdown(table, shown_a, shown_b))
-    print(f"written: {_display(str(out / 'compare.md'))}, {_display(str(out / 'compare.html'))}")
+    _say(comparison.headline(table))
+    for r in table[comparison.matched(table)].itertuples():  # the changes that go one way, one line each
+        if comparison.tone(r.verdict):
+            _say(f"  {comparison.change_line(r)}")
+    _say(f"written: {_display(str(out / 'compare.md'))} (the whole table), {_display(str(out / 'compare.html'))}")
     regressed = table[table["regression"]]
     for r in regressed.itertuples():
         print(f"regression: {r.deployment} @ {r.host} · {r.suite} · {r.metric} {r.change:+.1f}{r.unit} "
@@ -515,6 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--fail-on", action="append", metavar="METRIC=PCT",
                       help="exit 1 when METRIC (decode_tps, ttft_s, e2e_s, accuracy) regressed beyond the noise by "
                            "more than PCT percent (percentage points for accuracy); repeatable")
+    cmp_.add_argument("--same", action="append", metavar="A_NAME=B_NAME",
+                      help="the same deployment under two names (a model folder, or host/folder): compared as one, "
+                           "e.g. a model behind your own server in A and in the default study in B; repeatable")
     cmp_.add_argument("--out", default="outputs/compare", help="where compare.md and compare.html go")
     cmp_.set_defaults(func=cmd_compare)
     lad = sub.add_parser("ladder", help="quantization ladder of the embedded model: each rung run as a deployment, "
