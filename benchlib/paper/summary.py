@@ -127,7 +127,7 @@ def verdict_summary(tables: Mapping[str, Table], regimes: Mapping[str, frontier.
     for block in blocks:  # each deployment by its short label: the deployments table's key says the full name once
         block.sentences = [Sentence(glance.relabel(s.text, short), s.rests_on) for s in block.sentences]
     return Summary("Summary: which deployment for what, and how sure", blocks, labels,
-                   _verdict(tables, ours, short))
+                   _verdict(tables, ours, list(failed["system"]), short))
 
 
 def short_names(tables: Mapping[str, Table]) -> dict[str, str]:
@@ -136,17 +136,21 @@ def short_names(tables: Mapping[str, Table]) -> dict[str, str]:
     return dict(zip(found["deployment"], found["label"])) if len(found) else {}
 
 
-def _verdict(tables: Mapping[str, Table], ours: Sequence[str], short: Mapping[str, str]) -> str:
+def _verdict(tables: Mapping[str, Table], ours: Sequence[str], unranked: Sequence[str],
+             short: Mapping[str, str]) -> str:
     """The verdict in one sentence: between our deployments on this host (views.glance, analysis.host's words), or
-    what there is to say without a pair."""
+    what there is to say without a pair (those not ranked, analysis.failures.not_ranked, named)."""
+    left = "; not ranked: " + ", ".join(short.get(n, n) for n in unranked) + " (its graded answers failed)" \
+        if unranked else ""
     if "on_this_host" in tables and len(tables["on_this_host"].data):
-        return glance.verdict_sentence(tables["on_this_host"].data, short)
-    if len(ours) == 1:
-        return (f"One deployment of ours, {short.get(ours[0], ours[0])}: nothing on this host to compare it with; "
-                "the table and the regimes below say how it stands.")
+        return glance.verdict_sentence(tables["on_this_host"].data, short).removesuffix(".") + left + "."
+    ranked = [name for name in ours if name not in unranked]
+    if len(ranked) == 1:
+        return (f"One deployment of ours ranked, {short.get(ranked[0], ranked[0])}: nothing on this host to compare "
+                f"it with{left}; the table and the regimes below say how it stands.")
     if not ours:
         return "No deployment of ours yet (`make run` measures one): the regimes below are the published systems'."
-    return ""
+    return f"None of our deployments is ranked{left}." if unranked else ""
 
 
 HOST = (("table", "on_this_host"), ("figure", "on_this_host"))
