@@ -16,6 +16,7 @@ from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTE
 
 FAST = SYN_SYSTEM
 SLOW = f"{SYN_MODEL} · {SYN_SERVER} · slow · {SYN_HOST}"
+FAST_LABEL, SLOW_LABEL = SYN_MODEL, f"{SYN_MODEL} · slow"  # the summary's names: the deployments table keys them
 RIGHT, ITEMS = 18, 30  # the fast one gets 18 of 30 graded items right, the slow one none: 18 vs 0 discordant
 WEAK = 6  # the undecided study: 6 vs 0 discordant, p = 0.031 — a fixed-sample "beats" at 5 %, not at alpha 0.01
 
@@ -56,20 +57,20 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     first = assembled.summary.blocks[0]
     assert first.heading == "On this host" and len(first.sentences) <= 10
     ranking, pair, smoke, plan = (s.text for s in first.sentences)
-    assert ranking.endswith(f": 1. **{FAST}** (2), 2. **{SLOW}** (0).")
+    assert ranking.endswith(f": 1. **{FAST_LABEL}** (2), 2. **{SLOW_LABEL}** (0).")
     p = paired.mcnemar_exact(RIGHT, 0)
-    assert pair.startswith(f"**{FAST}** against **{SLOW}**: decode speed 31.0 [")
-    assert "tok/s (" + FAST + " better)" in pair
+    assert pair.startswith(f"**{FAST_LABEL}** against **{SLOW_LABEL}**: decode speed 31.0 [")
+    assert "tok/s (" + FAST_LABEL + " better)" in pair
     assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
-            and f"p = {fmt(p, '.2g')} ({FAST} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
+            and f"p = {fmt(p, '.2g')} ({FAST_LABEL} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
                 "items, 18 (" in pair)
     assert "energy not compared (no energy reading on this host)" in pair
-    assert pair.endswith(f"— **{FAST}** dominates **{SLOW}** (faster decode, better answers; tied on time to first "
+    assert pair.endswith(f"— **{FAST_LABEL}** dominates **{SLOW_LABEL}** (faster decode, better answers; tied on time to first "
                          "token).")
     assert smoke.startswith("Beside the verdict, not part of it — the seeds' smoke tasks: "
-                            f"{FAST} 100% vs {SLOW} 75% on 8 items (tie)")
-    assert plan == (f"Graded items: **{FAST}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
-                    f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW}** 30 sent, 30 "
+                            f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items (tie)")
+    assert plan == (f"Graded items: **{FAST_LABEL}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
+                    f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW_LABEL}** 30 sent, 30 "
                     f"answered, 30 scored (fixed size).")
 
 
@@ -147,6 +148,6 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_anywhere(undecided):
 def test_ineligibility_in_words(built):
     _, assembled = built
     text = assembled.summary.markdown()
-    assert (f"**{SLOW}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
+    assert (f"**{SLOW_LABEL}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
             "regime asks") in text
     assert "< floor" not in text and "accuracy_workstation 0%" not in text
