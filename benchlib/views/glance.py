@@ -13,9 +13,9 @@ from benchlib.analysis import decisions, host
 from benchlib.config.formatting import MISSING, bracket, fmt, is_missing
 
 # what each of analysis.decisions' verdicts means, said wherever one is shown
-VERDICT_MEANING = {decisions.SWAP: "every threshold passes",
-                   decisions.VERIFY: "none fails, some not measured or undecided",
-                   decisions.WAIT: "at least one threshold fails"}
+VERDICT_MEANING = {decisions.SWAP: "all thresholds pass",
+                   decisions.VERIFY: "none fails, some unmeasured or undecided",
+                   decisions.WAIT: "a threshold fails"}
 DECODE, TTFT, GRADED, FAILED, ENERGY = ("decode tok/s [95% CI]", "TTFT ms [95% CI]", "graded accuracy [95% CI]",
                                         "failed", "energy tok/J")
 

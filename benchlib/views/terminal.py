@@ -109,7 +109,7 @@ def verdict_lines(requests: pd.DataFrame, plans: pd.DataFrame, labels: Mapping[s
 
 # ---- the thresholds -------------------------------------------------------------------------------------------
 CRITERION_WORDS = {"tok/s": "decode", "entities": "entity recall"}  # decisions' labels as a sentence says them
-VERDICT_KEY = ", ".join(f"{word}: {meaning}" for word, meaning in glance.VERDICT_MEANING.items())
+VERDICT_KEY = " · ".join(f"{word}: {meaning}" for word, meaning in glance.VERDICT_MEANING.items())
 SPECS = {"tok/s": ".1f", "ms": ".0f", "GB": ".1f"}  # a threshold's value written as the table writes it
 
 
@@ -151,7 +151,7 @@ def threshold_lines(summary: pd.DataFrame, figures: pd.DataFrame, own: Mapping[s
                   for column in ("decode_tps", "ttft_ms")}
         lines += fit(f"  {label}: {verdict} — " + " · ".join(_criterion(r, bounds) for r in judged.to_dict("records")))
     if lines:
-        lines = fit(f"thresholds of each one's params ({VERDICT_KEY}):") + lines
+        lines = ["thresholds, from each deployment's params:", *fit(f"  ({VERDICT_KEY})")] + lines
     return lines
 
 
