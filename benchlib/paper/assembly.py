@@ -17,7 +17,7 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from benchlib.paper.catalog import (FIGURES, GLANCE, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, SUMMARY,
                                     TABLES, Inputs, Section)
 from benchlib.paper.format import Table
-from benchlib.paper.report_html import report_html
+from benchlib.paper.report_html import GLANCE_END, report_html
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs
 from benchlib.paper.settings import NO_RUNS, Settings, seed_prefix, shown_path
 from benchlib.paper.summary import Summary, anchor
@@ -203,7 +203,7 @@ def _first_screen(tables: Mapping[str, Table], figures: Mapping[str, Any], summa
         if name != "deployments":  # the verdict and the figure above say what the first table is
             lines += [f"### {table.title}", ""]
         lines += [table.markdown(), "", f"<small>{table.caption} ([CSV](tables/{name}.csv))</small>", ""]
-    return lines + ["</div>", ""]
+    return lines + [GLANCE_END, ""]
 
 
 @dataclass

@@ -23,6 +23,7 @@ from benchlib.analysis.weights import read_gguf
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper import summary as summary_text
+from benchlib.paper.report_html import GLANCE_END, OPEN_ROWS, report_html
 from benchlib.paper import systems
 from benchlib.suites.study import deployment_label, recorded_deployment_name
 from benchlib.views import explorer as explore
@@ -117,7 +118,7 @@ def test_the_summary_says_which_local_deployment_wins_how_sure_and_why_not(two):
     assert regimes.loc["serving", "on its frontier"] == "none: no system is eligible"
     # per deployment: its thresholds PASS/FAIL, and where it sits under its roofline
     each = _section(report, "### Each of our deployments")
-    assert (f"**{SLOW_LABEL}**: WAIT (at least one threshold fails) under the heros_swap thresholds (its params set "
+    assert (f"**{SLOW_LABEL}**: WAIT (a threshold fails) under the heros_swap thresholds (its params set "
             "none) — tok/s 15.5 vs ≥40 tok/s: FAIL; memory 1.5 vs ≤25 GB: PASS") in each
     assert f"**{FAST_LABEL}** decodes 25.5 tok/s (its speed tasks' average); no bandwidth ceiling: bandwidth unknown" \
         in each
@@ -238,6 +239,19 @@ def test_the_first_screen_shows_the_verdict_the_figure_and_the_table(two, tmp_pa
     assert [row.split("\t")[0] for row in rows[1:]] == [FAST_LABEL, SLOW_LABEL]
     assert all("[" in cell for row in rows[1:] for cell in row.split("\t")[1:3])  # each figure with its interval
     assert (tmp_path / "first-screen.png").stat().st_size > 10_000
+
+
+def test_a_long_table_is_folded_under_its_title_but_never_on_the_first_screen(tmp_path):
+    def table(rows: int) -> str:
+        return "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | x |" for i in range(rows))
+    markdown = (f'# Report\n\n<div class="glance">\n\n{table(20)}\n\n{GLANCE_END}\n\n## Section\n\n### Long\n\n'
+                f"{table(20)}\n\n### Short\n\n{table(OPEN_ROWS)}\n")
+    page = report_html(markdown, tmp_path)
+    first, rest = page.split(GLANCE_END)
+    assert "<details" not in first and first.count("<tr>") == 21  # the first screen's table stays open
+    assert rest.count('<details class="long"><summary>20 rows</summary>') == 1
+    assert rest.index("Long</h3>") < rest.index("<details") < rest.index("Short</h3>")  # its title above it
+    assert rest.split("Short</h3>")[1].count("<details") == 0
 
 
 def test_the_browser_check_catches_a_page_that_is_not_self_contained(tmp_path):
