@@ -297,7 +297,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
             except store.StoreError as exc:
                 return _fail(str(exc))
     shown = ", ".join(redact_url(r) if store.is_url(r) else r for r in roots)
-    print(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/", flush=True)
+    _say(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/")
     try:
         execute_notebook(notebook, output, {"outputs_dir": roots[0], "more_roots": roots[1:]},
                          progress=not args.quiet)
@@ -306,12 +306,14 @@ def cmd_paper(args: argparse.Namespace) -> int:
         return 1
     if getattr(args, "brief", False):  # after a run or study: its closing summary says where the report is
         return 0
-    summary = PAPER_OUT_DIR / "summary.txt"  # the verdict first (benchlib.paper.summary), as the report opens
-    if summary.is_file():
-        print("\n" + summary.read_text(encoding="utf-8").rstrip() + "\n")
-    print(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
-    print(f"  report: {_display(str(PAPER_OUT_DIR / 'report.md'))} · "
-          f"{_display(str(PAPER_OUT_DIR / 'report.html'))} (one self-contained page: open it in a browser)")
+    summary = PAPER_OUT_DIR / "summary.txt"
+    if summary.is_file():  # its title, then the verdict in one sentence (paper.summary.Summary.text), as the report
+        print()
+        for paragraph in summary.read_text(encoding="utf-8").split("\n\n")[:2]:
+            _say(paragraph.strip())
+        print()
+    _say(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
+    _say(report_line())
     return 0
 
 

@@ -5,6 +5,7 @@ place of a paragraph per regime telling a deployment it is not eligible."""
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 import pandas as pd
@@ -49,10 +50,14 @@ def deployments_table(runs: Runs, judged: Table | None) -> Table | None:
                  "the swap decisions table).")
 
 
+FLOOR = re.compile(r"(\S+) < floor (\S+)")
+
+
 def _parts(reason: str) -> list[str]:
     """A frontier row's reason ('not eligible: no tps_per_w, peak_temp_c; accuracy_edge 0% < floor 50%') as its
-    clauses in words."""
-    return [in_words(part.strip()) for part in str(reason).removeprefix("not eligible: ").split(";") if part.strip()]
+    clauses in words ('no tokens/s per watt or peak temperature measured', 'accuracy 0%, below the 50% floor')."""
+    return [in_words(FLOOR.sub(r"\1, below the \2 floor", part.strip()))
+            for part in str(reason).removeprefix("not eligible: ").split(";") if part.strip()]
 
 
 def _ours(rows: pd.DataFrame, labels: Mapping[str, str]) -> str:

@@ -151,3 +151,7 @@ def test_ineligibility_in_words(built):
     assert (f"**{SLOW_LABEL}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
             "regime asks") in text
     assert "< floor" not in text and "accuracy_workstation 0%" not in text
+    # the regimes table says it in a few words, what both share once
+    regimes = assembled.tables["regimes"].data.set_index("regime_key")
+    assert regimes.loc["edge", "ours"] == ("not eligible (both): no tokens/s per watt or peak temperature measured; "
+                                           f"{SLOW_LABEL} also accuracy 0%, below the 50% floor")

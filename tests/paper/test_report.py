@@ -133,16 +133,18 @@ def test_without_runs_the_summary_says_so_and_judges_the_published(tmp_path):
 
 
 def test_frontier_bench_paper_ends_with_the_summary_and_the_pages_it_wrote(two, tmp_path, monkeypatch, capsys):
-    """What `frontier-bench paper` (and run, study after their suites) prints once the notebook has written the
-    paper: the summary, then where report.md and report.html are. The notebook itself runs in test_assembly."""
+    """What `frontier-bench paper` prints once the notebook has written the paper: the summary's title and verdict,
+    then where the report is (run and study end on their own summary instead). The notebook runs in test_assembly."""
     out = tmp_path / "out"
     monkeypatch.setattr(cli, "PAPER_OUT_DIR", out)
     monkeypatch.setattr(cli, "execute_notebook", lambda *args, **kwargs: shutil.copytree(two.settings.out_dir, out))
     assert cli.cmd_paper(argparse.Namespace(quiet=True, roots=[str(tmp_path)])) == 0
     printed = capsys.readouterr().out
-    assert printed.index("SUMMARY: WHICH DEPLOYMENT FOR WHAT, AND HOW SURE") < printed.index("✓ paper written")
-    assert f"  • Of ours, {FAST_LABEL} wins: avg_decode_tps ↑ 25.5" in printed
-    assert "report.html (one self-contained page: open it in a browser)" in printed and str(out) in printed
+    assert printed.index("SUMMARY: WHICH DEPLOYMENT FOR WHAT, AND HOW SURE") < printed.index(two.summary.verdict) \
+        < printed.index("✓ paper written")
+    assert "•" not in printed  # the sentences behind the verdict are in the report and summary.txt
+    assert f"report: {out / 'report.html'} (open it in a browser" in printed
+    assert all(len(line) <= 120 for line in printed.splitlines())
 
 
 # ------------------------------------------------------------------------------------------------ report.html
