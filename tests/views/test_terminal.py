@@ -144,3 +144,34 @@ def test_a_long_line_wraps_under_its_head():
     rows = terminal.fit(long)
     assert len(rows) > 1 and all(len(r) <= terminal.WIDTH for r in rows) and rows[1].startswith("    word")
     assert " ".join(r.strip() for r in rows) == long
+
+
+def test_a_plain_run_names_its_deployment_once_and_ends_on_one_screen(tmp_path, monkeypatch, capsys):
+    """`frontier-bench run PARAMS`: the same closing summary for one deployment (no pair, so no verdict line), the
+    per-task table beside the deployment's suite folders."""
+    monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(deployment(SMOL)), encoding="utf-8")
+    write_synthetic_run(tmp_path / "synthetic", with_media=False)
+    write_graded(tmp_path / "synthetic", [True] * 10 + [False] * 2)
+
+    def run_notebooks(params, params_path, notebooks, fresh, progress=True):
+        dirs = []
+        for suite in notebooks:
+            folder = params.suite_dir(suite)
+            shutil.copytree(tmp_path / "synthetic" / SYN_HOST / SYN_MODEL / suite, folder)
+            manifest = json.loads((folder / "manifest.json").read_text())
+            (folder / "manifest.json").write_text(json.dumps({**manifest,
+                                                              "params": json.loads(params.model_dump_json())}))
+            dirs.append(folder)
+        return {}, dirs
+
+    monkeypatch.setattr(cli, "run_notebooks", run_notebooks)
+    assert cli.main(["run", str(path), "--only", "text,quality", "--no-paper", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(names(SMOL)) == 1 and f"  smollm2-135m  = {names(SMOL)}" in out
+    closing = out[out.index("per task: "):].splitlines()
+    assert len(closing) <= 35 and all(len(line) <= terminal.WIDTH for line in out.splitlines())
+    assert next(line for line in closing if line.startswith("smollm2-135m ")).split()[1] == "31.0"
+    assert not any(line.startswith("verdict") for line in closing)  # one deployment: nothing to compare it with
+    assert (tmp_path / "outputs" / "local-cpu" / "smollm2-135m-instruct-q4_1_demo" / terminal.TASK_TABLE).is_file()
