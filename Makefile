@@ -234,11 +234,16 @@ $(VENV)/.installed-fleet: $(FLEET_LOCK) | $(VENV)/.installed-run
 	@$(call logged,Installing the fleet extra (ray) from $(FLEET_LOCK),$(PIP_INSTALL) --no-deps --require-hashes -r $(FLEET_LOCK))
 	@touch $@
 
+# Then each node: `frontier-bench fleet-node` binds Ray to the address named (loopback or a private interface), pins
+# its ports and turns Ray's token authentication on (benchlib/suites/fleet.py, docs/fleet.md: what to firewall).
 fleet: $(VENV)/.installed-fleet
+	@echo "Start each node with: $(VENV)/bin/frontier-bench fleet-node (--head | --join HEAD:6379) --bind <this machine's private address> --host <name> --start"
+	@echo "It binds Ray to that address only, pins its ports and turns on Ray's token authentication; firewall them as docs/fleet.md says."
 
 # A fleet on this machine: a local 3-node Ray cluster (each node a host, host:box1 … box3) in a network namespace
 # with only loopback (unshare -n: root), the fake server, a file:// store; `frontier-bench study … --ray` end to end,
 # the paper from the store, then the same study host after host and both wall times (tools/fleet_cluster.py).
+# The namespace is what keeps it closed: its only interface is loopback, so no other machine reaches a Ray port.
 FLEET_OUT ?= outputs/fleet-demo
 fleet-demo: $(VENV)/.installed-fleet
 	rm -rf $(FLEET_OUT) && unshare -n sh -c 'ip link set lo up && exec $(PY) -m tools.fleet_cluster demo $(FLEET_OUT)'
@@ -271,7 +276,18 @@ $(VENV)/.node-exporter: | $(PY)
 	  { $(SUDO) systemctl disable --now prometheus-node-exporter; } >/dev/null 2>&1 || true; }
 	@touch $@
 
-test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter
+# The IPMI BMC simulator tests/measure/test_bmc_emulators.py starts (telemetry.bmc.protocol ipmi): OpenIPMI's ipmi_sim,
+# from Debian's openipmi, and libopenipmi-dev's headers, against which the tests compile the DCMI module ipmi_sim
+# loads (tests/measure/ipmi_sim_dcmi.c). The tests start their own on a free loopback port; no init script is used.
+$(VENV)/.openipmi: | $(PY)
+	@{ command -v ipmi_sim && [ -e /usr/include/OpenIPMI/mcserv.h ]; } >/dev/null 2>&1 || { \
+	  echo "Installing openipmi and libopenipmi-dev (apt) for ipmi_sim…"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	  --no-install-recommends openipmi libopenipmi-dev >/dev/null; \
+	  { $(SUDO) systemctl disable --now openipmi; } >/dev/null 2>&1 || true; }
+	@touch $@
+
+test: $(VENV)/.installed-test $(VENV)/.chromium $(VENV)/.node-exporter $(VENV)/.openipmi
 	$(PY) -m pytest -q -ra $(ARGS)
 
 paper: $(VENV)/.installed-run

@@ -24,23 +24,25 @@ from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
 from benchlib.analysis import paired
+from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.identity import key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
-from benchlib.paper.runs import reduced_note
+from benchlib.paper.runs import load_runs, reduced_note
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
 from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
+from benchlib.published import hardware
 from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
 from benchlib.suites.run_folder import RunConflict, results_root
-from benchlib.views import terminal
+from benchlib.views import planner, terminal
 
 
 def _say(text: str) -> None:
@@ -253,6 +255,41 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0 if any_ok and not failed else 1
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Predict every candidate on a host, ranked for a regime (benchlib.views.planner); --measure K runs the top K."""
+    workload = Workload(context_tokens=args.context, concurrency=args.concurrency, prompt_tokens=args.prompt)
+    try:
+        if args.seeds:
+            print("\n".join(planner.seed_lines()))
+            return 0
+        name = args.host or load_params(planner.LADDER_PARAMS).host.name
+        host = hardware.named_host(args.host) if args.host else planner.this_host(name)
+        entries = planner.candidates_from(args.candidates) if args.candidates else \
+            planner.default_candidates(name)
+        made = planner.make_plan(host, entries, workload, args.regime, load_runs())
+    except (planner.PlanError, hardware.HardwareError, ParamsError, ValueError) as exc:
+        return _fail(str(exc).strip("'\""))
+    print("\n".join(planner.table_lines(made)))
+    if not args.no_save:
+        path = planner.save(made)
+        print(planner.saved_line(path, made.id, _display(str(path))))
+    if not args.measure:
+        return 0
+    if args.host or args.no_save:
+        return _fail("--measure runs candidates on this machine and keeps them beside a saved plan: drop --host "
+                     "and --no-save")
+    try:
+        measured = planner.measure_top(made, args.measure, _suite_runner(args.quiet),
+                                         progress=lambda line: print(line, flush=True))
+    except planner.PlanError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    print("\npredicted (before measuring, own runs left out) vs measured, text suite on this host:")
+    print("\n".join(planner.measured_lines(measured)))
+    return 0 if all(m["n"] for m in measured) else 1
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Study A against study B (benchlib.analysis.compare): the change table, written as Markdown and HTML; exit 1
     when a --fail-on metric regressed beyond the noise by more than its threshold."""
@@ -421,7 +458,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     if done.already:
         print(f"already imported (same files, run {done.run_id}): {_display(str(done.out_dir))}")
         return 0
-    rows = f"{len(run.records)} request rows" if run.records else "the tool's aggregates only (no request rows)"
+    rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
     print(f"imported {rows} measured by {what} → {_display(str(done.out_dir))}/")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
@@ -435,6 +472,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     except (llmd_report.ExportError, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0])
     print(f"written: {_display(str(target))} (llm-d Benchmark Report v0.2, validated against its schema)")
+    return 0
+
+
+def cmd_fleet_node(args: argparse.Namespace) -> int:
+    """A fleet node's `ray start` (benchlib.suites.fleet.node_command): printed with the caller's line, or run."""
+    try:
+        argv = fleet.node_command(args.bind, head=args.head, join=args.join or "", host=args.host or "",
+                                  client_only=args.client_only, port=args.port,
+                                  ray=str(Path(sys.executable).with_name("ray")))
+        if args.start:
+            return fleet.start_node(argv, head=args.head)
+    except fleet.FleetError as exc:
+        return _fail(str(exc))
+    print(fleet.shown(argv))
+    head = args.join or f"{args.bind}:{args.port}"
+    print(f"# then, where you type: {fleet.shown(['.venv/bin/frontier-bench', 'study', 'FILE', '--ray', head])}")
     return 0
 
 
@@ -535,6 +588,22 @@ def build_parser() -> argparse.ArgumentParser:
     lad.add_argument("--types", help=f"comma-separated rungs (default: {','.join(ladder.DEFAULT_TYPES)})")
     _run_options(lad)
     lad.set_defaults(func=cmd_ladder)
+    pln = sub.add_parser("plan", help="what should run here: every candidate's fit, decode, prefill, TTFT and energy "
+                                       "predicted with intervals, ranked for a regime; --measure K checks the top K")
+    pln.add_argument("candidates", nargs="*", help="GGUF files, config.json files or catalog .yaml files (default: "
+                                                   "the ladder's rungs and the default study's models)")
+    pln.add_argument("--host", help="a host of paper/reference/hardware.csv instead of this machine (rtx3090, gb10, …)")
+    pln.add_argument("--regime", default="workstation", choices=PLAN_REGIMES)
+    pln.add_argument("--context", type=int, default=2048, help="context tokens per stream the server allocates")
+    pln.add_argument("--concurrency", type=int, default=1, help="concurrent streams (fit and serving regime)")
+    pln.add_argument("--prompt", type=int, default=512, help="prompt tokens of the predicted TTFT")
+    pln.add_argument("--measure", type=int, default=0, metavar="K", help="run the top K here (text suite) and print "
+                                                                          "predicted vs measured")
+    pln.add_argument("--seeds", action="store_true", help="the seeds' check: Gemma 4 E2B BF16 on the RTX 3090 and "
+                                                          "Qwen3.5-4B on GB10 predicted beside the paper's tok/s")
+    pln.add_argument("--no-save", action="store_true", help="do not append the plan to outputs/<host>/plan.json")
+    pln.add_argument("--quiet", action="store_true", help="no progress bars while measuring")
+    pln.set_defaults(func=cmd_plan)
     paper = sub.add_parser("paper", help="regenerate paper/out/ from outputs/ (or given roots) and the reference data")
     paper.add_argument("roots", nargs="*", help="results roots: folders or store URLs (default: outputs/)")
     paper.add_argument("--quiet", action="store_true")
@@ -565,6 +634,18 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("run_folder", help="outputs/<host>/<model>/<suite>/")
     exp.add_argument("-o", "--output", help=f"where to write (default: <run folder>/{llmd_report.REPORT_NAME})")
     exp.set_defaults(func=cmd_export)
+    node = sub.add_parser("fleet-node", help="start (or print) a fleet node's `ray start`: bound to the address you "
+                          "name, ports pinned, Ray's token authentication on (docs/fleet.md)")
+    role = node.add_mutually_exclusive_group(required=True)
+    role.add_argument("--head", action="store_true", help="the cluster's head node")
+    role.add_argument("--join", metavar="HEAD:PORT", help="join the head at this address")
+    node.add_argument("--bind", default="127.0.0.1", help="this machine's address on the fleet's private network "
+                      "(default 127.0.0.1: one machine); a public or wildcard address is refused")
+    node.add_argument("--host", help="the fleet host this node is (it carries the resource host:<name>)")
+    node.add_argument("--client-only", action="store_true", help="a node that only sends load (sweep.nodes)")
+    node.add_argument("--port", type=int, default=fleet.HEAD_PORT, help="the head's GCS port")
+    node.add_argument("--start", action="store_true", help="run it (the head makes the token when there is none)")
+    node.set_defaults(func=cmd_fleet_node)
     agent = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
                            "serve them to a client elsewhere (telemetry.source: agent)")
     agent.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

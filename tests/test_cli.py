@@ -100,7 +100,9 @@ def fake_params(tmp_path, url, fake, **extra):
 def test_api_key_never_reaches_outputs_or_the_terminal(fake_server, tmp_path):
     """The key lives only in the environment; even a server echoing it back in an error is scrubbed."""
     outputs = tmp_path / "outputs"
-    path = fake_params(tmp_path, fake_server.url, {"fault": "http_401_echo", "fault_when": "Japan", "tokens": 4})
+    path = fake_params(tmp_path, fake_server.url, {"fault": "http_401_echo", "fault_when": "Japan", "tokens": 4},
+                       run={"warmups": 1, "repeats": 3, "max_tokens": 16, "timeout_s": 5,
+                            "max_error_rate": 0.5})  # the one echoed failure is the point here
     result = cli("run", str(path), "--only", "text", "--no-paper", "--quiet",
                  env={"FB_TEST_API_KEY": SECRET, "FRONTIER_BENCH_OUTPUTS": str(outputs)})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -115,16 +117,26 @@ def test_api_key_never_reaches_outputs_or_the_terminal(fake_server, tmp_path):
     assert "FB_TEST_API_KEY" in (outputs / "cli-host" / "fake-model" / "text" / "text.ipynb").read_text()
 
 
-def test_exit_code_is_nonzero_only_when_nothing_succeeded(fake_server, tmp_path, monkeypatch, capfd):
+def test_exit_code_is_nonzero_when_more_than_max_error_rate_failed(fake_server, tmp_path, monkeypatch, capfd):
+    """A suite whose failed share is above run.max_error_rate (default 20 %) ends the run with exit 1, the counts by
+    kind and the likely fix; at or under it, 0."""
     monkeypatch.setenv("FRONTIER_BENCH_OUTPUTS", str(tmp_path / "outputs"))
-    failing = fake_params(tmp_path, fake_server.url, {"fault": "http_500"})
+    failing = fake_params(tmp_path, fake_server.url, {"fault": "http_500"})  # stopped by the pre-flight
     result = cli_in_process(capfd, "run", str(failing), "--only", "text", "--no-paper", "--quiet")
     assert result.returncode == 1
-    assert "basic_qa" in result.stdout and "INVALID" in result.stdout
+    assert "pre-flight: a short chat request to" in result.stdout and "failed (http_500: fake 500" in result.stdout
     mixed = fake_params(tmp_path, fake_server.url, {"fault": "http_500", "fault_when": "Japan", "tokens": 4},
-                        host={"name": "cli-host-2"})
+                        host={"name": "cli-host-2"})  # 1 of 3 measured requests fails: 33 % > 20 %
     result = cli_in_process(capfd, "run", str(mixed), "--only", "text", "--no-paper", "--quiet")
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.returncode == 1
+    assert "1 of 3 requests failed (above run.max_error_rate 20%): http_500 1" in result.stdout
+    assert "likely fix: the server failed: its log says why" in result.stdout
+    assert "INVALID text · basic_qa: error rate 33% above 20%" in result.stdout
+    tolerant = fake_params(tmp_path, fake_server.url, {"fault": "http_500", "fault_when": "Japan", "tokens": 4},
+                           host={"name": "cli-host-3"},
+                           run={"warmups": 1, "repeats": 3, "max_tokens": 16, "timeout_s": 5, "max_error_rate": 0.5})
+    result = cli_in_process(capfd, "run", str(tolerant), "--only", "text", "--no-paper", "--quiet")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
 
 
 def test_explore_opens_a_working_copy_not_the_committed_notebook(tmp_path, monkeypatch):
@@ -236,4 +248,4 @@ def test_the_terminal_says_which_runs_sent_part_of_the_graded_pools(tmp_path):
         folder.mkdir(parents=True)
         (folder / "manifest.json").write_text(json.dumps({"params": params, "graded": plan}))
     lines = cli.reduced_lines([reduced, full, tmp_path / "missing"])
-    assert len(lines) == 1 and lines[0].endswith(": reduced demo: 33 of 964 items (run.graded_items)")
+    assert len(lines) == 1 and lines[0].endswith(": reduced: 33 of 964 items (run.graded_items)")

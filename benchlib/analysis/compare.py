@@ -1,22 +1,27 @@
 """Two studies compared: per deployment, suite and metric, the change from study A to study B with its 95 %
-interval and whether it is beyond the noise; a regression beyond a chosen threshold is what
+interval and the word it earns; a regression beyond a chosen threshold is what
 `frontier-bench compare A B --fail-on METRIC=PCT` exits non-zero for, so a lab can run it in CI.
 
-    CHANGE RULE  timing metrics (decode tok/s, TTFT, e2e): the relative change of the mean, B ÷ A − 1, with a
-                 95 % bootstrap percentile interval (each study's measured requests resampled on their own,
-                 2,000 resamples, fixed seed, so a rerun prints the same bounds); accuracy: the difference of
-                 shares B − A with Newcombe's hybrid score interval (from the two Wilson intervals).
-    NOISE RULE   a change is beyond the noise when its interval excludes 0; otherwise it reads "within noise".
-    REGRESSION   a change beyond the noise in the metric's bad direction (the metric registry's direction) by
-                 more than the threshold (percent for timing metrics, percentage points for accuracy).
+    CHANGE RULE  timing metrics (decode tok/s, TTFT, e2e): B against A in analysis.speed_verdicts' words — paired
+                 request by request where both studies measured the same requests (the request key: a rerun of the
+                 same params), the ratio B ÷ A − 1 with the paired sign-flip interval, tasks weighted equally;
+                 otherwise unpaired (Welch on log values, by task), and it says so. "faster" / "slower" (the
+                 interval excludes 0), "equivalent within ±m" (two one-sided tests, m = EQUIVALENCE_MARGIN),
+                 "mixed: …" (tasks decided each way), "undecided (…)" with the requests a decision would take.
+                 Accuracy: B − A on the items both answered, paired (Newcombe's interval for paired shares, exact
+                 McNemar test: analysis.paired), else the unpaired difference (Newcombe's hybrid score interval
+                 from the two Wilson intervals): "better" / "worse" / "undecided".
+    REGRESSION   "slower" or "worse" (the metric registry's direction says which way is bad) by more than the
+                 threshold at the interval's nearer end (percent for timing metrics, percentage points for
+                 accuracy).
 
 Measured requests are the non-warm-up ok rows of each suite's requests.csv under the root (a folder or a store
 URL), the same rows every summary uses; a deployment is the model folder (model[+variant]) on its host.
 
 A root that cannot be compared is one line naming the file and what is wrong, never a traceback or a wrong
 table: a requests.csv that is not a regular file (a FIFO, a device), whose header lacks request_key and status,
-or a measured value no request can have (not finite, below 0, or above the metric's CEILING: 10^6 tok/s
-decoding one stream, 10^6 s for a request that run.deadline_s ends within a day).
+or a measured value no request can have (benchlib.records.plausible, the one rule every reader of rows holds
+them to: not finite, below 0, or above 10^6 tok/s decoding one stream or 10^6 s for a request).
 """
 
 from __future__ import annotations
@@ -33,21 +38,22 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import stats
+from benchlib.analysis import paired, speed_verdicts, stats
 from benchlib.config import metrics
-from benchlib.records import store
+from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
+from benchlib.records import plausible, store
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests
 from benchlib.records.schema import flag, optional_flag
 
 # metric -> (requests.csv column, kind): "mean" metrics compare means; "share" compares passed ÷ scored.
 COMPARED = {"decode_tps": ("decode_tps", "mean"), "ttft_s": ("ttft_s", "mean"), "e2e_s": ("e2e_s", "mean"),
             "accuracy": ("passed", "share")}
-CEILING = {"decode_tps": 1e6, "ttft_s": 1e6, "e2e_s": 1e6}  # above these a value is no request's (docstring)
 REQUIRED = ("request_key", "status")
 HEADER_BYTES = 1 << 16  # requests.csv's header is ~1.5 kB; a first line longer than this is no header of it
 KEYS = ["host", "deployment", "suite"]
 COLUMNS = KEYS + ["metric", "n_a", "n_b", "a", "b", "change", "change_lo", "change_hi", "unit", "verdict",
-                  "regression"]
+                  "regression", "paired", "evidence"]
+BETTER, WORSE = "better", "worse"  # accuracy's words (speed: speed_verdicts.FASTER, SLOWER)
 
 
 class CompareError(ValueError):
@@ -105,42 +111,50 @@ def _measured(csv: Path) -> pd.DataFrame:
     rows = read_requests(csv)
     warmup = rows["is_warmup"].map(flag) if "is_warmup" in rows else False
     rows = rows[~warmup]
-    for metric, ceiling in CEILING.items():
-        column = COMPARED[metric][0]
-        if column not in rows:
-            continue
-        values = pd.to_numeric(measured(rows)[column], errors="coerce")
-        impossible = values.notna() & ~values.between(0, ceiling)  # NaN-free here: inf and −inf fail between
-        if impossible.any():
-            at = impossible.idxmax()
-            raise CompareError(f"{csv}: {column} {values[at]:g} (request {rows.at[at, 'request_key']}) is no "
-                               f"request's: a measured value is finite, >= 0 and at most {ceiling:g}")
+    plausible.check_rows(measured(rows), str(csv), CompareError)
     return rows
 
 
-def _mean_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """B ÷ A − 1 of the means with a bootstrap interval over independent resamples of each side."""
-    if len(a) < stats.MIN_BOOTSTRAP_N or len(b) < stats.MIN_BOOTSTRAP_N or a.mean() == 0:
-        return (b.mean() / a.mean() - 1 if len(a) and len(b) and a.mean() else math.nan), math.nan, math.nan
-    rng = np.random.default_rng(stats.SEED)
-    ratios = (rng.choice(b, (stats.RESAMPLES, len(b))).mean(axis=1)
-              / rng.choice(a, (stats.RESAMPLES, len(a))).mean(axis=1)) - 1
-    ratios = ratios[np.isfinite(ratios)]
-    if not len(ratios):
-        return float(b.mean() / a.mean() - 1), math.nan, math.nan
-    alpha = (1 - stats.CONFIDENCE) / 2
-    return float(b.mean() / a.mean() - 1), float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha))
+def _speed_change(a: pd.DataFrame, b: pd.DataFrame, column: str, margin: float) -> dict:
+    """B against A on a timing column (CHANGE RULE): change in % with its interval, the word and its evidence."""
+    def prompts(rows: pd.DataFrame, name: str) -> pd.DataFrame:
+        key = rows["request_key"].astype(str) if "request_key" in rows else pd.Series("", index=rows.index)
+        task = rows["task"].astype(str) if "task" in rows else pd.Series("all", index=rows.index)
+        return pd.DataFrame({"system": name, "task": task, "variant": key, "repeat": "", column: rows[column]})
+    verdict = speed_verdicts.compare(pd.concat([prompts(a, "A"), prompts(b, "B")], ignore_index=True), "B", "A",
+                                     column, margin)
+    word = verdict.relative()
+    return {"change": (verdict.ratio - 1) * 100, "change_lo": (verdict.ratio_lo - 1) * 100,
+            "change_hi": (verdict.ratio_hi - 1) * 100, "verdict": word, "paired": verdict.paired,
+            "evidence": verdict.evidence(per_task=True), "bad": verdict.word == speed_verdicts.SLOWER}
 
 
-def _share_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """B − A of two shares with Newcombe's hybrid score interval."""
-    if not len(a) or not len(b):
-        return math.nan, math.nan, math.nan
-    pa, pb = a.mean(), b.mean()
-    la, ua = stats.wilson_interval(int(a.sum()), len(a))
-    lb, ub = stats.wilson_interval(int(b.sum()), len(b))
-    return (float(pb - pa), float(pb - pa - math.hypot(pb - lb, ua - pa)),
-            float(pb - pa + math.hypot(ub - pb, pa - la)))
+def _share_change(a: pd.DataFrame, b: pd.DataFrame) -> dict:
+    """B − A of two accuracies (CHANGE RULE): on the items both answered when there are any (paired), else the
+    two shares as independent samples."""
+    items_a, items_b = (paired.outcomes(paired.item_results(rows.assign(system=name)), name)
+                        for rows, name in ((a, "A"), (b, "B")))
+    both = paired.compare(items_b, items_a, "B", "A") if items_a and items_b else None
+    if both is not None and both.n:
+        low, high, change = both.difference_lo, both.difference_hi, both.difference
+        evidence = both.line()
+        decided = both.winner != 0
+        is_paired = True
+    else:
+        va, vb = _values(a, "passed", "share"), _values(b, "passed", "share")
+        if not len(va) or not len(vb):
+            return {"change": math.nan, "change_lo": math.nan, "change_hi": math.nan, "verdict": "",
+                    "paired": False, "evidence": "", "bad": False}
+        pa, pb = va.mean(), vb.mean()
+        la, ua = stats.wilson_interval(int(va.sum()), len(va))
+        lb, ub = stats.wilson_interval(int(vb.sum()), len(vb))
+        change = pb - pa
+        low, high = change - math.hypot(pb - lb, ua - pa), change + math.hypot(ub - pb, pa - la)
+        evidence, decided, is_paired = "unpaired: no item both answered (Newcombe's hybrid score interval)", \
+            low > 0 or high < 0, False
+    word = (BETTER if change > 0 else WORSE) if decided else "undecided"
+    return {"change": change * 100, "change_lo": low * 100, "change_hi": high * 100, "verdict": word,
+            "paired": is_paired, "evidence": evidence, "bad": word == WORSE}
 
 
 def _values(rows: pd.DataFrame, column: str, kind: str) -> np.ndarray:
@@ -172,7 +186,8 @@ def parse_threshold(text: str) -> Threshold:
     return Threshold(name, limit)
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None = None) -> pd.DataFrame:
+def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None = None,
+            margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """One row per deployment × suite × metric found in either study (COLUMNS)."""
     limits = {t.metric: t.limit for t in thresholds or []}
     keys = sorted(set(map(tuple, a[KEYS].drop_duplicates().to_numpy())) |
@@ -185,31 +200,25 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None
             va, vb = _values(mine_a, column, kind), _values(mine_b, column, kind)
             if not len(va) and not len(vb):
                 continue
-            change, lo, hi = (_share_change if kind == "share" else _mean_change)(va, vb)
-            unit = "pp" if kind == "share" else "%"
-            scale = 100.0
             row = dict(zip(KEYS, key), metric=metric, n_a=len(va), n_b=len(vb),
                        a=float(va.mean()) if len(va) else math.nan, b=float(vb.mean()) if len(vb) else math.nan,
-                       change=change * scale, change_lo=lo * scale, change_hi=hi * scale, unit=unit)
-            row["verdict"], row["regression"] = _verdict(row, metric, limits.get(metric))
+                       unit="pp" if kind == "share" else "%", regression=False, paired=False, evidence="",
+                       change=math.nan, change_lo=math.nan, change_hi=math.nan)
+            if not len(va) or not len(vb):
+                row["verdict"] = "only in B" if not len(va) else "only in A"
+                out.append(row)
+                continue
+            found = _share_change(mine_a, mine_b) if kind == "share" else \
+                _speed_change(mine_a, mine_b, column, margin)
+            bad = found.pop("bad")
+            row.update(found)
+            limit = limits.get(metric)
+            nearer = min(abs(row["change_lo"]), abs(row["change_hi"]))
+            row["regression"] = bool(bad and limit is not None and nearer > limit)
+            if row["regression"]:
+                row["verdict"] += f" (regression: more than {limit:g} {row['unit']})"
             out.append(row)
     return pd.DataFrame(out, columns=COLUMNS)
-
-
-def _verdict(row: dict, metric: str, limit: float | None) -> tuple[str, bool]:
-    if not row["n_a"] or not row["n_b"]:
-        return ("only in B" if not row["n_a"] else "only in A"), False
-    lo, hi = row["change_lo"], row["change_hi"]
-    if math.isnan(lo) or math.isnan(hi):
-        return f"too few requests for an interval (n {row['n_a']}, {row['n_b']})", False
-    if lo <= 0 <= hi:
-        return "within noise", False
-    better = metrics.direction(metric) == "max"
-    improved = (lo > 0) == better
-    word = "better" if improved else "worse"
-    regression = not improved and limit is not None and min(abs(lo), abs(hi)) > limit
-    return (f"{word} beyond noise" + (f" (regression: more than {limit:g} {row['unit']})" if regression else "")), \
-        regression
 
 
 # ---- pairing two names for one deployment, counting what was sent ----------------------------------------------

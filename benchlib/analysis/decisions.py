@@ -1,6 +1,12 @@
 """The her-os threshold decision framework (seed 001): criteria (decode tok/s, TTFT, model memory, tools,
 entities, vision, ...) with limits, PASS/FAIL per criterion with the measured value, and the verdicts
-SWAP / WAIT / VERIFY the field report prints."""
+SWAP / WAIT / VERIFY the field report prints.
+
+THRESHOLD RULE: a candidate that carries a criterion's 95 % interval (`<column>_lo`, `<column>_hi`: our runs'
+decode rate and TTFT, deployments.decision_inputs) is judged against the interval, not the bare value: PASS when
+the whole interval meets the limit, FAIL when none of it does, UNDECIDED ("undecided at this n") when the limit
+lies inside it — or when the value has no interval (too few requests). A published candidate (no interval
+columns) is judged on its printed value."""
 
 from __future__ import annotations
 
@@ -40,7 +46,7 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion("min_entity_recall", "entity_recall", "entities", "min", ""),
     Criterion("vision_required", "vision_works", "vision", "required", ""),
 )
-PASS, FAIL, NO_DATA = "PASS", "FAIL", "NO DATA"
+PASS, FAIL, NO_DATA, UNDECIDED = "PASS", "FAIL", "NO DATA", "undecided at this n"
 SWAP, VERIFY, WAIT = "SWAP", "VERIFY", "WAIT"
 
 
@@ -48,22 +54,33 @@ def _thresholds(thresholds: ThresholdParams | Mapping[str, Any]) -> ThresholdPar
     return thresholds if isinstance(thresholds, ThresholdParams) else ThresholdParams(**dict(thresholds))
 
 
-def _status(criterion: Criterion, limit: Any, value: Any) -> str:
+def _status(criterion: Criterion, limit: Any, value: Any, bounds: tuple[Any, Any] | None = None) -> str:
+    """PASS / FAIL / NO DATA, and UNDECIDED where `bounds` (the value's 95 % interval, THRESHOLD RULE) straddle
+    the limit or are missing."""
     if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
         return NO_DATA
     if criterion.kind == "required":
         return PASS if bool(value) else FAIL
     tol = 1e-9 * max(1.0, abs(float(limit)))  # float noise (0.1+0.2+0.3)/3 s must not fail "≤200 ms"
-    ok = float(value) >= float(limit) - tol if criterion.kind == "min" else float(value) <= float(limit) + tol
-    return PASS if ok else FAIL
+
+    def meets(x: Any) -> bool:
+        return float(x) >= float(limit) - tol if criterion.kind == "min" else float(x) <= float(limit) + tol
+
+    if bounds is None:
+        return PASS if meets(value) else FAIL
+    if any(b is None or (isinstance(b, float) and np.isnan(b)) for b in bounds):
+        return UNDECIDED
+    verdicts = {meets(b) for b in bounds}
+    return UNDECIDED if len(verdicts) > 1 else (PASS if verdicts == {True} else FAIL)
 
 
 def evaluate_thresholds(candidates: pd.DataFrame, thresholds: ThresholdParams | Mapping[str, Any],
                         id_col: str = "candidate") -> pd.DataFrame:
     """Long table: candidate × set criterion -> value, threshold, status (PASS / FAIL / NO DATA).
 
-    min_* thresholds pass when value >= limit, max_* when value <= limit; vision_required needs a true
-    vision_works. Unset thresholds (None / False) are not evaluated.
+    min_* thresholds pass when value >= limit, max_* when value <= limit — for a candidate with the criterion's
+    interval columns, the whole interval (THRESHOLD RULE; the value then reads 'v [lo–hi]' in `shown`);
+    vision_required needs a true vision_works. Unset thresholds (None / False) are not evaluated.
     """
     limits = _thresholds(thresholds)
     rows = []
@@ -73,6 +90,8 @@ def evaluate_thresholds(candidates: pd.DataFrame, thresholds: ThresholdParams | 
             if limit is None or limit is False:
                 continue
             raw = cand.get(criterion.column, np.nan)
+            low, high = f"{criterion.column}_lo", f"{criterion.column}_hi"
+            bounds = (cand.get(low), cand.get(high)) if low in cand.index and high in cand.index else None
             rows.append({
                 id_col: cand[id_col],
                 "criterion": criterion.label,
@@ -80,9 +99,12 @@ def evaluate_thresholds(candidates: pd.DataFrame, thresholds: ThresholdParams | 
                 "value": raw,
                 "threshold": ("works" if criterion.kind == "required" else
                               f"{'≥' if criterion.kind == 'min' else '≤'}{limit:g}{_unit(criterion.unit)}"),
-                "status": _status(criterion, limit, raw),
+                "status": _status(criterion, limit, raw, bounds),
+                "low": bounds[0] if bounds else np.nan, "high": bounds[1] if bounds else np.nan,
+                "n": cand.get(f"{criterion.column}_n", np.nan),
             })
-    return pd.DataFrame(rows, columns=[id_col, "criterion", "column", "value", "threshold", "status"])
+    return pd.DataFrame(rows, columns=[id_col, "criterion", "column", "value", "threshold", "status", "low", "high",
+                                       "n"])
 
 
 def _unit(unit: str) -> str:
@@ -94,16 +116,28 @@ def _describe_fail(row: pd.Series) -> str:
     if isinstance(value, (bool, np.bool_)):
         shown = "no"
     else:
-        shown = f"{float(value):g}"
+        shown = shown_value(row)
     return f"{row['criterion']} ({shown} vs {row['threshold']})"
+
+
+def shown_value(row: pd.Series) -> str:
+    """'38.9' or, with its interval, '38.9 [31.2–46.0] (n 10)'."""
+    text = f"{float(row['value']):.3g}"
+    low, high = row.get("low"), row.get("high")
+    if low is not None and high is not None and not (np.isnan(float(low)) or np.isnan(float(high))):
+        text += f" [{float(low):.3g}–{float(high):.3g}]"
+    n = row.get("n")
+    if n is not None and not np.isnan(float(n)):
+        text += f" (n {int(n)})"
+    return text
 
 
 def decide(candidates: pd.DataFrame, thresholds: ThresholdParams | Mapping[str, Any] = HEROS_SWAP_THRESHOLDS,
            id_col: str = "candidate") -> pd.DataFrame:
     """One row per candidate: status per criterion, verdict and a decision line.
 
-    verdict SWAP = every set threshold passes; VERIFY = none fails but some have no data (the report's
-    'SWAP candidate — needs verification'); WAIT = at least one fails.
+    verdict SWAP = every set threshold passes; VERIFY = none fails but some have no data or are undecided at
+    this n (the report's 'SWAP candidate — needs verification'); WAIT = at least one fails.
     """
     long = evaluate_thresholds(candidates, thresholds, id_col)
     rows = []
@@ -111,11 +145,14 @@ def decide(candidates: pd.DataFrame, thresholds: ThresholdParams | Mapping[str, 
         mine = long[long[id_col] == name]
         fails = mine[mine["status"] == FAIL]
         missing = mine[mine["status"] == NO_DATA]
+        open_ = mine[mine["status"] == UNDECIDED]
         if len(fails):
             verdict, line = WAIT, "WAIT: fails " + ", ".join(_describe_fail(r) for _, r in fails.iterrows())
-        elif len(missing):
+        elif len(missing) or len(open_):
             verdict = VERIFY
-            line = "SWAP candidate, needs verification: no data for " + ", ".join(missing["criterion"])
+            line = "SWAP candidate, needs verification: " + "; ".join(filter(None, [
+                "no data for " + ", ".join(missing["criterion"]) if len(missing) else "",
+                f"{UNDECIDED} for " + ", ".join(_describe_fail(r) for _, r in open_.iterrows()) if len(open_) else ""]))
         else:
             verdict, line = SWAP, f"SWAP candidate: all {len(mine)} thresholds pass"
         row = {id_col: name}

@@ -96,7 +96,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
                          asr_tasks: Sequence[str] = ("transcription",),
                          short_qa_tasks: Sequence[str] = ("basic_qa",),
                          exclude_suites: Sequence[str] = ("quality",),
-                         items: pd.DataFrame | None = None) -> pd.DataFrame:
+                         items: pd.DataFrame | None = None, requests: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per host × model with the columns frontier.REGIMES use (as reference.paper_systems()).
 
     avg_decode_tps is the mean of per-task means over tasks with ok rows (the quality suite left out,
@@ -104,7 +104,8 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
     request; tps_per_w = avg_decode_tps ÷ mean task-window power; context_window_k comes from the
     mapping keyed by model (params server.context_window ÷ 1000). With per-item results (`items`:
     paired.item_results of the request rows) each quality axis also carries them, so the frontier compares two
-    deployments item by item (frontier.quality_columns).
+    deployments item by item (frontier.quality_columns); with the request rows (`requests`), the speed axes carry
+    each deployment's values by prompt, so it compares them prompt by prompt (frontier.speed_columns).
     """
     keys = [k for k in ("host", "model") if k in summary]
     rows = []
@@ -139,7 +140,8 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
             "asr_e2e_s": _task_value(worked, asr_tasks, "e2e_s_mean"),
             "avg_e2e_s": float(pd.to_numeric(worked["e2e_s_mean"], errors="coerce").mean()) if len(worked) else np.nan,
         })
-    return frontier.quality_columns(pd.DataFrame(rows), accuracy, items=items)
+    systems = frontier.quality_columns(pd.DataFrame(rows), accuracy, items=items)
+    return frontier.speed_columns(systems, requests, exclude_suites)
 
 
 def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
@@ -160,7 +162,8 @@ def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
 
 def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] | None = None,
                     speed_suite: str = "text", tools_task: str = "tool_calling", tool_tests: int = 8,
-                    entity_task: str = "entity_extraction", vision_modality: str = "vision") -> pd.DataFrame:
+                    entity_task: str = "entity_extraction", vision_modality: str = "vision",
+                    requests: pd.DataFrame | None = None) -> pd.DataFrame:
     """One candidate row per host × model with the columns decisions.decide() judges.
 
     decode_tps / ttft_ms: mean over the speed suite's tasks (suite column, else modality 'text') of the task
@@ -168,6 +171,8 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
     peak telemetry memory (an upper bound); tools_passed: the tool task's pass share × tool_tests (her-os
     counts 8 prompts); entity_recall: the entity task's mean checker score; vision_works: a passed request
     in any vision task (False when vision was unsupported). Missing inputs stay NaN (decide(): NO DATA).
+    With the request rows (`requests`), decode_tps and ttft_ms carry their 95 % interval (_lo, _hi: the t interval
+    of a mean of task means, stats.stratified_mean_interval) and _n, which decisions' THRESHOLD RULE judges.
     """
     keys = [k for k in ("host", "model") if k in summary]
     rows = []
@@ -192,7 +197,7 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
         else:
             vision_works = np.nan
         rows.append({
-            **ident,
+            **ident, **_speed_intervals(requests, ident, speed_suite),
             "candidate": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
             "decode_tps": float(pd.to_numeric(speed["decode_tps_mean"], errors="coerce").mean()) if len(speed) else np.nan,
             "ttft_ms": float(pd.to_numeric(speed["ttft_s_mean"], errors="coerce").mean()) * 1e3 if len(speed) else np.nan,
@@ -204,6 +209,27 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
     return pd.DataFrame(rows)
 
 
+def _speed_intervals(requests: pd.DataFrame | None, ident: Mapping[str, Any], suite: str) -> dict[str, float]:
+    """decode_tps and ttft_ms's 95 % interval and n from one deployment's measured speed-suite requests ({} when
+    there are none to read)."""
+    if requests is None or not len(requests) or not {"task", "status"} <= set(requests.columns):
+        return {}
+    rows = requests[(requests["status"] == "ok")]
+    for key, value in ident.items():
+        rows = rows[rows[key].astype(str) == str(value)] if key in rows else rows
+    if "suite" in rows:
+        rows = rows[rows["suite"] == suite]
+    if "is_warmup" in rows:
+        rows = rows[~rows["is_warmup"].map(flag)]
+    out: dict[str, float] = {}
+    for column, source, scale in (("decode_tps", "decode_tps", 1.0), ("ttft_ms", "ttft_s", 1e3)):
+        values = pd.to_numeric(rows[source], errors="coerce") * scale if source in rows else pd.Series(dtype=float)
+        groups = [values[rows["task"] == t].dropna().to_numpy() for t in rows["task"].unique()]
+        _, out[f"{column}_lo"], out[f"{column}_hi"] = stats.stratified_mean_interval(groups)
+        out[f"{column}_n"] = float(values.notna().sum())
+    return out
+
+
 FIGURE_COLUMNS = ["deployment", "decode_tps", "decode_tps_lo", "decode_tps_hi", "ttft_ms", "ttft_ms_lo", "ttft_ms_hi",
                   "graded_passed", "graded_scored", "graded_accuracy", "graded_lo", "graded_hi", "smoke_passed",
                   "smoke_scored", "sent", "failed", "tokens_per_joule"]
@@ -211,22 +237,26 @@ SPEED_SUITE = "text"  # the suite whose requests say how fast a deployment is (a
 
 
 def _reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, float, float]:
-    """Mean of the speed suite's measured requests with its 95 % bootstrap interval: what analysis.host shows beside
-    each verdict as a deployment's own figures (a_value, a_lo, a_hi)."""
+    """A deployment's speed figure: the mean of its speed-suite tasks' means over the measured requests, with the 95 %
+    t interval of a mean of task means (stats.stratified_mean_interval) — the figure and interval its thresholds are
+    judged on (decision_inputs, analysis.decisions' THRESHOLD RULE). Tasks of one request give the mean alone."""
     rows = rows[rows["suite"] == SPEED_SUITE] if "suite" in rows else rows
     rows = rows[rows["status"] == "ok"] if "status" in rows else rows
-    values = (pd.to_numeric(rows[column], errors="coerce") * scale).dropna().to_numpy(dtype=float) \
-        if column in rows else np.array([])
-    if not len(values):
+    if column not in rows or "task" not in rows:
         return np.nan, np.nan, np.nan
-    low, high = stats.bootstrap_interval(values)
-    return float(values.mean()), low, high
+    values = pd.to_numeric(rows[column], errors="coerce") * scale
+    groups = [values[rows["task"] == task].dropna().to_numpy() for task in rows["task"].unique()]
+    groups = [g for g in groups if len(g)]
+    if not groups:
+        return np.nan, np.nan, np.nan
+    mean, low, high = stats.stratified_mean_interval(groups)
+    return (float(np.mean([g.mean() for g in groups])), np.nan, np.nan) if np.isnan(mean) else (mean, low, high)
 
 
 def deployment_figures(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """One row per deployment (FIGURE_COLUMNS; `deployment` is the summaries' `model` and the requests' `system`
-    column, in the summaries' order): mean decode rate and TTFT of the speed suite's measured requests with their 95 %
-    bootstrap intervals; accuracy on the graded sets (passed ÷ scored, 95 % Wilson) and, apart, the seeds' smoke
+    column, in the summaries' order): decode rate and TTFT as the mean of the speed suite's task means with its 95 %
+    interval (_reading: what the thresholds are judged on); accuracy on the graded sets (passed ÷ scored, 95 % Wilson) and, apart, the seeds' smoke
     tasks' counts (paired.basis_of: never pooled); measured requests sent and failed (warm-ups left out; a request
     the deployment does not take, unsupported, is no failure); tokens per
     joule over the tasks whose windows measured energy (NaN where none did)."""

@@ -42,6 +42,9 @@ FIXES = {
     "response_too_large": "the server did not stop at max_tokens",
 }
 DEFAULT_FIX = "see error_message in requests.csv"
+# What the server did to a request, in a word, for a load level's failures (a sweep sends more than a server takes)
+WHAT_IT_DID = {"stream_cut": "cut", "http_429": "refused", "http_503": "refused", "connection_refused": "refused",
+               "read_timeout": "stalled", "deadline_exceeded": "too slow", "connect_timeout": "not reached"}
 GRADED_FAILED = "not ranked: its graded sets failed"
 
 
@@ -81,7 +84,7 @@ class FailureReport:
                 else f"{self.failed} of {self.sent} requests failed")
         return [f"{what} (above run.max_error_rate {self.threshold:.0%}): {cut(self.kinds(), 60)}",
                 f"first: {cut(self.first_message, 110)}",
-                *textwrap.wrap(f"likely fix: {fix_for(largest)}", 112, subsequent_indent="  ")]
+                *textwrap.wrap(f"likely fix: {fix_for(largest)}", 112, subsequent_indent="  ", break_on_hyphens=False)]
 
     def reason(self) -> str:
         """One line: counts, the largest kind's first message, the likely fix."""
@@ -109,7 +112,7 @@ def failure_report(requests: pd.DataFrame, suite: str, threshold: float,
     if largest:
         messages = failed.loc[kinds == largest, "error_message"] if "error_message" in failed else pd.Series()
         first = f"{largest}: {str(messages.iloc[0]) if len(messages) else ''}"
-    sets = set(graded_sets) | (_graded_tasks(rows) if "checker" in rows and "task" in rows else set())
+    sets = set(graded_sets)
     graded = rows["task"].astype(str).str.split("@").str[0].isin(sets) if "task" in rows \
         else pd.Series(False, index=rows.index)
     graded_rows = rows[graded]
@@ -117,12 +120,6 @@ def failure_report(requests: pd.DataFrame, suite: str, threshold: float,
                          by_kind={str(k): int(v) for k, v in counts.items()}, first_message=first,
                          graded_sent=len(graded_rows),
                          graded_failed=int((graded_rows["status"] == STATUS_FAILED).sum()) if len(graded_rows) else 0)
-
-
-def _graded_tasks(rows: pd.DataFrame) -> set[str]:
-    """Tasks that have a checker on some row: a graded task's failed rows carry none, its answered ones do."""
-    with_checker = rows[rows["checker"].fillna("").astype(str).ne("")]
-    return set(with_checker["task"].astype(str).str.split("@").str[0])
 
 
 OUTCOME_COLUMNS = ["host", "model", "graded_sent", "graded_answered", "graded_scored", "graded_failed",

@@ -12,9 +12,10 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import paired, stats
+from benchlib.analysis import paired, speed_verdicts, stats
+from benchlib.config.tasks import load_pass
 from benchlib.measure.telemetry.boundary import DIFFERENT as DIFFERENT_BOUNDARY
-from benchlib.records.schema import number
+from benchlib.records.schema import flag, number
 
 Direction = Literal["max", "min"]
 
@@ -120,25 +121,31 @@ def _oriented(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> np.ndarra
     return np.column_stack(columns) if columns else np.empty((len(systems), 0))
 
 
-def _interval_ties(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, np.ndarray]:
-    """axis -> boolean matrix [i, j]: the 95 % intervals of systems i and j on that axis overlap (an axis
-    with `<axis>_lo` / `<axis>_hi` columns; systems without an interval never tie by overlap)."""
-    ties = {}
+def _unpaired_undecided(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, np.ndarray]:
+    """axis -> boolean matrix [i, j]: the 95 % interval of the difference between systems i and j on that axis
+    includes 0 — the UNPAIRED RULE for an axis with `<axis>_lo` / `<axis>_hi` columns: the two intervals combined
+    as independent (MOVER, Newcombe's method 10 for two proportions, from their own bounds). Systems without an
+    interval are never undecided by it."""
+    out = {}
     for axis in axes:
         lo, hi = f"{axis}_lo", f"{axis}_hi"
         if lo not in systems or hi not in systems:
             continue
+        value = pd.to_numeric(systems[axis], errors="coerce").to_numpy(dtype=float)
         low = pd.to_numeric(systems[lo], errors="coerce").to_numpy(dtype=float)
         high = pd.to_numeric(systems[hi], errors="coerce").to_numpy(dtype=float)
-        known = ~np.isnan(low) & ~np.isnan(high)
-        ties[axis] = (known[:, None] & known[None, :] & (low[:, None] <= high[None, :])
-                      & (low[None, :] <= high[:, None]))
-    return ties
+        known = ~np.isnan(low) & ~np.isnan(high) & ~np.isnan(value)
+        down, up = value - low, high - value  # each side's reach below and above its value
+        difference = value[:, None] - value[None, :]
+        below = difference - np.sqrt(down[:, None] ** 2 + up[None, :] ** 2)
+        above = difference + np.sqrt(up[:, None] ** 2 + down[None, :] ** 2)
+        out[axis] = known[:, None] & known[None, :] & (below <= 0) & (above >= 0)
+    return out
 
 
 def _paired_winners(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, np.ndarray]:
     """axis -> paired.winner_matrix over the systems' per-item results on it (an `<axis>_items` column, as
-    quality_columns writes): +1 / −1 where one system beats the other on the same items, 0 for a tie, NaN where
+    quality_columns writes): +1 / −1 where one system beats the other on the same items, 0 undecided, NaN where
     either has no per-item results there; a pair a compare plan compared (paired.PLAN_COLUMN) gets its verdict."""
     names = systems["system"].astype(str).tolist() if "system" in systems else []
     plans = paired.system_plans(systems)
@@ -146,18 +153,45 @@ def _paired_winners(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dic
             if f"{axis}_items" in systems}
 
 
-def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system") -> pd.DataFrame:
-    """Every (dominated, dominator) pair, with the axes the dominator is strictly better on and tied on.
+def _speed_words(systems: pd.DataFrame, axes: Mapping[str, Direction]) -> dict[str, dict[tuple[int, int], Any]]:
+    """axis -> {(i, j): SpeedVerdict of system i against j} over the prompts both measured (an `<axis>_prompts`
+    column, as speed_columns writes; speed_verdicts' PAIRED RULE), for every pair sharing 2 prompts or more."""
+    out: dict[str, dict[tuple[int, int], Any]] = {}
+    for axis in axes:
+        column = f"{axis}_prompts"
+        if column not in systems:
+            continue
+        maps, found = systems[column].tolist(), {}
+        for i in range(len(maps)):
+            for j in range(i + 1, len(maps)):
+                if not isinstance(maps[i], dict) or not isinstance(maps[j], dict):
+                    continue
+                shared = [k for k in maps[i] if k in maps[j]]
+                if len(shared) < 2:
+                    continue
+                ratios = np.log([maps[i][k] / maps[j][k] for k in shared])
+                verdict = speed_verdicts.paired([k[0] for k in shared], ratios, PROMPT_AXES[axis], str(i), str(j))
+                found[(i, j)], found[(j, i)] = verdict, verdict.turned()
+        out[axis] = found
+    return out
 
-    Two systems whose 95 % intervals on an axis overlap are tied on it ("tied_on" says "axis (intervals
-    overlap)"): a difference the measurement cannot tell apart decides nothing. Where both answered the same items
-    of a quality axis (`<axis>_items`), the paired verdict decides instead (benchlib.analysis.paired): one is better
-    only when the interval of the item-by-item difference excludes 0, else they tie ("axis (paired: difference
-    interval includes 0)")."""
+
+def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col: str = "system") -> pd.DataFrame:
+    """Every (dominated, dominator) pair, with the axes the dominator is strictly better on and those neither is
+    (undecided_on, each with why).
+
+    The words are speed_verdicts': where two systems measured the same prompts (`<axis>_prompts`), the paired
+    speed verdict decides the axis ("faster"/"slower"; "axis (equivalent within ±10 %)", "axis (undecided on N
+    prompts)"; "mixed" — faster on some tasks, slower on others — lets neither dominate across it); where both
+    answered the same items of a quality axis (`<axis>_items`), the paired verdict (benchlib.analysis.paired): one
+    is better only when the interval of the item-by-item difference excludes 0 ("axis (undecided, paired on the
+    same items)"); otherwise, on an axis with intervals, the UNPAIRED RULE (`_unpaired_undecided`: "axis
+    (undecided, unpaired: the difference's 95 % interval includes 0)"); an axis without intervals, by its values."""
     matrix = _oriented(systems, axes)
     names = list(axes)
-    ties = _interval_ties(systems, axes)
+    unpaired = _unpaired_undecided(systems, axes)
     winners = _paired_winners(systems, axes)
+    speeds = _speed_words(systems, axes)
     ids = systems[id_col].astype(str).tolist()
     rows = []
     for i in range(len(ids)):
@@ -165,24 +199,86 @@ def dominance_pairs(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
             if i == j:
                 continue
             a, b = matrix[j].copy(), matrix[i].copy()  # does j dominate i?
+            why: dict[str, str] = {}
             by_items = [n for n, won in winners.items() if not np.isnan(won[j, i])]
             for n in by_items:  # the paired verdict, not the two pooled values, orders them
                 a[names.index(n)] = b[names.index(n)] + winners[n][j, i]
-            paired_tie = [n for n in by_items if winners[n][j, i] == 0]
-            overlapped = [n for n in names if n in ties and n not in by_items and ties[n][i, j]
-                          and a[names.index(n)] != b[names.index(n)]]
-            for n in overlapped:
-                a[names.index(n)] = b[names.index(n)]
+                why[n] = "undecided, paired on the same items"
+            by_prompts = {n: found[(j, i)] for n, found in speeds.items() if (j, i) in found and n not in by_items}
+            for n, verdict in by_prompts.items():
+                # faster +1, slower −1; mixed: j is slower somewhere, so it cannot be at least as good
+                step = {speed_verdicts.FASTER: 1, speed_verdicts.SLOWER: -1, speed_verdicts.MIXED: -1}
+                a[names.index(n)] = b[names.index(n)] + step.get(verdict.word, 0)
+                why[n] = (f"equivalent within ±{verdict.margin:.0%}, paired on {verdict.n} prompts"
+                          if verdict.word == speed_verdicts.EQUIVALENT else
+                          f"undecided, paired on {verdict.n} prompts")
+            for n in names:
+                if n in unpaired and n not in why and unpaired[n][i, j] and a[names.index(n)] != b[names.index(n)]:
+                    a[names.index(n)] = b[names.index(n)]
+                    why[n] = "undecided, unpaired: the difference's 95 % interval includes 0"
             if np.all(a >= b) and np.any(a > b):
                 rows.append({"dominated": ids[i], "dominated_by": ids[j],
                              "better_on": [n for n, x, y in zip(names, a, b) if x > y],
-                             "tied_on": [f"{n} (intervals overlap)" if n in overlapped else
-                                         f"{n} (paired: difference interval includes 0)" if n in paired_tie else n
-                                         for n, x, y in zip(names, a, b) if x == y]})
-    return pd.DataFrame(rows, columns=["dominated", "dominated_by", "better_on", "tied_on"])
+                             "undecided_on": [f"{n} ({why.get(n, 'equal')})" for n, x, y in zip(names, a, b)
+                                              if x == y]})
+    return pd.DataFrame(rows, columns=DOMINANCE_COLUMNS)
+
+
+DOMINANCE_COLUMNS = ["dominated", "dominated_by", "better_on", "undecided_on"]
+# frontier axes judged prompt by prompt where two of our deployments measured the same prompts: axis -> the
+# requests' column (speed_columns)
+PROMPT_AXES = {"avg_decode_tps": "decode_tps", "avg_e2e_s": "e2e_s"}
+
+
+def speed_columns(systems: pd.DataFrame, requests: pd.DataFrame | None,
+                  exclude_suites: Sequence[str] = ("quality",)) -> pd.DataFrame:
+    """Add `<axis>_prompts` for each PROMPT_AXES axis: each system's {(task, variant, repeat): value} over the
+    measured requests its figure averages (ok, not warm-up, the quality suite and graded passes under load left
+    out), named like systems_from_summary's rows ("model @ host"); None for a system without any."""
+    out = systems.copy()
+    if requests is None or not len(requests) or not {"model", "host", "task"} <= set(requests.columns):
+        return out
+    rows = requests
+    if "suite" in rows:
+        rows = rows[~rows["suite"].isin(exclude_suites)]
+    if "status" in rows:
+        rows = rows[rows["status"] == "ok"]
+    if "is_warmup" in rows:
+        rows = rows[~rows["is_warmup"].map(flag)]
+    rows = rows[[load_pass(str(t))[1] == 1 for t in rows["task"]]] if len(rows) else rows
+    rows = rows.assign(system=rows["model"].astype(str) + " @ " + rows["host"].astype(str))
+    for axis, column in PROMPT_AXES.items():
+        maps = []
+        for name in out["system"].astype(str):
+            values = speed_verdicts.prompt_values(rows, name, column)
+            maps.append({(t, v, r): x for t, v, r, x in values[[*speed_verdicts.KEY, "value"]].itertuples(
+                index=False)} or None)
+        out[f"{axis}_prompts"] = maps
+    return out
 
 
 ENERGY_AXES = ("tps_per_w", "tokens_per_joule")
+
+
+def node_flips(systems: pd.DataFrame) -> list[str]:
+    """Where the boundary changes a verdict: pairs of systems measured at one chip boundary whose order on tokens per
+    joule there is the reverse of their order at the whole node (node_tokens_per_joule, from each node's BMC), in
+    words. A GPU-only joule flatters a small model on a big host: the host's own draw is what the node adds."""
+    need = {"system", "tokens_per_joule", "node_tokens_per_joule", "energy_boundary"}
+    if not need <= set(systems.columns):
+        return []
+    rows = [(str(r.system), number(r.tokens_per_joule), number(r.node_tokens_per_joule), str(r.energy_boundary))
+            for r in systems.itertuples()]
+    rows = [r for r in rows if not np.isnan(r[1]) and not np.isnan(r[2]) and r[3]]
+    out = []
+    for i, (a, chip_a, node_a, where) in enumerate(rows):
+        for b, chip_b, node_b, theirs in rows[i + 1:]:
+            if where == theirs and (chip_a - chip_b) * (node_a - node_b) < 0:
+                win, lose = ((a, chip_a, node_a), (b, chip_b, node_b)) if chip_a > chip_b else \
+                    ((b, chip_b, node_b), (a, chip_a, node_a))
+                out.append(f"{win[0]} beats {lose[0]} on tokens per joule at the {where} ({win[1]:.3g} vs "
+                           f"{lose[1]:.3g}) but not at the whole node ({win[2]:.3g} vs {lose[2]:.3g})")
+    return out
 
 
 def _energy_axes(axes: Mapping[str, Direction]) -> list[str]:
@@ -257,7 +353,7 @@ def pareto_frontier(systems: pd.DataFrame, axes: Mapping[str, Direction], id_col
     why = eligibility(systems, axes, requires, floors, missing)
     eligible = why == ""
     pairs = (dominance_pairs(systems[eligible], axes, id_col) if eligible.any()
-             else pd.DataFrame(columns=["dominated", "dominated_by", "better_on", "tied_on"]))
+             else pd.DataFrame(columns=DOMINANCE_COLUMNS))
     out = systems.copy()
     ids = out[id_col].astype(str)
     out["eligible"] = eligible

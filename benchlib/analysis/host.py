@@ -1,18 +1,24 @@
 """On this host: the user's own deployments against each other, before any comparison with published systems.
 
-Per pair of deployments and per axis, who is better and the interval that decides it:
+Per pair of deployments and per axis, who is better and what decides it:
 
-    decode speed          mean decode tok/s of the text suite's measured requests, 95 % bootstrap interval
-    time to first token   mean TTFT of the same requests (lower is better), 95 % bootstrap interval
+    decode speed          the text suite's measured requests, prompt by prompt where both answered the same prompts
+                          (analysis.speed_verdicts: the ratio of decode rates, the paired sign-flip test, tasks
+                          weighted equally; the unpaired rule where they share none): faster / slower /
+                          equivalent within ±m / mixed / undecided, in `better` (the faster one's name, or the
+                          word), the ratio with its 95 % interval in ratio, ratio_lo, ratio_hi, the word naming the
+                          faster one in `note` (SpeedVerdict.outcome), the evidence with each task's in `rule`
+    time to first token   the same rule on TTFT (a shorter time is faster)
     answers (graded sets) THE paired verdict (paired.verdicts, basis GRADED): the accuracy difference on the items
                           both answered, Newcombe's interval and the exact McNemar test; where a compare plan
                           compared the pair, the verdict its sequential rule reached (paired.planned), in `rule`
     energy                tokens per joule where both were measured within one energy boundary (one window
-                          each: no interval, so a difference under ENERGY_MARGIN counts as a tie)
+                          each, no interval: a difference beyond ENERGY_MARGIN decides it, a smaller one nothing)
 
-Speed and TTFT are better only when the two intervals do not overlap (the frontier's rule, analysis.frontier);
-otherwise tied. A deployment dominates another when it is better on one axis and worse on none measured for
-both. The seeds' smoke tasks are compared too (basis SMOKE) but kept beside the verdict, off the dominance.
+a_value, b_value: each deployment's mean with its 95 % bootstrap interval, for reading; the verdict is the paired
+one. m is the stricter of the two deployments' run.equivalence_margin. A deployment dominates another when it is
+better on one axis and worse on none measured for both (a mixed axis is worse for both). The seeds' smoke tasks and
+the end-to-end latency (which also counts each answer's length) are compared beside the verdict, off the dominance.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import paired, stats
+from benchlib.analysis import paired, speed_verdicts, stats
+from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records.schema import flag
 
-TIE, NOT_MEASURED = "tie", "not measured"
-ENERGY_MARGIN = 0.10  # tokens per joule: one window each, no interval; a smaller relative difference is a tie
+NOT_MEASURED = "not measured"
+UNDECIDED, EQUIVALENT, MIXED = speed_verdicts.UNDECIDED, speed_verdicts.EQUIVALENT, speed_verdicts.MIXED
+ENERGY_MARGIN = 0.10  # tokens per joule: one window each, no interval; a smaller relative difference decides nothing
 SPEED_SUITE = "text"
 
 
@@ -46,8 +54,14 @@ AXES = (Axis("decode_tps", "decode speed", "tok/s", "max", "faster decode"),
         Axis("graded", "answers on the graded sets", "", "max", "better answers"),
         Axis("tokens_per_joule", "energy", "tokens/J", "max", "more tokens per joule"))
 SMOKE_AXIS = Axis("smoke", "answers on the seeds' smoke tasks (beside the verdict)", "", "max", "")
+E2E_AXIS = Axis("e2e_ms", "end-to-end latency (beside the verdict: it counts each answer's length)", "ms", "min",
+                "shorter end-to-end latency")
+BESIDE = (SMOKE_AXIS.key, E2E_AXIS.key)  # compared, kept off the dominance and the ranking
+# axis -> the requests' column its speed verdict compares (a time in s: its ratio is the ratio in ms)
+SPEED_COLUMNS = {"decode_tps": "decode_tps", "ttft_ms": "ttft_s", "e2e_ms": "e2e_s"}
 COLUMNS = ["a", "b", "axis", "words", "unit", "a_value", "a_lo", "a_hi", "b_value", "b_lo", "b_hi", "difference",
-           "difference_lo", "difference_hi", "better", "n", "p_value", "note", "rule"]
+           "difference_lo", "difference_hi", "better", "n", "p_value", "note", "rule", "ratio", "ratio_lo",
+           "ratio_hi", "paired"]
 
 
 def _measured(requests: pd.DataFrame) -> pd.DataFrame:
@@ -69,28 +83,22 @@ def _mean(values: pd.Series) -> tuple[float, float, float]:
     return float(data.mean()), low, high
 
 
-def _by_interval(axis: Axis, a: str, b: str, va: tuple, vb: tuple) -> str:
-    if any(math.isnan(v) for v in (va[0], vb[0])):
-        return NOT_MEASURED
-    if stats.overlap(*va[1:], *vb[1:]) or any(math.isnan(v) for v in (*va[1:], *vb[1:])):
-        return TIE
-    first_better = va[0] > vb[0] if axis.direction == "max" else va[0] < vb[0]
-    return a if first_better else b
-
-
 def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None,
-                 plans: pd.DataFrame | None = None) -> pd.DataFrame:
+                 plans: pd.DataFrame | None = None, margins: dict[str, float] | None = None) -> pd.DataFrame:
     """Every pair of systems in `requests` (rows with a `system` column), one row per axis (COLUMNS), then the
-    smoke tasks' row. `energy`: system, tokens_per_joule, energy_boundary (the systems frame), where measured;
-    `plans`: the compare plans (paired.plan_pairs' frame), whose verdicts the graded axis takes."""
+    rows beside the verdict (the smoke tasks, end-to-end latency). `energy`: system, tokens_per_joule,
+    energy_boundary (the systems frame), where measured; `plans`: the compare plans (paired.plan_pairs' frame),
+    whose verdicts the graded axis takes; `margins`: each system's run.equivalence_margin (default
+    EQUIVALENCE_MARGIN)."""
     systems = list(dict.fromkeys(requests["system"].astype(str))) if len(requests) else []
     speed = _measured(requests) if len(requests) else requests
+    speed = speed.assign(system=speed["system"].astype(str)) if len(speed) else speed
     figures = {}
     for name in systems:
         mine = speed[speed["system"] == name] if len(speed) else speed
-        figures[name] = {"decode_tps": _mean(mine["decode_tps"]) if "decode_tps" in mine else (math.nan,) * 3,
-                         "ttft_ms": _mean(pd.to_numeric(mine["ttft_s"], errors="coerce") * 1000)
-                         if "ttft_s" in mine else (math.nan,) * 3}
+        figures[name] = {axis: _mean(pd.to_numeric(mine[column], errors="coerce") * (1 if axis == "decode_tps"
+                                                                                      else 1000))
+                         if column in mine else (math.nan,) * 3 for axis, column in SPEED_COLUMNS.items()}
     table = paired.verdicts(paired.item_results(requests), plans) if len(requests) else pd.DataFrame()
     energy_of = {}
     if energy is not None and len(energy) and "tokens_per_joule" in energy:
@@ -99,17 +107,30 @@ def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None,
             energy_of[str(row.system)] = (float(value), str(getattr(row, "energy_boundary", "") or ""))
     rows = []
     for a, b in combinations(systems, 2):
-        for axis in AXES[:2]:
-            va, vb = figures[a][axis.key], figures[b][axis.key]
-            rows.append(_row(a, b, axis, a_value=va[0], a_lo=va[1], a_hi=va[2], b_value=vb[0], b_lo=vb[1],
-                             b_hi=vb[2], better=_by_interval(axis, a, b, va, vb)))
+        margin = min((margins or {}).get(a, EQUIVALENCE_MARGIN), (margins or {}).get(b, EQUIVALENCE_MARGIN))
+        for axis in (*AXES[:2], E2E_AXIS):
+            rows.append(_speed_row(speed, axis, a, b, figures[a][axis.key], figures[b][axis.key], margin))
         for axis, basis in ((AXES[2], paired.GRADED), (SMOKE_AXIS, paired.SMOKE)):
             rows.append(_paired_row(table, basis, axis, a, b))
         rows.append(_energy_row(a, b, energy_of.get(a), energy_of.get(b)))
-    order = {axis.key: i for i, axis in enumerate((*AXES, SMOKE_AXIS))}
+    order = {axis.key: i for i, axis in enumerate((*AXES, SMOKE_AXIS, E2E_AXIS))}
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame.sort_values("axis", key=lambda s: s.map(order), kind="stable").reset_index(drop=True) \
         if len(frame) else frame
+
+
+def _speed_row(speed: pd.DataFrame, axis: Axis, a: str, b: str, va: tuple, vb: tuple, margin: float) -> dict:
+    """One speed axis of a pair: each side's mean for reading, the speed verdict deciding (better = the faster
+    one's name, or the word)."""
+    row = _row(a, b, axis, a_value=va[0], a_lo=va[1], a_hi=va[2], b_value=vb[0], b_lo=vb[1], b_hi=vb[2])
+    if any(math.isnan(v) for v in (va[0], vb[0])):
+        return row
+    verdict = speed_verdicts.compare(speed, a, b, SPEED_COLUMNS[axis.key], margin)
+    better = {speed_verdicts.FASTER: a, speed_verdicts.SLOWER: b}.get(verdict.word, verdict.word)
+    row.update(better=better if verdict.n else NOT_MEASURED, n=verdict.n, p_value=verdict.p_value,
+               ratio=verdict.ratio, ratio_lo=verdict.ratio_lo, ratio_hi=verdict.ratio_hi, paired=verdict.paired,
+               rule=verdict.evidence(per_task=True), note=verdict.outcome())
+    return row
 
 
 def _paired_row(table: pd.DataFrame, basis: str, axis: Axis, a: str, b: str) -> dict:
@@ -127,7 +148,7 @@ def _paired_row(table: pd.DataFrame, basis: str, axis: Axis, a: str, b: str) -> 
     row.update(a_value=result.accuracy_b if turned else result.accuracy_a,
                b_value=result.accuracy_a if turned else result.accuracy_b,
                difference=difference, difference_lo=low, difference_hi=high,
-               better={1: a, -1: b, 0: TIE}[sign * result.winner], n=result.n, p_value=result.p_value,
+               better={1: a, -1: b, 0: UNDECIDED}[sign * result.winner], n=result.n, p_value=result.p_value,
                rule=result.rule,
                note=f"{result.a_only if not turned else result.b_only} vs "
                     f"{result.b_only if not turned else result.a_only} items only one got right")
@@ -151,39 +172,45 @@ def _energy_row(a: str, b: str, ea: tuple | None, eb: tuple | None) -> dict:
         row["note"] = f"different energy boundaries ({ea[1] or 'not stated'} vs {eb[1] or 'not stated'})"
         return row
     close = abs(va - vb) <= ENERGY_MARGIN * max(va, vb)
-    row.update(better=TIE if close else (a if va > vb else b),
-               note=f"one window each, no interval: within {ENERGY_MARGIN:.0%} counts as a tie")
+    row.update(better=UNDECIDED if close else (a if va > vb else b),
+               note=f"one window each, no interval: beyond {ENERGY_MARGIN:.0%} apart decides, within it nothing")
     return row
 
 
 def dominance(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
     """Per pair: (a, b, what it comes to) — 'A dominates B (…)' or 'neither dominates: A …; B …' — over the verdict
-    axes (the smoke tasks stay out)."""
+    axes (the smoke tasks and end-to-end latency stay out); the axes neither is better on are named with their word
+    (equivalent, undecided, mixed: a mixed axis is worse for both, so neither dominates across it)."""
     out = []
     for (a, b), rows in frame.groupby(["a", "b"], sort=False):
-        rows = rows[rows["axis"] != SMOKE_AXIS.key]
+        rows = rows[~rows["axis"].isin(BESIDE)]
         better = {name: [AXES_BY_KEY[r.axis].better for r in rows.itertuples() if r.better == name] for name in (a, b)}
-        tied = [AXES_BY_KEY[r.axis].words for r in rows.itertuples() if r.better == TIE]
-        tie_text = f"; tied on {', '.join(tied)}" if tied else ""
-        if better[a] and not better[b]:
-            out.append((a, b, f"{a} dominates {b} ({', '.join(better[a])}{tie_text})"))
+        words = {word: [AXES_BY_KEY[r.axis].words for r in rows.itertuples() if r.better == word]
+                 for word in (EQUIVALENT, UNDECIDED, MIXED)}
+        rest = "; ".join(f"{word} on {', '.join(axes)}" for word, axes in words.items() if axes)
+        tail = f"; {rest}" if rest else ""
+        if words[MIXED]:
+            sides = "; ".join(f"{n} has {', '.join(better[n])}" for n in (a, b) if better[n])
+            out.append((a, b, f"neither dominates: {sides + '; ' if sides else ''}{rest}"))
+        elif better[a] and not better[b]:
+            out.append((a, b, f"{a} dominates {b} ({', '.join(better[a])}{tail})"))
         elif better[b] and not better[a]:
-            out.append((a, b, f"{b} dominates {a} ({', '.join(better[b])}{tie_text})"))
+            out.append((a, b, f"{b} dominates {a} ({', '.join(better[b])}{tail})"))
         elif better[a]:
             out.append((a, b, f"neither dominates: {a} has {', '.join(better[a])}; {b} has {', '.join(better[b])}"))
         else:
-            out.append((a, b, f"neither dominates: no axis tells {a} and {b} apart{tie_text}"))
+            out.append((a, b, f"neither dominates: no axis tells {a} and {b} apart{tail}"))
     return out
 
 
-AXES_BY_KEY = {axis.key: axis for axis in (*AXES, SMOKE_AXIS)}
+AXES_BY_KEY = {axis.key: axis for axis in (*AXES, SMOKE_AXIS, E2E_AXIS)}
 
 
 def ranked(frame: pd.DataFrame) -> list[tuple[str, int]]:
-    """(system, axes it is better on against the others), most first: the verdict axes only, the smoke tasks out
-    (equal counts keep the order the systems came in)."""
+    """(system, axes it is better on against the others), most first: the verdict axes only, the smoke tasks and
+    end-to-end latency out (equal counts keep the order the systems came in)."""
     names = list(dict.fromkeys([*frame["a"], *frame["b"]])) if len(frame) else []
-    rows = frame[frame["axis"] != SMOKE_AXIS.key] if len(frame) else frame
+    rows = frame[~frame["axis"].isin(BESIDE)] if len(frame) else frame
     wins = {n: int((rows["better"] == n).sum()) for n in names}
     return sorted(wins.items(), key=lambda item: -item[1])
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.config import metrics
+from benchlib.analysis.failures import WHAT_IT_DID
 from benchlib.analysis import stats
 from benchlib.measure.client_health import HEALTH_COLUMNS
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
@@ -86,7 +87,8 @@ def failure_text(rows: pd.DataFrame) -> str:
     if failed.empty:
         return ""
     kinds = failed["error_kind"].fillna("").replace("", "unknown")
-    return "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().sort_index().items())
+    return "; ".join(f"{k}: {n}" + (f" ({WHAT_IT_DID[k]})" if k in WHAT_IT_DID else "")
+                     for k, n in kinds.value_counts().sort_index().items())
 
 
 def warmup_mask(frame: pd.DataFrame) -> pd.Series:
@@ -241,7 +243,10 @@ LEVEL_ENERGY_COLUMNS = [  # each line's comment is its columns' meaning (docs/co
     "loaded_power_w", "net_loaded_energy_j",  # the model-loaded baseline's power, W; energy_j less that baseline, J
     "tokens_per_joule",  # the level's completion tokens ÷ energy_j
     "tps_per_w",  # the level's aggregate throughput (concurrency) or its mean decode rate (context) ÷ avg_power_w
-    "energy_reason"]  # why the energy cells are empty
+    "energy_reason",  # why the energy cells are empty
+    # the whole node from its BMC (telemetry.bmc), its own boundary beside the chip's: energy, J, and its error
+    # bound, J; completion tokens ÷ node_energy_j; energy_j ÷ node_energy_j where a GPU counter is present
+    "node_energy_j", "node_energy_error_j", "node_tokens_per_joule", "gpu_share_of_node"]
 
 
 def level_window(task: str, level: Any) -> str:
@@ -274,6 +279,12 @@ def level_energy(levels: pd.DataFrame, windows: pd.DataFrame, task: str, key: st
         window = mine.iloc[-1]
         duration, energy = number(window.get("duration_s")), number(window.get("energy_j"))
         out.at[i, "level_window_s"] = duration
+        node = number(window.get("node_energy_j"))
+        if node > 0:
+            out.at[i, "node_energy_j"] = node
+            out.at[i, "node_energy_error_j"] = number(window.get("node_energy_error_j"))
+            out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(number(row.get("completion_tokens")), node)
+            out.at[i, "gpu_share_of_node"] = number(window.get("gpu_share_of_node"))
         if np.isnan(energy):
             out.at[i, "energy_reason"] = f"no energy: {window.get('energy_reason') or 'not measured'}"
             continue

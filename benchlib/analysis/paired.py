@@ -13,7 +13,8 @@ items are fixed by its seed, so every deployment gets the same ones):
     p_value                          exact McNemar test: the discordant pairs under a fair coin
                                      (scipy.stats.binomtest(a_only, a_only + b_only, 0.5), two-sided; 1 without any)
     verdict                          "A beats B" only when the difference's interval excludes 0 and the exact
-                                     McNemar test rejects equal accuracy at 5 %; otherwise "tie". Both are asked:
+                                     McNemar test rejects equal accuracy at 5 %; otherwise "undecided" (with
+                                     about how many items would decide at the observed split). Both are asked:
                                      on a handful of items the score interval can exclude 0 where the exact test
                                      cannot tell (4 of 4 against 1 of 4: interval above 0, p = 0.25)
 
@@ -27,7 +28,7 @@ with each item's basis.
 PLANNED (`planned`): where a pair was compared by a compare plan (params run.quality, benchlib.analysis.sequential),
 the plan's group-sequential rule gives the pair's verdict, not the fixed-sample test above: after looks that test
 is an uncorrected peek. Decided → the winner (the side with more discordant wins at the last look), at the plan's
-alpha; any other stop (pool exhausted, budget) → "tie", the reason in words in `rule`. The interval and p stay
+alpha; any other stop (pool exhausted, budget) → "undecided", the reason in words in `rule`. The interval and p stay
 beside it, informative. The terminal (cli), the summary's "On this host" (analysis.host) and the frontier
 (`winner_matrix` with the plans, through the systems' PLAN_COLUMN) all apply it, so they agree.
 
@@ -53,6 +54,7 @@ from benchlib.records.schema import flag, optional_flag
 from benchlib.scoring.graded import GRADED_CHECKERS
 
 ALPHA = 0.05  # the exact McNemar test's level, matching the 95 % interval
+UNDECIDED = "undecided"  # the verdict where neither is shown better (analysis.speed_verdicts' word too)
 GRADED, SMOKE, UNDER_LOAD = "graded sets", "smoke tasks", "graded sets under load"  # an item's basis
 ITEM_COLUMNS = ["system", "task", "item", "passed", "basis"]
 LOAD_COLUMNS = ["system", "task", "concurrency"]  # + PAIR_COLUMNS, a = the first pass, b = the pass under load
@@ -96,7 +98,7 @@ class Paired:
 
     @property
     def winner(self) -> int:
-        """+1 when A beats B, −1 when B beats A, 0 for a tie: the interval includes 0, the exact test does not
+        """+1 when A beats B, −1 when B beats A, 0 when undecided: the interval includes 0, the exact test does not
         reject equality (p ≥ ALPHA), or there are no shared items; under a compare plan (`rule`), its verdict."""
         if self.rule:
             return {f"{self.a} beats {self.b}": 1, f"{self.b} beats {self.a}": -1}.get(self.verdict, 0)
@@ -111,13 +113,23 @@ class Paired:
             return replace(self, a=self.b, b=self.a, a_only=self.b_only, b_only=self.a_only,
                            accuracy_a=self.accuracy_b, accuracy_b=self.accuracy_a, difference=-self.difference,
                            difference_lo=-self.difference_hi, difference_hi=-self.difference_lo).line()
-        head = self.verdict if self.winner else f"{self.a} vs {self.b}: tie"
+        head = self.verdict if self.winner else f"{self.a} vs {self.b}: {UNDECIDED}"
         head += ":"
         if self.rule:  # the plan's words, then the fixed-sample figures, informative only
             head = f"{self.verdict} ({self.rule}) —" if self.winner else f"{self.a} vs {self.b}: {self.rule} —"
         return (f"{head} {self.accuracy_a:.0%} vs {self.accuracy_b:.0%} on the same {self.n} items, difference "
                 f"{_signed(self.difference)} [{_signed(self.difference_lo)}, {_signed(self.difference_hi)}] "
-                f"({self.a_only} vs {self.b_only} items only one got right; exact McNemar p = {self.p_value:.3g})")
+                f"({self.a_only} vs {self.b_only} items only one got right; exact McNemar p = {self.p_value:.3g})"
+                + ("" if self.winner or self.rule else self.more()))
+
+    def more(self) -> str:
+        """'; about N more items would decide at this split' (normal approximation of the McNemar test: its z,
+        |a_only − b_only| ÷ √(a_only + b_only), grows as √n), '' where no item told them apart."""
+        if self.a_only == self.b_only:
+            return ""
+        z = abs(self.a_only - self.b_only) / math.sqrt(self.a_only + self.b_only)
+        needed = max(self.n + 1, math.ceil(self.n * (scipy_stats.norm.isf(ALPHA / 2) / z) ** 2))
+        return f"; about {needed - self.n} more items ({needed} in all) would decide at this split"
 
 
 def _signed(share: float) -> str:
@@ -162,7 +174,7 @@ def compare(a: Mapping[object, bool], b: Mapping[object, bool], a_name: str = "A
     result = Paired(a_name, b_name, n, both, a_only, b_only, neither,
                     (both + a_only) / n if n else math.nan, (both + b_only) / n if n else math.nan,
                     (a_only - b_only) / n if n else math.nan, low, high, mcnemar_exact(a_only, b_only), "")
-    verdict = {1: f"{a_name} beats {b_name}", -1: f"{b_name} beats {a_name}", 0: "tie"}[result.winner]
+    verdict = {1: f"{a_name} beats {b_name}", -1: f"{b_name} beats {a_name}", 0: UNDECIDED}[result.winner]
     return Paired(**{**asdict(result), "verdict": verdict})
 
 
@@ -228,8 +240,16 @@ def plan_outcome(look: Mapping[str, object]) -> PlanOutcome:
                            f"({look.get('against', 'its baseline')}) right where they differ, "
                            f"p = {float(look['p_value']):.3g} within that look's level "
                            f"{float(look['nominal_alpha']):.3g}", tasks)
-    return PlanOutcome(0, f"undecided by its compare plan: {reason or 'not stopped'} at {n} of {planned_n} items; "
-                          "a fixed-sample test after looks is not a verdict", tasks)
+    a_only, b_only = int(look.get("a_only") or 0), int(look.get("b_only") or 0)
+    alpha = pd.to_numeric(pd.Series([look.get("alpha")]), errors="coerce").iloc[0]
+    more = ""
+    if a_only != b_only and n:  # at the plan's own level: its last look spends about all of alpha
+        z = abs(a_only - b_only) / math.sqrt(a_only + b_only)
+        level = alpha if not math.isnan(alpha) else ALPHA
+        needed = max(n + 1, math.ceil(n * (scipy_stats.norm.isf(level / 2) / z) ** 2))
+        more = f"; about {needed - n} more items ({needed} in all) would decide at this split"
+    return PlanOutcome(0, f"undecided by its compare plan: {reason or 'not stopped'} at {n} of {planned_n} items"
+                          f"{more}; a fixed-sample test after looks is not a verdict", tasks)
 
 
 def plan_pairs(plans: pd.DataFrame | None) -> dict[tuple[str, str], PlanOutcome]:
@@ -252,7 +272,7 @@ def with_plan(result: Paired, pairs: Mapping[tuple[str, str], PlanOutcome],
                                                   if (result.b, result.a) in pairs else None)
     if outcome is None or not result.n or (tasks and outcome.tasks and not outcome.tasks & set(tasks)):
         return result
-    verdict = {1: f"{result.a} beats {result.b}", -1: f"{result.b} beats {result.a}", 0: "tie"}[outcome.winner]
+    verdict = {1: f"{result.a} beats {result.b}", -1: f"{result.b} beats {result.a}", 0: UNDECIDED}[outcome.winner]
     return replace(result, verdict=verdict, rule=outcome.words)
 
 
@@ -306,7 +326,7 @@ def pairwise(items: pd.DataFrame, tasks: Sequence[str] | None = None) -> pd.Data
 
 def winner_matrix(outcome_maps: Sequence[object], names: Sequence[str] = (),
                   plans: Mapping[tuple[str, str], PlanOutcome] | None = None) -> np.ndarray:
-    """[i, j] = +1 when system i beats j on their shared items, −1 when j beats i, 0 for a tie, NaN where either has
+    """[i, j] = +1 when system i beats j on their shared items, −1 when j beats i, 0 undecided, NaN where either has
     no per-item results (a dict (task, item) -> passed; anything else counts as none) or they share no item. With
     the systems' `names` and compare `plans` (plan_pairs), a pair a plan compared gets the plan's verdict."""
     size = len(outcome_maps)

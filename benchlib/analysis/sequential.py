@@ -16,7 +16,9 @@ functions of counts: nothing here sends a request or reads a file.
                 α(t) = 2 − 2 Φ(z_{1−α/2} / √t): almost nothing early, nearly all of α at the end. The boundary c_k
                 solves P(no crossing before k, |Z_k| ≥ c_k | equal accuracy) = α(t_k) − α(t_{k−1}) under the
                 z-statistics' canonical joint law (Brownian motion in information time), by recursive numerical
-                integration on a grid (`boundaries`); the nominal level is 2 (1 − Φ(c_k)). Looks may fall
+                integration on a grid (`boundaries`: the grid's step at most a third of the increment's standard
+                deviation, so looks close together are integrated as finely as far ones; at most MAX_LOOKS looks,
+                MAX_GRID points); the nominal level is 2 (1 − Φ(c_k)). Looks may fall
                 elsewhere than planned (a pool smaller than the plan): the spending function is evaluated at the
                 looks that happened, and the last possible look spends what is left (t = 1). Never an
                 uncorrected peek: testing at α at every look (`simulate_compare(..., corrected=False)`) inflates
@@ -37,9 +39,15 @@ from scipy import optimize
 from scipy import stats as scipy_stats
 
 from benchlib.analysis import stats
+from benchlib.config.quality_plan import MAX_LOOKS
 
 DECIDED, PRECISION, EXHAUSTED, BUDGET, FIXED = "decided", "precision reached", "pool exhausted", "budget", "fixed size"
-GRID = 241  # grid points per look for the numerical integration: boundaries to ~1e-4 on the z scale
+GRID = 241  # grid points per look for the numerical integration (at least): boundaries to ~1e-4 on the z scale
+# The grid's step is at most STEP_SD × the next increment's sd: a step as wide as the increment's sd (the fixed 241
+# points at a thousand looks and more) integrates the kernel wrongly and the boundaries go wrong without a word.
+STEP_SD = 1 / 3
+MAX_GRID = 8001  # points of one look's grid: looks closer than this allows are refused (ValueError)
+ROWS = 512  # grid rows of the density computed at a time (a 512 × MAX_GRID block is 33 MB)
 LOOK_COLUMNS = ["look", "n", "planned_n", "fraction", "plan", "baseline", "passed", "half_width", "a_only",
                 "b_only", "p_value", "nominal_alpha", "stop", "reason", "alpha"]
 
@@ -59,6 +67,8 @@ def boundaries(fractions: Sequence[float], alpha: float) -> np.ndarray:
     t = np.asarray(fractions, dtype=float)
     if not len(t) or np.any(np.diff(t) <= 0) or t[0] <= 0 or t[-1] > 1 + 1e-12:
         raise ValueError(f"information fractions must increase within (0, 1]: {list(fractions)}")
+    if len(t) > MAX_LOOKS:
+        raise ValueError(f"{len(t)} looks: at most {MAX_LOOKS} (each look's boundary is a numerical integration)")
     spent = np.diff(np.concatenate([[0.0], spending(t, alpha)]))
     out = np.empty(len(t))
     # B(t) = Z(t) √t has independent N(0, Δt) increments; `weights` is the sub-density of B at the last look on
@@ -67,6 +77,9 @@ def boundaries(fractions: Sequence[float], alpha: float) -> np.ndarray:
     previous = 0.0
     for k, (tk, target) in enumerate(zip(t, spent)):
         sd = math.sqrt(tk - previous)
+        if len(grid) > 1 and grid[1] - grid[0] > sd * STEP_SD * 1.01:
+            raise ValueError(f"looks at information {previous:.10g} and {tk:.10g} are closer than a {MAX_GRID}-point "
+                             f"grid integrates")
 
         def crossing(c: float) -> float:
             edge = c * math.sqrt(tk)
@@ -81,10 +94,15 @@ def boundaries(fractions: Sequence[float], alpha: float) -> np.ndarray:
         else:
             out[k] = optimize.brentq(lambda c: crossing(c) - target, 0.0, 40.0, xtol=1e-10)
         edge = min(out[k], 12.0) * math.sqrt(tk)
-        new = np.linspace(-edge, edge, GRID)
-        simpson = np.ones(GRID)
+        following = math.sqrt(t[k + 1] - tk) if k + 1 < len(t) else math.inf
+        points = GRID if not math.isfinite(following) else \
+            max(GRID, 2 * math.ceil(edge / (following * STEP_SD)) + 1)  # odd: Simpson's rule
+        new = np.linspace(-edge, edge, min(points, MAX_GRID))
+        simpson = np.ones(len(new))
         simpson[1:-1:2], simpson[2:-1:2] = 4, 2
-        density = (weights[None, :] * scipy_stats.norm.pdf((new[:, None] - grid[None, :]) / sd) / sd).sum(axis=1)
+        density = np.concatenate([
+            (weights[None, :] * scipy_stats.norm.pdf((new[i:i + ROWS, None] - grid[None, :]) / sd) / sd).sum(axis=1)
+            for i in range(0, len(new), ROWS)])
         grid, weights, previous = new, density * simpson * (new[1] - new[0]) / 3, tk
     return out
 

@@ -20,14 +20,16 @@ import pandas as pd
 
 from benchlib.config import metrics
 from benchlib.analysis import stats
-from benchlib.measure.timing import MAX_CONTEXT_TOKENS, PROMPT_FIELDS, completion_limit
+from benchlib.measure.timing import BUDGET_SLACK, MAX_CONTEXT_TOKENS, PROMPT_FIELDS, TOKENS_PER_DELTA
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag, json_value, number, numeric_column, optional_flag
 
 # summary.csv's columns; each line's comment is its columns' meaning (docs/columns.md is written from them)
 GROUP_KEYS = ("host", "model", "suite", "modality", "task")  # the task the row summarises
 STAT_METRICS = metrics.REQUEST_METRICS  # decode_tps, ttft_s, ttfo_s, e2e_s, tpot_s, itl_s, prefill_tps
-STATS = ("count", "mean", "mean_lo", "mean_hi", "sd", "p50", "p50_lo", "p50_hi", "p90", "p99")
+# every percentile with its distribution-free 95 % interval (stats, PERCENTILE BOUNDS); NaN where n is too small
+STATS = ("count", "mean", "mean_lo", "mean_hi", "sd",
+         *(f"{name}{part}" for name in stats.PERCENTILES for part in ("", "_lo", "_hi")))
 TOKEN_METRICS = ("decode_tps", "tpot_s", "prefill_tps")  # computed from the server's token counts
 COUNT_COLUMNS = [
     # measured requests (warm-ups left out), and of them: ok, failed, unsupported, truncated, scored, passed
@@ -82,64 +84,82 @@ def measured(requests: pd.DataFrame) -> pd.DataFrame:
     return requests[~requests["is_warmup"].map(flag)]
 
 
-def describe(values: Iterable[float]) -> dict[str, float]:
-    """count, mean with its 95 % bootstrap interval (mean_lo, mean_hi), sd (ddof=1), p50 with its interval,
-    p90 and p99 of the non-missing values; a percentile is NaN below the samples it needs (benchlib.analysis.stats)."""
-    series = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").dropna().astype(float)
-    data = series.to_numpy()
+def describe(values: Iterable[float] | np.ndarray, *, overwrite: bool = False) -> dict[str, float]:
+    """count, mean with its 95 % interval (mean_lo, mean_hi; stats.bootstrap_interval), sd (ddof=1), and p50, p90,
+    p95, p99 each with its distribution-free 95 % interval (`<p>_lo`, `<p>_hi`; NaN below the values it needs,
+    stats.INTERVAL_N) of the non-missing values. No resampling matrix and one copy of the values at most
+    (`overwrite=True`: none; the percentiles reorder `values` in place), so memory stays near 8 bytes a value."""
+    given = values if isinstance(values, np.ndarray) and values.dtype == float else _numbers(values)
+    data = stats.finite_only(given)
+    overwrite = overwrite or data is not given  # a filtered copy is ours to reorder
     n = len(data)
     mean_lo, mean_hi = stats.bootstrap_interval(data, "mean")
-    p50_lo, p50_hi = stats.bootstrap_interval(data, "median")
-    return {
-        "count": float(n),
-        "mean": float(data.mean()) if n else np.nan,
-        "mean_lo": mean_lo, "mean_hi": mean_hi,
-        "sd": float(series.std(ddof=1)) if n > 1 else np.nan,
-        "p50": stats.percentile(data, 0.50), "p50_lo": p50_lo, "p50_hi": p50_hi,
-        "p90": stats.percentile(data, 0.90),
-        "p99": stats.percentile(data, 0.99),
-    }
+    row = {"count": float(n), "mean": float(data.mean()) if n else np.nan, "mean_lo": mean_lo, "mean_hi": mean_hi,
+           "sd": stats.standard_deviation(data)}
+    for name, (value, low, high) in stats.percentile_bounds(data, overwrite=overwrite).items():
+        row.update({name: value, f"{name}_lo": low, f"{name}_hi": high})
+    return row
 
 
-def _pooled(column: pd.Series) -> list[float]:
-    """Every value of a list column (ITL gaps of each request; JSON text as written) in one list."""
-    out: list[float] = []
-    for value in column:
-        value = json_value(value)
-        if isinstance(value, (list, tuple)):
-            out.extend(float(v) for v in value)
-    return out
+def _numbers(values: Iterable[Any]) -> np.ndarray:
+    """A column as floats: numbers and numeric text, anything else NaN."""
+    series = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
 
 
+def _gap_count(value: Any) -> int:
+    """How many numbers a row's ITL list holds, without parsing it: a JSON list of numbers has one comma fewer."""
+    if isinstance(value, str):
+        text = value.strip()
+        return 0 if text in ("", "[]") else text.count(",") + 1
+    return len(value) if isinstance(value, (list, tuple, np.ndarray)) else 0
 
-def _whole(count: float, limit: float = math.inf) -> bool:
-    """A token count as a row holds it: a whole number from 0 to `limit`."""
-    return math.isfinite(count) and 0 <= count <= limit and count.is_integer()
+
+def _pooled(column: pd.Series) -> np.ndarray:
+    """Every value of a list column (ITL gaps of each request; JSON text as written) in one float array, written
+    row by row into one buffer sized by a first count (no Python float per gap, no list of arrays to join)."""
+    sizes = np.fromiter((_gap_count(v) for v in column), dtype=np.int64, count=len(column))
+    out = np.empty(int(sizes.sum()), dtype=float)
+    at = 0
+    for value, size in zip(column, sizes):
+        if not size:
+            continue
+        gaps = np.asarray(json_value(value) if isinstance(value, str) else value, dtype=float).ravel()
+        if at + len(gaps) > len(out):  # a list the comma count misjudged (not flat numbers): grow, rarely
+            grown = np.empty(max(at + len(gaps), len(out) + len(out) // 2), dtype=float)
+            grown[:at] = out[:at]
+            out = grown
+        out[at:at + len(gaps)] = gaps
+        at += len(gaps)
+    return out[:at]
 
 
-def _count_implausible(row: Mapping[str, Any]) -> bool:
-    flagged = row.get("implausible_counts")
-    if isinstance(flagged, str) and flagged.strip():
-        return True
-    for name in PROMPT_FIELDS:
-        prompt = number(row.get(name))
-        if not math.isnan(prompt) and not _whole(prompt, MAX_CONTEXT_TOKENS):
-            return True
-    tokens = number(row.get("completion_tokens"))
-    if math.isnan(tokens):
-        return False  # no count: nothing to keep out
-    if not _whole(tokens):
-        return True
-    budget, deltas = number(row.get("max_tokens")), number(row.get("client_deltas"))
-    limit = completion_limit(0 if math.isnan(budget) else budget, 0 if math.isnan(deltas) else deltas)
-    return limit is not None and tokens > limit
+def _whole(counts: pd.Series, limit: float = math.inf) -> pd.Series:
+    """Token counts as a row holds them: whole numbers from 0 to `limit` (NaN: False)."""
+    values = counts.to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        return pd.Series(np.isfinite(values) & (values >= 0) & (values <= limit) & (np.floor(values) == values),
+                         index=counts.index)
 
 
 def implausible(rows: pd.DataFrame) -> pd.Series:
-    """True for the rows whose server token counts are implausible (the module docstring)."""
+    """True for the rows whose server token counts are implausible (the module docstring), column by column (a
+    million rows in a second, not a Python call a row)."""
     if rows.empty:
         return pd.Series(False, index=rows.index, dtype=bool)
-    return rows.apply(_count_implausible, axis=1).astype(bool)
+    flagged = rows["implausible_counts"] if "implausible_counts" in rows else pd.Series("", index=rows.index)
+    bad = flagged.map(lambda v: isinstance(v, str) and bool(v.strip())).astype(bool)
+    for name in PROMPT_FIELDS:
+        prompt = numeric_column(rows, name)
+        bad |= prompt.notna() & ~_whole(prompt, MAX_CONTEXT_TOKENS)
+    tokens = numeric_column(rows, "completion_tokens")
+    # timing.completion_limit, column-wise: a budget or delta count that is no whole number counts as unknown (0)
+    budget, deltas = (numeric_column(rows, c) for c in ("max_tokens", "client_deltas"))
+    budget, deltas = budget.where(_whole(budget), 0.0), deltas.where(_whole(deltas), 0.0)
+    limit = np.maximum(BUDGET_SLACK * budget, TOKENS_PER_DELTA * np.maximum(deltas, 1.0))
+    limit = limit.where((budget > 0) | (deltas > 0), math.inf)  # neither known: nothing to judge by
+    bad |= tokens.notna() & (~_whole(tokens) | (tokens > limit))
+    return bad.astype(bool)
 
 
 def _keys(frame: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
@@ -164,9 +184,9 @@ def _summarize_group(group: pd.DataFrame, max_error_rate: float | None) -> dict[
     }
     for metric in STAT_METRICS:
         rows = counted if metric in TOKEN_METRICS else ok
-        values = _pooled(rows[metric]) if metric == "itl_s" and metric in rows else \
-            (rows[metric] if metric in rows else [])
-        figures = describe(values)
+        pooled = metric == "itl_s" and metric in rows
+        values = _pooled(rows[metric]) if pooled else (_numbers(rows[metric]) if metric in rows else np.empty(0))
+        figures = describe(values, overwrite=True)  # both are this loop's own arrays
         row.update({f"{metric}_{name}": val for name, val in figures.items()})
     tokens = pd.to_numeric(counted["completion_tokens"], errors="coerce").dropna() if "completion_tokens" in counted \
         else pd.Series(dtype=float)
@@ -210,9 +230,9 @@ def summarize_requests(requests: pd.DataFrame, by: Sequence[str] | None = None,
                        max_error_rate: float | None = None) -> pd.DataFrame:
     """Per-group summary (default keys: host, model, suite, modality, task — those present).
 
-    Counts (n_ok, n_failed, n_unsupported, n_truncated, n_scored, n_passed, n_warmup), count/mean/sd/p50/
-    p90/p99 of decode_tps, ttft_s and e2e_s over ok rows, prefill_tps_mean, accuracy, score_mean (checker
-    score, e.g. entity recall), error_rate,
+    Counts (n_ok, n_failed, n_unsupported, n_truncated, n_scored, n_passed, n_warmup), count/mean/sd and
+    p50/p90/p95/p99, each with its 95 % interval (`describe`), of every STAT_METRICS metric over ok rows,
+    accuracy, score_mean (checker score, e.g. entity recall), error_rate,
     failures ('kind: n; ...'), valid (False when nothing succeeded or error_rate > max_error_rate) and note.
     Empty input gives an empty frame with these columns.
     """
@@ -367,7 +387,8 @@ EFFICIENCY_COLUMNS = [  # windows.csv's columns beside the telemetry's (docs/col
     "tokens_per_joule", "joules_per_token",  # completion_tokens ÷ energy_j, and its inverse
     "decode_tps_mean",  # those requests' mean decode rate
     "tps_per_w",  # decode_tps_mean ÷ avg_power_w: the paper's tok/s per W
-    "efficiency_reason"]  # why the efficiency figures are empty
+    "efficiency_reason",  # why the efficiency figures are empty
+    "node_tokens_per_joule"]  # completion_tokens ÷ the whole node's energy (node_energy_j, from its BMC)
 
 
 def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -429,6 +450,9 @@ def add_token_efficiency(windows: pd.DataFrame, requests: pd.DataFrame) -> pd.Da
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(rate, power)
             elif len(tps):
                 out.at[i, "tps_per_w"] = metrics.tps_per_watt(float(tps.mean()), power)
+        node = number(w.get("node_energy_j"))
+        if node > 0 and number(out.at[i, "completion_tokens"]) > 0:  # the node's own axis: never mixed with the chip's
+            out.at[i, "node_tokens_per_joule"] = metrics.tokens_per_joule(out.at[i, "completion_tokens"], node)
         out.at[i, "efficiency_reason"] = "; ".join(reasons)
     return out
 

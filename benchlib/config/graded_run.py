@@ -35,7 +35,8 @@ class GradedRunSettings(Section):
         "for every set, or a mapping of set name to number or 'all' ('*' for the sets not named; a set neither "
         "named nor covered sends none). Sets the precision: the 95 % Wilson half-width at 50 % accuracy is ±35 "
         "points at n=4, ±17 at 30, ±9.6 at 100, ±4.9 at 400. Fewer than the pool is a reduced run: its manifest "
-        "says so (graded.reduced) and the paper prints 'reduced demo: N of M items'")
+        "says so (graded.reduced) and the paper prints 'reduced: N of M items' (a sequential run.quality plan's: "
+        "'sized by its compare plan …')")
     graded_in_flight: int | None = Field(
         None, ge=1, le=4096, description="Graded items in flight in the first pass (each row records it as its "
         "concurrency): null = 1 on an embedded server (one slot on this machine's CPU) and "

@@ -104,6 +104,10 @@ def none_if_nan(value: Any) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
+# The percentiles every summary reports, each with its distribution-free interval (analysis.stats)
+PERCENTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+
+
 # ============================================================================================= the registry
 @dataclass(frozen=True)
 class Metric:

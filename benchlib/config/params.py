@@ -21,10 +21,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from benchlib.config import graded, graded_run
-from benchlib.config.graded_run import GradedRunSettings
+from benchlib.config import graded, graded_run, latency_plan
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.quality_plan import QualityPlan
+from benchlib.config.strict_yaml import MAX_DEPTH, MAX_INT_BITS, StrictLoader
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
 from benchlib.config.sections import Section as _Section, url_credentials, url_secret
@@ -34,8 +34,6 @@ SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds"
 Modality = Literal["text", "vision", "audio", "video"]
 # Notebooks the main job can execute, in the order it executes them.
 NOTEBOOK_ORDER = ("text", "quality", "vision", "audio", "video", "load")
-MAX_DEPTH = 32  # nesting levels of a params file (extra_body needs a handful)
-MAX_INT_BITS = 63  # every integer fits in 64 bits with its sign
 MAX_HOST_NAME = 120  # host.name is a folder name (NAME_MAX is 255 bytes) ...
 MAX_DEPLOYMENT_NAME = 200  # ... and so is model[+variant], with room for what is put beside it
 
@@ -216,7 +214,8 @@ class ServerParams(_Section):
         return {"Authorization": f"Bearer {self.api_key()}"} if self.api_key_env else {}
 
 
-class RunSettings(GradedRunSettings):  # graded_items, graded_in_flight, graded_concurrency: config/graded_run.py
+# graded_items, graded_in_flight, graded_concurrency: config/graded_run.py; latency, equivalence_margin: latency_plan.py
+class RunSettings(graded_run.GradedRunSettings, latency_plan.SpeedRunSettings):
     warmups: int = Field(1, ge=0, le=1000, description="Warm-up requests before measuring (recorded, flagged)")
     repeats: int = Field(3, ge=1, le=100_000, description="Measured requests per task")
     quality: QualityPlan = Field(default_factory=QualityPlan, description="How many graded items, and when to "
@@ -557,53 +556,6 @@ def _check_task_names(params: BenchParams) -> None:
             raise ParamsError(f"{params.source or 'params'}: tasks: unknown task '{name}'{hint}")
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """yaml.SafeLoader without aliases: a few hundred bytes of nested *refs expand to gigabytes ("billion
-    laughs"); a params file has no use for them, so the first one is refused, in well under a second. Nor does it
-    take a key twice (the last would silently win), nesting deeper than MAX_DEPTH (the composer recurses: a
-    RecursionError) or an integer literal too long for 64 bits (Python refuses to convert 4,300 digits)."""
-
-    depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a params file",
-                                              event.start_mark)
-        if self.depth >= MAX_DEPTH:
-            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
-                                              self.peek_event().start_mark)
-        self.depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, Any] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node)
-            except TypeError:  # an unhashable key: SafeLoader's own error follows
-                continue
-            if first is not key_node:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r} (first at line "
-                                                                    f"{first.start_mark.line + 1}; the last would "
-                                                                    f"silently win)", key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node: Any) -> int:
-        if len(str(node.value)) > 24:  # 2**63 has 19 digits; longer is no 64-bit integer
-            raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(str(node.value))} characters "
-                                                                f"(at most {MAX_INT_BITS} bits and a sign)",
-                                                    node.start_mark)
-        return super().construct_yaml_int(node)
-
-
-_NoAliasLoader.add_constructor("tag:yaml.org,2002:int", _NoAliasLoader.construct_yaml_int)
-
-
 def load_params(path: str | os.PathLike) -> BenchParams:
     """Read and validate a params YAML file."""
     file = Path(path)
@@ -618,7 +570,7 @@ def load_params(path: str | os.PathLike) -> BenchParams:
         raise ParamsError(f"{shown}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                           f"save the file as UTF-8") from None
     try:
-        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 — a SafeLoader that also refuses aliases
+        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 — a SafeLoader that also refuses aliases
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -21,6 +21,10 @@ from pydantic import Field, model_validator
 from benchlib.config.sections import Section
 
 PLANS = ("fixed", "precision", "compare")
+# Looks of one plan: each look's boundary is a numerical integration (benchlib.analysis.sequential.boundaries),
+# asked again at every look, and past a hundred looks the boundaries are those of continuous monitoring already
+# (bench/results/2026-11-29-imports.md), so a plan gains nothing from more.
+MAX_LOOKS = 100
 
 
 class QualityPlan(Section):
@@ -42,7 +46,10 @@ class QualityPlan(Section):
         if self.plan == "compare" and not self.baseline:
             raise ValueError("plan compare needs `baseline`: the deployment of the study to compare with")
         if any(not 0 < f <= 1 for f in self.looks) or sorted(set(self.looks)) != list(self.looks) or not self.looks:
-            raise ValueError(f"looks must be increasing shares in (0, 1]: {self.looks}")
+            raise ValueError(f"looks must be increasing shares in (0, 1]: {str(self.looks)[:80]}")
+        if len(self.looks) > MAX_LOOKS:
+            raise ValueError(f"looks: {len(self.looks)} shares, at most {MAX_LOOKS} (each look's boundary is a "
+                             f"numerical integration, and a plan gains nothing from more)")
         return self
 
     @property

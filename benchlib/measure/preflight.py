@@ -34,7 +34,7 @@ from benchlib.measure.backends import ChatRequest, make_backend
 from benchlib.measure.bounded import fetch, within
 from benchlib.measure.failures import RequestFailed
 from benchlib.records.rows import STATUS_OK, RequestRecord, write_atomic
-from benchlib.records.secrets import cut
+from benchlib.records.secrets import cut, scrub
 
 PREFLIGHT_JSON = "preflight.json"  # in the deployment's folder (outputs/<host>/<model>/), beside its suites
 OVERLAP_PROBE = 2
@@ -214,13 +214,14 @@ def planned_in_flight(params: BenchParams, notebooks: list[str]) -> int:
 def _decide(pf: Preflight, params: BenchParams) -> None:
     """takes, in_flight, why and warnings from the probes."""
     last = pf.probes[-1] if pf.probes else None
+    # what it takes, from what was sent, never from timing: the most sent at once that all came back whole (served
+    # together, or queued beyond its slots), 1 where a second one waited for the first
     if last is None:
         pf.takes = None
     elif any(p.outcome in (CUTS, REFUSES) for p in pf.probes):
-        good = [p for p in pf.probes if p.outcome in (TOGETHER, QUEUED)]
-        pf.takes = max((p.served_at_once for p in good), default=1)
+        pf.takes = max((p.sent for p in pf.probes if p.outcome == TOGETHER), default=1)
     else:
-        pf.takes = max(1, max(p.served_at_once for p in pf.probes)) if last.outcome == TOGETHER else 1
+        pf.takes = last.sent if last.outcome == TOGETHER else 1
     bad = next((p for p in pf.probes if p.outcome in (CUTS, REFUSES)), None)
     pf.overlap = bad.outcome if bad else (last.outcome if last else NOT_PROBED)
     explicit = params.run.graded_in_flight
@@ -239,9 +240,9 @@ def _decide(pf: Preflight, params: BenchParams) -> None:
         elif pf.overlap == QUEUED:
             pf.why = "this server answers one request at a time (the second waited for the first): one at a time"
         else:
-            pf.why = (f"this server answered {pf.takes} together" +
-                      ("" if pf.in_flight == pf.planned_in_flight else f" (the plan's {pf.planned_in_flight} "
-                                                                       f"capped at what it serves)"))
+            pf.why = (f"this server answered {pf.takes} sent at once whole ({last.served_at_once} generated together)"
+                      + ("" if pf.in_flight == pf.planned_in_flight else f": the plan's {pf.planned_in_flight} "
+                                                                         f"capped at that"))
     if bad is not None and (explicit or 0) > (pf.takes or 1) and params.run.graded_concurrency <= 1:
         pf.warnings.append(f"run.graded_in_flight {explicit} is more than this server served whole ({pf.takes}; "
                            f"it {bad.outcome} at {bad.sent}): expect failed requests")
@@ -269,7 +270,15 @@ def check(params: BenchParams, notebooks: list[str]) -> Preflight:
         if pf.probes[-1].outcome == TOGETHER and pf.planned_in_flight > OVERLAP_PROBE:
             pf.probes.append(judge(event_loop.run(_send(probe_params, pf.planned_in_flight))))
     _decide(pf, params)
-    return pf
+    return scrubbed(pf, params.server.secret())
+
+
+def scrubbed(pf: Preflight, secret: str) -> Preflight:
+    """The findings with the key's value taken out of every string a server gave back (its answer, its errors): they
+    are printed and written."""
+    clean = scrub(pf.record(), secret)
+    clean["probes"] = [Overlap(**probe) for probe in clean["probes"]]
+    return Preflight(**clean)
 
 
 def with_model(params: BenchParams, model_id: str) -> BenchParams:
@@ -282,8 +291,9 @@ def with_model(params: BenchParams, model_id: str) -> BenchParams:
 
 def apply(params: BenchParams, pf: Preflight) -> BenchParams:
     """The params the suites run with: the id the server lists, and the graded in-flight the server takes."""
-    out = with_model(params, pf.model_id).model_copy(deep=True)
-    if params.run.graded_in_flight is None and pf.planned_in_flight > 1:
+    out = with_model(params, pf.model_id)
+    if params.run.graded_in_flight is None and pf.in_flight < pf.planned_in_flight:  # only a cap changes the run
+        out = out.model_copy(deep=True)
         out.run.preflight_in_flight = pf.in_flight
     return out
 
@@ -292,7 +302,7 @@ def save(pf: Preflight, folder: Path) -> Path:
     """preflight.json in the deployment's folder, written whole."""
     path = folder / PREFLIGHT_JSON
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(pf.record(), indent=2, default=str))
+    write_atomic(path, json.dumps(pf.record(), indent=2, default=str))  # scrubbed by check()
     return path
 
 

@@ -23,8 +23,10 @@ What a replay makes of a line (benchlib.suites.load.workloads builds the text):
 Every field is bounded by what a replay can do (a line outside is refused, naming it): a timestamp at most
 MAX_TIMESTAMP_MS (30 days: longer than any released serving trace, and a replay runs in real time), lengths at
 most MAX_TOKENS (no served model has a context that long), hash ids 64-bit and at most one per prompt token, a
-line at most MAX_LINE_BYTES. A line that is not UTF-8, not JSON, or JSON nested or numbered beyond what the parser
-takes is the same one-line error.
+line at most MAX_LINE_BYTES. A line that is not UTF-8, not JSON, JSON nested or numbered beyond what the parser
+takes, or an object that names a key twice (which value counts would be the parser's guess) is the same one-line
+error; the file is read as benchlib.records.outside reads every file from outside (a regular file only: a FIFO is
+refused at once, not waited on).
 
 Lines are kept in the file's order of timestamps (a stable sort: equal timestamps keep their lines' order); a
 request's identity is its line number, so a resumed replay finds the same requests. Pure: nothing here but
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Iterator
 
 from benchlib.measure.timing import MAX_CONTEXT_TOKENS
+from benchlib.records import outside
 
 BLOCK_TOKENS = 512  # tokens a hash id stands for in Mooncake's trace release (and AIPerf's / Dynamo's default)
 
@@ -85,13 +88,9 @@ def _shown(value: object) -> str:
 def parse_line(text: str, line: int, source: str = "trace") -> TraceRequest:
     """One JSONL line → TraceRequest; TraceError naming `source:line` and what is wrong."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{source}:{line}: not JSON ({exc.msg} at column {exc.colno})") from None
-    except ValueError as exc:  # an integer past the interpreter's digit limit (4,300 digits)
-        raise TraceError(f"{source}:{line}: not a trace record ({str(exc).split(':')[0]})") from None
-    except RecursionError:
-        raise TraceError(f"{source}:{line}: not a trace record (nested deeper than the JSON parser goes)") from None
+        data = outside.loads_json(text, f"{source}:{line}", "trace record")
+    except outside.OutsideError as exc:
+        raise TraceError(str(exc)) from None
     try:
         if not isinstance(data, dict):
             raise ValueError(f"expected an object with {', '.join(FIELDS)}, not {type(data).__name__}")
@@ -117,17 +116,12 @@ def parse_line(text: str, line: int, source: str = "trace") -> TraceRequest:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each line, read a bounded line at a time (a FIFO or /dev/zero ends at the cap);
-    TraceError naming the line for one over MAX_LINE_BYTES or not UTF-8."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
-            if len(raw) > MAX_LINE_BYTES:
-                raise TraceError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES} bytes")
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise TraceError(f"{path}:{number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                                 f"{exc.start + 1})") from None
+    """(line number, text) of each line, a bounded line at a time (benchlib.records.outside.lines); TraceError
+    naming the line for one over MAX_LINE_BYTES or not UTF-8, or the file for one that is no regular file."""
+    try:
+        yield from outside.lines(path, MAX_LINE_BYTES)
+    except outside.OutsideError as exc:
+        raise TraceError(str(exc)) from None
 
 
 def read_trace(path: str | Path, max_requests: int | None = None) -> list[TraceRequest]:

@@ -22,7 +22,8 @@ from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
 from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
-from benchlib.paper.on_this_host import fig_on_this_host, host_table, quality_plan_table
+from benchlib.paper.on_this_host import fig_on_this_host, host_table, latency_plan_table, quality_plan_table
+from benchlib.paper.predicted import fig_predicted, predicted_table
 from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.published_tables import (
     bandwidth_law_table,
@@ -123,6 +124,7 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("regimes", lambda i: regimes_table(i.frontier[0], i.settings.regime_objects(), i.runs.labels)),
     PaperTable("on_this_host", lambda i: host_table(i.runs, i.systems), optional=True),
     PaperTable("quality_plan", lambda i: quality_plan_table(i.runs), optional=True),
+    PaperTable("latency_plan", lambda i: latency_plan_table(i.runs), optional=True),
     PaperTable("runs", lambda i: runs_table(i.runs)),
     PaperTable("setup", lambda i: setup_table(i.ref, i.runs)),
     PaperTable("platform", lambda i: platform_table(i.ref, i.runs)),
@@ -151,14 +153,16 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("load_rate", lambda i: load_table(i.runs, "rate"), optional=True),
     PaperTable("ladder", lambda i: ladder_table(i.ladder[0]), optional=True),
     PaperTable("ladder_law", lambda i: ladder_law_table(*i.ladder, i.runs), optional=True),
+    PaperTable("predicted_vs_measured", lambda i: predicted_table(i.runs, i.ref), optional=True),
     PaperTable(LONG_TABLE, lambda i: Table(LONG_TABLE, "Published rows and ours, tidy",
                                            published_and_runs_long(i.ref, i.runs)), markdown=False),
 )
 
 PAPER_FIGURES: tuple[PaperFigure, ...] = (
     PaperFigure("on_this_host", lambda t, r, s: fig_on_this_host(t, r),
-                "Our deployments on this host, axis by axis, each with its 95 % interval (answers: accuracy on "
-                "the graded items both answered, Wilson interval); the paired verdict itself is in the table.",
+                "Our deployments on this host, axis by axis, each with its 95 % interval (speed and TTFT as the "
+                "table below gives them; answers: accuracy on the graded items both answered, Wilson interval); the "
+                "verdicts, prompt by prompt and item by item, are in the On this host table.",
                 optional=True),
     PaperFigure("throughput_by_task", lambda t, r, s: fig_throughput(t, r),
                 "Decode tok/s per task and system; our runs hatched with ± sd whiskers."),
@@ -193,6 +197,9 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
                 "ladder: each rung's decode tok/s against the GB it reads per token, the fitted law and the "
                 "bandwidth ceiling; right, accuracy against file size where it is that precision's own.",
                 optional=True),
+    PaperFigure("predicted_vs_measured", lambda t, r, s: fig_predicted(t),
+                "Decode tok/s predicted by `frontier-bench plan` before measuring (own runs left out of the "
+                "calibration) against measured, with both intervals; the band is ±15 %.", optional=True),
 )
 
 # The report's first screen, after the verdict sentence (assembly.report_markdown): the figure, then the tables
@@ -200,7 +207,7 @@ GLANCE = Section("At a glance", ("deployments", "regimes"), ("on_this_host",))
 
 SECTIONS: tuple[Section, ...] = (
     GLANCE,
-    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan")),
+    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan", "latency_plan")),
     Section("Runs", ("runs",)),
     Section("1. Experimental setup (000 §2)", ("setup",)),
     Section("2. Hardware platforms (000 §3)", ("platform",)),
@@ -225,6 +232,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("16. 004's napkin ceiling beside our bytes-per-token model", ("napkin_ceiling",)),
     Section("17. 001's decisions under their own thresholds", ("heros_thresholds",)),
     Section("18. Where the seeds disagree", ("contradictions",)),
+    Section("19. Predicted vs measured: `frontier-bench plan` (docs/plan.md)", ("predicted_vs_measured",),
+            ("predicted_vs_measured",), absent="_No plan in outputs/ yet: `frontier-bench plan` makes one._"),
 )
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from benchlib.config.formatting import fmt
+from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
@@ -198,11 +199,19 @@ NO_BOUNDARY = "no energy measured"
 
 def energy_groups(systems: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The systems split by energy boundary (telemetry/boundary), those without one last: one group per axis, so
-    joules of two boundaries never share one."""
+    joules of two boundaries never share one. Systems whose node was read from its BMC appear once more, in a group
+    of their own at the whole node, with the node's tokens per joule (tok/s per W is not computed there)."""
     bounds = systems.get("energy_boundary", pd.Series("", index=systems.index)).map(
         lambda b: b if isinstance(b, str) and b else NO_BOUNDARY)
     order = sorted(set(bounds) - {NO_BOUNDARY}) + ([NO_BOUNDARY] if (bounds == NO_BOUNDARY).any() else [])
-    return [(name, systems[bounds == name]) for name in order]
+    groups = [(name, systems[bounds == name]) for name in order]
+    node = pd.to_numeric(systems.get("node_tokens_per_joule", pd.Series(math.nan, index=systems.index)),
+                         errors="coerce")
+    if node.notna().any():
+        at_node = systems[node.notna()].assign(tokens_per_joule=node[node.notna()], tps_per_w=math.nan,
+                                               energy_note="no energy: tok/s per W is not computed at the node")
+        groups.insert(len(order) - (NO_BOUNDARY in order), (NODE_INPUT, at_node))
+    return groups
 
 
 def fig_energy(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:

@@ -42,8 +42,7 @@ def _decides(row: pd.Series) -> str:
                 f"{fmt(row['p_value'], '.2g')} ({row['note']})" + (f"; {row['rule']}" if row.get("rule") else ""))
     if row["axis"] == "tokens_per_joule":
         return str(row["note"])
-    return "95 % intervals overlap" if row["better"] == host.TIE else \
-        "95 % intervals apart" if row["better"] != host.NOT_MEASURED else "no measured request"
+    return str(row["rule"]) if row["better"] != host.NOT_MEASURED else "no measured request"
 
 
 def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
@@ -55,7 +54,9 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
     if "excluded" in ours:  # nothing is ranked on answers it did not get (analysis.failures.not_ranked)
         ours = ours[~ours["excluded"].map(lambda v: isinstance(v, str) and v.startswith(GRADED_FAILED))]
         requests = requests[requests["system"].isin(ours["system"])]
-    frame = host.head_to_head(requests, ours, runs.plans())
+    margins = dict(zip(runs.meta["system"], pd.to_numeric(runs.meta["equivalence_margin"], errors="coerce"))) \
+        if "equivalence_margin" in runs.meta else {}
+    frame = host.head_to_head(requests, ours, runs.plans(), {k: v for k, v in margins.items() if v == v})
     if frame.empty:
         return None
     display = pd.DataFrame({
@@ -64,8 +65,13 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         "B [95% CI]": [_value(r, "b") for _, r in frame.iterrows()],
         "better": frame["better"], "what decides": [_decides(r) for _, r in frame.iterrows()]})
     return Table("on_this_host", "On this host: our deployments against each other", frame, display,
-                 "Decode speed and time to first token from the text suite's measured requests (mean, 95 % bootstrap "
-                 "interval; better only where the intervals are apart); answers on the graded sets as the paired "
+                 "Decode speed, time to first token and (beside the verdict) end-to-end latency from the text suite's "
+                 "measured requests: each deployment's mean with its 95 % bootstrap interval, for reading; the "
+                 "verdict compares them prompt by prompt (the ratio on the prompts both answered, paired sign-flip "
+                 "test, tasks weighted equally; analysis/speed_verdicts.py): faster / slower when the ratio's 95 % "
+                 "interval excludes 1, equivalent within ±m when its 90 % interval lies inside the margin (two "
+                 "one-sided tests; run.equivalence_margin), mixed when tasks are decided in opposite directions, "
+                 "else undecided with the prompts a decision would take; answers on the graded sets as the paired "
                  "verdict on the items both answered (Newcombe interval, exact McNemar test; where a compare plan "
                  "compared the pair, the verdict its group-sequential rule reached, the interval and p beside it) — "
                  "the verdict the terminal and the frontier give; energy as tokens per joule where both were measured "
@@ -129,6 +135,36 @@ def quality_plan_table(runs: Runs) -> Table | None:
                  "fixed plan, every planned item (run.graded_items of each set, capped by its pool).")
 
 
+def latency_plan_table(runs: Runs) -> Table | None:
+    """Per deployment and task sized by a latency plan (params run.latency, plan precision): the percentile with its
+    95 % interval at the last look, the requests used and why it stopped; None where no run sized one."""
+    looks = runs.latency_plans if runs.latency_plans is not None else pd.DataFrame()
+    if not len(looks):
+        return None
+    last = looks.groupby(["host", "model", "task"], sort=False).tail(1)
+    counts = looks.groupby(["host", "model", "task"], sort=False).size()
+    frame = pd.DataFrame({
+        "system": [runs.name(h, m) for h, m in zip(last["host"], last["model"])], "task": last["task"],
+        "metric": last["metric"] + " " + last["percentile"],
+        "estimate": last["estimate"], "low": last["low"], "high": last["high"],
+        "relative_half_width": last["relative_half_width"], "target": last["target"], "used_n": last["n"],
+        "max_requests": last["max_requests"], "looks": counts.to_numpy(),
+        "reason": [r if isinstance(r, str) and r else "not stopped" for r in last["reason"]]})
+    display = pd.DataFrame({
+        "deployment": frame["system"], "task": frame["task"], "percentile": frame["metric"],
+        "value [95% CI]": [host.interval_text(v, lo, hi, ".4g") for v, lo, hi in
+                           zip(frame["estimate"], frame["low"], frame["high"])],
+        "± (target)": [f"{fmt(w, '.1%')} ({fmt(t, '.0%')})" for w, t in zip(frame["relative_half_width"],
+                                                                          frame["target"])],
+        "requests (cap)": [f"{int(n)} ({int(c)})" for n, c in zip(frame["used_n"], frame["max_requests"])],
+        "looks": frame["looks"], "why it stopped": frame["reason"]})
+    return Table("latency_plan", "Latency sized to a precision: requests used and why each task stopped", frame,
+                 display, "A latency plan (params run.latency, plan precision) sends a task's requests look by look "
+                 "until its percentile's distribution-free 95 % interval (order statistics) is within ±the target of "
+                 "the estimate — 'precision reached' — or its request cap ('request cap') or time budget ('budget') "
+                 "ends it; it stops on the interval's width, never on the value (analysis/latency_precision.py).")
+
+
 def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | None:
     """One panel per measured axis: each deployment's value with its 95 % interval (graded answers: the accuracy
     with its Wilson interval over the items both answered)."""
@@ -137,13 +173,19 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
         return None
     theme()
     frame = table.data
+    # speed and TTFT as the deployments table under the figure gives them (analysis.deployments.deployment_figures:
+    # the figure and interval the thresholds are judged on), so the first screen shows one number for each
+    own = tables["deployments"].data.set_index("deployment") if "deployments" in tables else pd.DataFrame()
     points = []
     for row in frame.itertuples():
-        if row.axis == "smoke" or row.better == host.NOT_MEASURED:
+        if row.axis in host.BESIDE or row.better == host.NOT_MEASURED:
             continue
         label = host.AXES_BY_KEY[row.axis].words + (f" ({row.unit})" if row.unit else "")
         for side, name in (("a", row.a), ("b", row.b)):
             value, low, high = (getattr(row, f"{side}_value"), getattr(row, f"{side}_lo"), getattr(row, f"{side}_hi"))
+            if row.axis in own.columns and name in own.index:
+                value, low, high = (float(own.at[name, column]) for column in
+                                    (row.axis, f"{row.axis}_lo", f"{row.axis}_hi"))
             if row.axis == "graded":
                 value, (low, high) = value, _wilson_of(value, row.n)
             points.append({"axis": label, "system": name, "value": value, "low": low, "high": high})

@@ -58,7 +58,7 @@ def graded_table(runs: Runs) -> Table | None:
                  "same items for every deployment; scored by each set's own scorer, HumanEval's code run against its "
                  "tests in a sandbox, a picture's answer and a clip's transcript exactly. Wilson 95 % intervals; n = items scored. 'in flight': requests sent at once "
                  "(run.graded_in_flight; a set's row named '<set>@c<n>' is its second pass under load, "
-                 "run.graded_concurrency). 'run size': 'reduced demo: N of M items' where the run sent fewer than "
+                 "run.graded_concurrency). 'run size': 'reduced: N of M items' where the run sent fewer than "
                  "the pools (the embedded CPU demo), else every item. Energy per correct answer over the "
                  f"set's task window (its boundary in the energy tables). These sets are the frontier's quality axis "
                  f"('{frontier.GRADED}') for the deployments that ran them.")
@@ -75,7 +75,8 @@ def _in_flight(requests: pd.DataFrame, row: dict, level: int) -> int:
 
 
 def _reduced(meta: pd.DataFrame, row: dict) -> str:
-    """'reduced demo: N of M items' for a deployment whose run sent fewer graded items than the pools."""
+    """'reduced: N of M items' (or what sized them: paper.runs.reduced_note) for a deployment whose run planned
+    fewer graded items than the pools."""
     if meta.empty or "graded_reduced" not in meta:
         return ""
     mine = meta[(meta["host"] == row["host"]) & (meta["model"] == row["model"])]["graded_reduced"]
@@ -116,7 +117,7 @@ def paired_table(runs: Runs) -> Table | None:
     return Table("graded_paired", "Paired verdicts on the same graded items", frame, display,
                  "A against B over the items both answered: the accuracy difference with Newcombe's paired 95 % "
                  "interval and the exact McNemar test on the items only one got right; 'A beats B' only when the "
-                 "interval excludes 0 and p < 0.05, else a tie (analysis/paired.py). 'all sets' pools every set's "
+                 "interval excludes 0 and p < 0.05, else undecided (analysis/paired.py). 'all sets' pools every set's "
                  "items — the comparison the frontier's quality axis uses; where a compare plan compared the pair, "
                  "its group-sequential verdict, at its alpha (a fixed-sample test after looks is an uncorrected "
                  "peek: the per-set rows and p beside it inform, they do not decide). Rows '(c1)' against '(c<n>)' "

@@ -18,15 +18,18 @@ from benchlib.analysis import summary as analysis
 from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline, weights
+from benchlib.analysis.plan import read_plans
 from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.identity import short_labels
+from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
 from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
+from benchlib.suites.latency_looks import LATENCY_PLAN_CSV
 from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
 from benchlib.suites.study import recorded_deployment_name
 
@@ -71,8 +74,10 @@ class Runs:
     duplicates: list[str] = field(default_factory=list)
     ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
     quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
+    latency_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each latency_plan.csv's looks (host, model)
     # each compare plan's last look, system and against keyed 'model @ host' (quality_looks.compare_plans)
     compare_plans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    plan_records: list[dict] = field(default_factory=list)  # outputs/<host>/plan.json's records (plan.read_plans)
 
     @property
     def empty(self) -> bool:
@@ -121,12 +126,13 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
                 "bytes_per_param_source", "weights_read_gb", "weights_file",
                 "context_window", "modalities", "thinking", "weights", "suites", "run_ids", "n_requests", "n_ok", "n_failed",
                 "n_unsupported", "idle_power_w", "energy_reason", "mem_source", "git_commit", "path", "thresholds",
-                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced", "max_error_rate"]
+                "client_ttft_err_p99_ms", "client_itl_err_p99_ms", "client_error", "graded_reduced", "max_error_rate",
+                "equivalence_margin"]
 
 
 REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "error_kind", "is_warmup",
-                "checker",
-                "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency",
+                "checker", "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency", "prompt_tokens",
+                "prefill_tps",
                 "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
 
 
@@ -209,7 +215,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
             seen[key] = shown
             dirs.append(path)
     summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": [], "rate": []}
-    plans = []
+    plans, latency = [], []
     per_system: dict[tuple[str, str], dict[str, Any]] = {}
     for path in dirs:
         manifest = _read_json(path / "manifest.json")
@@ -225,6 +231,9 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         looks = _read_csv(path / QUALITY_PLAN_CSV)  # a sized quality plan's looks
         if len(looks):
             plans.append(looks.assign(host=host, model=model))
+        sized = _read_csv(path / LATENCY_PLAN_CSV)  # a sized latency plan's looks
+        if len(sized):
+            latency.append(sized.assign(host=host, model=model, suite=path.name))
         if summary.empty and reqs.empty:
             continue
         for frame in (summary, reqs):
@@ -261,7 +270,9 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 ladders=pd.concat(found, ignore_index=True) if found else ladders[0],
                 roots=[shown for shown, _ in local], duplicates=duplicates,
                 quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame(),
-                compare_plans=compare_plans(dirs, _key))
+                latency_plans=pd.concat(latency, ignore_index=True) if latency else pd.DataFrame(),
+                compare_plans=compare_plans(dirs, _key),
+                plan_records=[p for _, root in local for p in read_plans(root)])
 
 
 def _host_model(path: Path, params: Mapping[str, Any]) -> tuple[str, str]:
@@ -339,15 +350,24 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         **_client_error(manifest.get("client_calibration")),
         "graded_reduced": reduced_note(entry.get("graded")),
         "max_error_rate": number(run_p.get("max_error_rate", RunSettings().max_error_rate)),
+        "equivalence_margin": number(run_p.get("equivalence_margin", EQUIVALENCE_MARGIN)),  # speed verdicts' ±m
     }
 
 
 def reduced_note(plan: Any) -> str:
-    """'reduced demo: 15 of 964 items' for a run that sent fewer graded items than its pools (the manifest's
-    `graded`), else ""."""
+    """What the graded items of a run that planned fewer than its pools were (the manifest's `graded`), else "":
+    'reduced: 15 of 964 items' for a fixed plan (a subset chosen before any answer: the CPU demo's), 'sized by its
+    compare plan against B: at most 84 of 964 items' for a sequential one (it stops when the comparison is decided,
+    quality_plan.csv says where), 'sized by its precision plan: …'."""
     if not isinstance(plan, Mapping) or not plan.get("reduced"):
         return ""
-    return f"reduced demo: {int(number(plan.get('items')))} of {int(number(plan.get('pool')))} items"
+    counts = f"{int(number(plan.get('items')))} of {int(number(plan.get('pool')))} items"
+    kind = plan.get("plan") or "fixed"
+    if kind == "compare":
+        return f"sized by its compare plan against {plan.get('baseline') or 'its baseline'}: at most {counts}"
+    if kind == "precision":
+        return f"sized by its precision plan: at most {counts}"
+    return f"reduced: {counts}"
 
 
 def _client_error(recorded: Any) -> dict[str, Any]:

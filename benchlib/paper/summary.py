@@ -181,7 +181,7 @@ def _host_block(tables: Mapping[str, Table]) -> Block:
     if len(smoke):
         block.sentences.append(Sentence("Beside the verdict, not part of it — the seeds' smoke tasks: " + "; ".join(
             f"{r.a} {fmt(r.a_value, '.0%')} vs {r.b} {fmt(r.b_value, '.0%')} on {int(r.n)} items ("
-            f"{'tie' if r.better == host.TIE else r.better + ' better'})" for r in smoke.head(3).itertuples())
+            f"{r.better if r.better == host.UNDECIDED else r.better + ' better'})" for r in smoke.head(3).itertuples())
             + ".", HOST))
     if len(plan):
         block.sentences.append(Sentence("Graded items: " + "; ".join(
@@ -209,13 +209,21 @@ def _stopped(row: Any) -> str:
 
 
 def _host_axis(row: pd.Series) -> str:
-    """One axis of a pair: both values with their intervals, and who is better ('tie', 'not measured')."""
+    """One axis of a pair: both values with their intervals, and what decides between them (a speed axis: its
+    verdict's word and evidence; 'undecided', 'not measured')."""
     words = row["words"]
     if row["better"] == host.NOT_MEASURED:
         return f"{words} not compared ({row['note']})" if row["note"] else f"{words} not measured"
-    outcome = "tie" if row["better"] == host.TIE else f"{row['better']} better"
+    if row["axis"] in host.SPEED_COLUMNS:  # the speed verdict: its word, the ratio and what it rests on
+        mixed = row["better"] == host.MIXED
+        evidence = row["rule"] if mixed else str(row["rule"]).split("; per task")[0]
+        spec = ".1f"
+        return (f"{words} {host.interval_text(row['a_value'], row['a_lo'], row['a_hi'], spec)} vs "
+                f"{host.interval_text(row['b_value'], row['b_lo'], row['b_hi'], spec)} {row['unit']} "
+                f"({row['note']}: {evidence})")
+    outcome = row["better"] if row["better"] == host.UNDECIDED else f"{row['better']} better"
     if row["axis"] == "graded" and isinstance(row.get("rule"), str) and row["rule"]:  # a compare plan's verdict
-        outcome = row["rule"] if row["better"] == host.TIE else f"{outcome}, {row['rule']}"
+        outcome = row["rule"] if row["better"] == host.UNDECIDED else f"{outcome}, {row['rule']}"
     if row["axis"] == "graded":
         return (f"{words} {fmt(row['a_value'], '.0%')} vs {fmt(row['b_value'], '.0%')} on the same {int(row['n'])} "
                 f"items, difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
@@ -293,10 +301,10 @@ def _local(regime: frontier.Regime, rows: pd.DataFrame, systems: pd.DataFrame) -
             "every axis): " + "; ".join(f"{n}: {text}" for n, text in parts))
     sentences = [Sentence(lead + ".", FRONTIER + DOMINANCE)]
     beaten = frontier.dominance_pairs(mine, axes) if len(mine) > len(winners) else pd.DataFrame()
-    if len(beaten):  # the dominance among ours, with the tie on quality where the paired verdict found one
+    if len(beaten):  # the dominance among ours, with the axes undecided (the paired verdict's on quality)
         sentences.append(Sentence("Of ours, beaten: " + "; ".join(
             f"**{p.dominated}** by {p.dominated_by} (better on {', '.join(p.better_on)}"
-            + (f"; tied on {', '.join(p.tied_on)}" if p.tied_on else "") + ")"
+            + (f"; neither better on {', '.join(p.undecided_on)}" if p.undecided_on else "") + ")"
             for p in beaten.itertuples()) + ".", DOMINANCE))
     left_out = ours[~ours["eligible"].astype(bool)]
     if len(left_out):
@@ -380,7 +388,7 @@ def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: S
             result = paired.with_plan(paired.compare(a, b, winner, other), plans)
             if not result.n:
                 continue
-            verdict = result.verdict if result.winner else "tie (the difference's interval includes 0)"
+            verdict = result.verdict if result.winner else "undecided (the difference's interval includes 0)"
             verdict = (f"{result.verdict}, {result.rule}" if result.winner else result.rule) if result.rule else verdict
             out.append(f"{winner} {fmt(result.accuracy_a, '.0%')} vs {other} {fmt(result.accuracy_b, '.0%')} on "
                        f"{result.n} items, difference {result.difference:+.0%} [{result.difference_lo:+.0%}, "

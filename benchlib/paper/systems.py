@@ -67,7 +67,7 @@ SYSTEM_COLUMNS = ["system", "model", "host", "server", "source", "hardware", "qu
                   "avg_e2e_s",
                   "peak_throughput_tps", "max_concurrency_ok", "max_context_ok_k", "knee_concurrency", "goodput_tps",
                   "max_slo_rate_rps", "serving_tps", "serving_basis", "energy_note", "excluded", "client_error",
-                  "energy_boundary", "idle_subtracted"]
+                  "energy_boundary", "idle_subtracted", "node_tokens_per_joule", "gpu_share_of_node"]
 # each regime's quality axis (frontier.quality_columns): accuracy, its interval, basis and task coverage
 QUALITY_COLUMNS = [f"{r.quality_axis}{suffix}" for r in [*frontier.REGIMES.values(), frontier.ALL_REGIME]
                    if r.quality_axis
@@ -133,7 +133,8 @@ def run_systems(runs: Runs) -> pd.DataFrame:
         return pd.DataFrame(columns=SYSTEM_COLUMNS)
     context = {r.model: r.context_window / 1000 for r in runs.meta.itertuples() if not math.isnan(r.context_window)}
     systems = deployments.systems_from_summary(runs.summary, context_window_k=context,
-                                               items=paired.item_results(runs.requests))
+                                               items=paired.item_results(runs.requests),
+                                               requests=runs.requests)
     systems["system"] = runs.named(systems)  # the analysis layer's 'model @ host' → the deployment's name
     # the compare plans' verdicts, which the frontier gives those pairs (paired.PLAN_COLUMN)
     systems[paired.PLAN_COLUMN] = systems["system"].map(paired.plans_by_system(paired.plan_pairs(runs.plans())))
@@ -174,6 +175,7 @@ def run_systems(runs: Runs) -> pd.DataFrame:
                             "tok/s/W = average decode tok/s ÷ mean task-window power; tok/J = tokens ÷ window energy"),
             "client_error": info.get("client_error", ""),  # measure/calibration, from the run's manifest
             **_energy_boundary(runs, row["host"], row["model"]),
+            **_node_energy(runs, row["host"], row["model"]),
             **_sweep_figures(runs, row["host"], row["model"]),
         })
         out.append(row)
@@ -189,6 +191,27 @@ def _energy_boundary(runs: Runs, host: str, model: str) -> dict[str, Any]:
     mine = wins[(wins["host"] == host) & (wins["model"] == model) & task]
     found = sorted({str(b) for b in mine["energy_boundary"].dropna() if str(b)})
     return {"energy_boundary": " | ".join(found), "idle_subtracted": False if found else math.nan}
+
+
+def _node_energy(runs: Runs, host: str, model: str) -> dict[str, Any]:
+    """Tokens per joule at the whole node (its BMC, telemetry.bmc) over the task windows that have both, and the GPU
+    board's share of the node's joules over the windows measured at both boundaries; NaN without a BMC."""
+    wins = runs.windows
+    out = {"node_tokens_per_joule": math.nan, "gpu_share_of_node": math.nan}
+    if wins.empty or "node_energy_j" not in wins:
+        return out
+    task = wins["kind"].eq("task") if "kind" in wins else True
+    mine = wins[(wins["host"] == host) & (wins["model"] == model) & task]
+    node = pd.to_numeric(mine["node_energy_j"], errors="coerce")
+    tokens = pd.to_numeric(mine.get("completion_tokens", pd.Series(dtype=float, index=mine.index)), errors="coerce")
+    both = node.notna() & tokens.notna() & (node > 0)
+    if both.any():
+        out["node_tokens_per_joule"] = metrics.tokens_per_joule(tokens[both].sum(), node[both].sum())
+    chip = pd.to_numeric(mine["energy_j"], errors="coerce")
+    gpu = (mine["energy_boundary"] == boundary.GPU_BOARD) & chip.notna() & node.notna() & (node > 0)
+    if gpu.any():
+        out["gpu_share_of_node"] = float(chip[gpu].sum() / node[gpu].sum())
+    return out
 
 
 def _memory_kind(source: str) -> str:

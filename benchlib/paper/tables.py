@@ -10,7 +10,9 @@ from typing import Any
 import pandas as pd
 
 from benchlib.measure import bandwidth
+from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.analysis import bandwidth_law
+from benchlib.analysis.frontier import node_flips
 from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.published import arithmetic as seed_arithmetic
@@ -292,7 +294,7 @@ def _average_latency_row(order: list[tuple[str, str]], servers: dict[tuple[str, 
 def memory_power_table(systems: pd.DataFrame) -> Table:
     columns = ["system", "source", "memory_gb", "memory_kind", "avg_power_w", "peak_power_w", "avg_temp_c",
                "peak_temp_c", "avg_decode_tps", "tps_per_w", "tps_per_w_reported", "tokens_per_joule", "energy_note",
-               "energy_boundary", "idle_subtracted"]
+               "energy_boundary", "idle_subtracted", "node_tokens_per_joule", "gpu_share_of_node"]
     data = systems.reindex(columns=columns).copy()
     display = pd.DataFrame({
         "system": data["system"], "source": data["source"].map(source_label),
@@ -308,9 +310,12 @@ def memory_power_table(systems: pd.DataFrame) -> Table:
         "tokens per joule": [fmt(v, ".2f") for v in data["tokens_per_joule"]],
         "energy boundary": [f"{b}, idle not subtracted" if isinstance(b, str) and b else "—"
                             for b in data["energy_boundary"]],
+        f"tokens per joule ({NODE_INPUT})": [fmt(v, ".2f") for v in data["node_tokens_per_joule"]],
+        "GPU share of node": [fmt(v, ".0%") for v in data["gpu_share_of_node"]],
         "note": data["energy_note"],
     })
     boundaries = sorted({b for b in data["energy_boundary"] if isinstance(b, str) and b})
+    flips = node_flips(data)
     return Table("memory_power_thermal", "Memory, power and thermal efficiency (000 §6) beside our runs", data, display,
                  caption="tok/s/W = average throughput ÷ average inference power, recomputed from the printed "
                          "averages (0.20 / 0.22 / 0.59 as printed). Tokens per joule equals tok/s/W for the paper's "
@@ -320,7 +325,11 @@ def memory_power_table(systems: pd.DataFrame) -> Table:
                          "whole board, a rail set); idle is included in every figure. "
                          + ("Rows of different boundaries (" + ", ".join(boundaries) + ") measure different things: "
                             "compare tok/s/W and tokens per joule only between rows of one boundary."
-                            if len(boundaries) > 1 else ""))
+                            if len(boundaries) > 1 else "")
+                         + (f" Tokens per joule at the {NODE_INPUT} is its own axis, where a run read the node's "
+                            "BMC; the GPU share of node is the GPU board's joules ÷ the node's over the same windows."
+                            if data["node_tokens_per_joule"].notna().any() else "")
+                         + "".join(f" Would flip if measured at the node: {flip}." for flip in flips))
 
 
 def capability_table(ref: pd.DataFrame, runs: Runs, long: pd.DataFrame) -> Table:
@@ -398,8 +407,9 @@ def roofline_table(points: pd.DataFrame) -> Table:
 
 LOAD_DISPLAY = {
     "concurrency": ["system", "concurrency", "n_ok", "n_failed", "throughput_tps", "decode_tps_mean", "ttft_s_p50",
-                    "e2e_s_p50", "energy_j", "tokens_per_joule", "tps_per_w", "knee", "saturated", "client_bound",
-                    "energy_reason"],
+                    "e2e_s_p50", "energy_j", "tokens_per_joule", "tps_per_w", "j_per_prompt_token",
+                    "j_per_output_token", "node_tokens_per_joule", "gpu_share_of_node", "knee", "saturated",
+                    "client_bound", "energy_reason"],
     "context": ["system", "target_tokens", "prompt_tokens", "exact", "n_ok", "n_failed", "ttft_s_p50", "prefill_tps",
                 "energy_j", "tokens_per_joule", "client_bound", "energy_reason", "note"],
     "rate": ["system", "level", "mode", "offered_rps", "n_window", "achieved_rps", "throughput_tps", "ttft_s_p50",
@@ -411,7 +421,10 @@ LOAD_DISPLAY = {
 LOAD_CAPTIONS = {
     "concurrency": "Aggregate output tok/s and latency per concurrency level; the knee is the first level after which "
                    "throughput grows < 10 % while p50 latency grows ≥ 1.5×; client_bound marks levels the client "
-                   "itself may have paced.",
+                   "itself may have paced. J/prompt token and J/output token: each request's prefill and decode "
+                   "joules at the chip's boundary, idle apart (docs/energy.md, the attribution rule; intervals in "
+                   "the CSV); node tokens per joule: the same tokens over the node's joules from its BMC, a separate "
+                   "axis, never mixed with the chip's.",
     "context": "TTFT and prefill rate per prompt length (server-counted prompt tokens beside the target).",
     "rate": "Open-loop rate sweep: per level the offered rate, what the server achieved and its latency in the "
             "steady-state window (ramp-up and drain left out; n_window requests), goodput = achieved rate × share "

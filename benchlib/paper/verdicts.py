@@ -59,18 +59,22 @@ def frontier_tables(systems: pd.DataFrame, regimes: Mapping[str, frontier.Regime
     frontier_table = Table("frontier", "Deployment frontier per regime preset (000 §7), our runs as extra systems",
                            data, _frontier_display(data),
                            caption="A system is on a regime's frontier when no other eligible system is at least as "
-                                   "good on every axis and strictly better on one; overlapping 95 % intervals are "
-                                   "ties. A system without a value on an axis, without a required capability or "
+                                   "good on every axis and strictly better on one; an axis decides only where its "
+                                   "test does: our deployments' speed prompt by prompt (faster / slower / "
+                                   "equivalent / mixed / undecided; a mixed axis lets neither dominate), answers "
+                                   "item by item, other axes with intervals by the interval of their difference. "
+                                   "A system without a value on an axis, without a required capability or "
                                    "below the regime's accuracy floor is listed as not eligible, with the reason. "
                                    "Accuracy is 'measured' (our checkers, Wilson interval) or 'reported' (the "
                                    "seed's pass/fail summary). 'Every axis at once' reproduces the paper's split "
                                    "frontier (no global winner; there a missing value counts as worst).")
     dominance = pd.DataFrame(pairs, columns=["regime_key", "regime", "dominated", "dominated_by", "better_on",
-                                             "tied_on"])
+                                             "undecided_on"])
     return frontier_table, Table("frontier_dominance", "Who dominates whom, on which axes", dominance,
                                  dominance.drop(columns=["regime_key"]),
                                  caption="Every dominated/dominator pair per regime with the axes the dominator is "
-                                         "strictly better on and those it ties on.")
+                                         "strictly better on and those neither is better on, with why (equal, "
+                                         "equivalent, undecided).")
 
 
 def _regime_frontier(key: str, regime: frontier.Regime, systems: pd.DataFrame, printed: pd.DataFrame,
@@ -100,7 +104,7 @@ def _regime_frontier(key: str, regime: frontier.Regime, systems: pd.DataFrame, p
             entry["matches_paper"] = None
         rows.append(entry)
     pairs = [{"regime_key": key, "regime": regime.title, "dominated": p.dominated, "dominated_by": p.dominated_by,
-              "better_on": ", ".join(p.better_on), "tied_on": ", ".join(p.tied_on)} for p in dom.itertuples()]
+              "better_on": ", ".join(p.better_on), "undecided_on": ", ".join(p.undecided_on)} for p in dom.itertuples()]
     return rows, pairs
 
 
@@ -231,9 +235,14 @@ def frontier_text(table: Table, sensitivity: Table | None = None) -> str:
 
 
 def _criteria_text(long: pd.DataFrame) -> str:
-    """'decode tok/s 38.9 vs ≥40: FAIL; TTFT 266 vs ≤500 ms: PASS' — each threshold with the measured value."""
-    return "; ".join(f"{r['criterion']} {short_number(r['value'])} vs {r['threshold']}: {r['status']}"
-                     for _, r in long.iterrows())
+    """'decode tok/s 38.9 [31.2–46.0] (n 10) vs ≥40: undecided at this n; TTFT 266 vs ≤500 ms: PASS' — each
+    threshold with the measured value and, where it has one, the interval it is judged against."""
+    return "; ".join(f"{r['criterion']} "
+                     f"{decisions.shown_value(r) if r['column'] in INTERVAL_CRITERIA else short_number(r['value'])} "
+                     f"vs {r['threshold']}: {r['status']}" for _, r in long.iterrows())
+
+
+INTERVAL_CRITERIA = ("decode_tps", "ttft_ms")  # the criteria our runs measure with an interval
 
 
 def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap") -> Table:
@@ -246,7 +255,7 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
         cands["source"] = seed_rows(ref, "001")["source"].iloc[0]
         frames.append(cands)
     if not runs.empty and len(runs.summary):
-        ours = deployments.decision_inputs(runs.summary)
+        ours = deployments.decision_inputs(runs.summary, requests=runs.requests)
         ours["candidate"] = [runs.names.get(c, c) for c in ours["candidate"]]  # named as everywhere in the paper
         ours["source"], ours["reported_decision"], ours["section"] = THIS_RUN, "", ""
         frames.append(ours)
@@ -278,7 +287,9 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
     limits = ", ".join(f"{k}={v}" for k, v in preset.model_dump().items() if v not in (None, False))
     return Table("decisions", f"Swap decisions under the her-os thresholds ({thresholds}: {limits})", data, display,
                  caption="001's decision tables re-judged by decisions.decide (SWAP = all pass, VERIFY = none fails but "
-                         "data missing, WAIT = a threshold fails); each of our runs under the thresholds of its own "
+                         "data missing or undecided at this n, WAIT = a threshold fails); our decode rate and TTFT "
+                         "judged against their 95 % interval (PASS only when the whole interval meets the limit, FAIL "
+                         "when none of it does); each of our runs under the thresholds of its own "
                          "params file when it sets any (thresholds_used says which), with every threshold's PASS/"
                          "FAIL and measured value in criteria. Our memory is the peak telemetry memory (an upper "
                          "bound).")

@@ -174,6 +174,23 @@ def paper_systems(ref: pd.DataFrame | None = None) -> pd.DataFrame:
     return frontier.quality_columns(pd.DataFrame(rows), paper_accuracy(ref))
 
 
+def published_model(ref: pd.DataFrame, seed: str, model: str) -> dict | None:
+    """A seed's printed sizes of one model, as a plan's catalog entry (benchlib.analysis.candidates): params_b
+    (total, else the single count), active_params_b (active, else the same count), quantization, source and notes
+    (architecture; a single count read as all parameters). None when the seed prints nothing for it."""
+    rows = ref[ref["source"].str.startswith(seed) & (ref["model"] == model)] if len(ref) else ref
+    if not len(rows):
+        return None
+    total, active = _first(rows, "params_total"), _first(rows, "params_active")
+    arch = rows.loc[rows["metric"] == "architecture", "value_text"]
+    notes = [f"architecture {arch.iloc[0]} (seed {seed})"] if len(arch) else []
+    if np.isnan(active):
+        notes.append(f"seed {seed} prints one parameter count: read as all of them (fewer if some are inactive)")
+    return {"name": model, "params_b": total if not np.isnan(total) else active,
+            "active_params_b": active if not np.isnan(active) else total,
+            "quantization": str(rows["quantization"].iloc[0]), "source": f"seed {seed} §2", "notes": notes}
+
+
 def paper_accuracy(ref: pd.DataFrame | None = None) -> pd.DataFrame:
     """The paper's (000 §5) per-task accuracy as published: a pass/fail summary coded 1 = reported correct,
     one "scored" item per task (basis "reported", never a measured rate). A reasoning answer the paper says

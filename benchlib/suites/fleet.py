@@ -16,15 +16,30 @@ ran with Ray's reason (NodeDiedError, WorkerCrashedError, …) and the rest of t
 deployments fail without being sent. The caller's study.json records each outcome; re-running the same command
 skips what finished under the same run id, and a deployment redone resumes at request level from the store.
 The paper is then made once, by the caller, from the store (benchlib.cli).
+
+THE CLUSTER'S EXPOSURE. Whoever reaches a Ray node's ports can run code on every host of the cluster. The nodes are
+started by `frontier-bench fleet-node` (node_command), which binds every Ray port to the one address the user names
+(--node-ip-address: loopback, or a private interface — never a public or a wildcard address, bind_address refuses
+them), pins each port Ray opens (RAY_PORTS: one range to firewall, not random ports), keeps the dashboard (Ray's
+Jobs API, itself a way to run code) on loopback, and turns on Ray's own token authentication (RAY_AUTH_MODE=token,
+Ray 2.52 and later; the pinned Ray is 2.60): a process without the cluster's token — the file ~/.ray/auth_token,
+made once on the head by `ray get-auth-token --generate` and copied to each node and the caller — is refused. The
+token is a shared secret sent in the clear (Ray's traffic is not encrypted), so the ports stay on a private network
+reachable only from the fleet's machines; docs/fleet.md says what to firewall.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+import shlex
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 try:  # the fleet extra (requirements/fleet.txt) is optional: --ray says how to install it when it is missing
@@ -45,6 +60,15 @@ LOST_GRACE_S = 10.0  # how long a task whose host left the cluster may take to e
 HEARTBEAT_S = 30.0  # a "still running" line per host on the caller's terminal
 RAY_ENV = "FRONTIER_BENCH_RAY"  # the cluster's address, handed to a deployment's suites (load.fleet_levels)
 INSTALL_HINT = "install the fleet extra: .venv/bin/pip install --no-deps --require-hashes -r requirements/fleet.txt"
+AUTH_ENV, AUTH_MODE = "RAY_AUTH_MODE", "token"  # Ray's token authentication (ray/_private/authentication)
+TOKEN_ENV, TOKEN_PATH_ENV = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
+HEAD_PORT = 6379
+# Every port a node opens, pinned so a firewall can name them (Ray picks random ports otherwise): GCS (head only,
+# HEAD_PORT), the raylet's node and object managers, the agents, metrics and the workers' range. The fleet extra is
+# Ray without `ray[client]`, so no Ray Client server is started (its --ray-client-server-port is refused).
+RAY_PORTS = {"--node-manager-port": 6380, "--object-manager-port": 6381, "--runtime-env-agent-port": 6382,
+             "--dashboard-agent-grpc-port": 6383, "--dashboard-agent-listen-port": 6384, "--metrics-export-port": 6385,
+             "--min-worker-port": 10002, "--max-worker-port": 10999}
 
 
 def host_resource(host: str) -> str:
@@ -54,6 +78,87 @@ def host_resource(host: str) -> str:
 
 class HostLost(RuntimeError):
     """The host's node left the cluster while its deployment waited or ran."""
+
+
+class FleetError(ValueError):
+    """A fleet node that would not be started as asked (one line)."""
+
+
+# ---- starting a node ------------------------------------------------------------------------------------------------
+def bind_address(text: str) -> str:
+    """The address a node binds every Ray port to: an IP of this machine's loopback or of a private network
+    (10/8, 172.16/12, 192.168/16, fc00::/7, link-local). A wildcard (0.0.0.0, ::) would bind every interface and a
+    public address would open Ray to the internet: both refused, as is a name (Ray binds an address, not a name)."""
+    try:
+        address = ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        raise FleetError(f"--bind {text!r}: give this machine's IP address on the fleet's private network (or "
+                         f"127.0.0.1 for one machine), not a name") from None
+    if address.is_unspecified:
+        raise FleetError(f"--bind {text}: that is every interface; name the one private address the fleet uses")
+    if address.is_multicast or not (address.is_loopback or address.is_private or address.is_link_local):
+        raise FleetError(f"--bind {text}: a public address; Ray's ports run code for whoever reaches them, so a node "
+                         f"binds only loopback or a private network's address (docs/fleet.md)")
+    return str(address)
+
+
+def node_command(bind: str, *, head: bool, join: str = "", host: str = "", client_only: bool = False,
+                 port: int = HEAD_PORT, ray: str = "ray") -> list[str]:
+    """`ray start` for one fleet node: every port on `bind` and pinned (RAY_PORTS), the dashboard on loopback, the
+    node carrying `host:<host>` (or no CPU slots: a client-only node). Run it with node_environment()."""
+    address = bind_address(bind)
+    if head == bool(join):
+        raise FleetError("a node is either the head (--head) or joins one (--join HEAD:PORT)")
+    argv = [ray, "start", *(["--head", f"--port={port}", "--dashboard-host=127.0.0.1"] if head else
+                            [f"--address={join}"]),
+            f"--node-ip-address={address}", *(f"{flag}={value}" for flag, value in RAY_PORTS.items())]
+    if host:
+        argv.append("--resources=" + json.dumps({host_resource(host): 1}, separators=(",", ":")))
+    elif client_only:
+        argv.append("--num-cpus=0")
+    return argv + ["--disable-usage-stats"]
+
+
+def node_environment() -> dict[str, str]:
+    """What every node and the caller run with: Ray's token authentication on."""
+    return {AUTH_ENV: AUTH_MODE}
+
+
+def shown(argv: list[str]) -> str:
+    """The command as a line to type: node_environment() first, then the words as a shell reads them."""
+    return " ".join(f"{k}={v}" for k, v in node_environment().items()) + " " + shlex.join(argv)
+
+
+def start_node(argv: list[str], head: bool, say: Callable[[str], None] = print) -> int:
+    """Run a node's `ray start` with token authentication on; its exit status. A joining node without the token is
+    not started (FleetError); the head makes it when there is none, its output (the token) never shown, and keeps
+    it to its owner (mode 600)."""
+    os.environ.update(node_environment())
+    if not token_available():
+        if not head:
+            raise FleetError(f"no Ray token on this machine: copy the head's ~/.ray/auth_token here (mode 600) or set "
+                             f"{TOKEN_PATH_ENV}, then run this again")
+        made = subprocess.run([argv[0], "get-auth-token", "--generate"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, check=False)
+        token = Path.home() / ".ray" / "auth_token"
+        if made.returncode or not token.is_file():
+            raise FleetError(f"`ray get-auth-token --generate` failed (exit {made.returncode}); no node was started")
+        token.chmod(0o600)
+        say(f"made the cluster's token: {token} (copy it to every node and the caller, mode 600)")
+    say(shown(argv))
+    return subprocess.run(argv, check=False).returncode
+
+
+def token_available() -> bool:
+    """Whether this machine has the cluster's token where Ray looks (RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH
+    names, ~/.ray/auth_token). Only its presence is looked at: the token itself is never read here nor printed."""
+    if os.environ.get(TOKEN_ENV):
+        return True
+    path = Path(os.environ[TOKEN_PATH_ENV]) if os.environ.get(TOKEN_PATH_ENV) else Path.home() / ".ray" / "auth_token"
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 # ---- on the host --------------------------------------------------------------------------------------------------
@@ -162,8 +267,8 @@ def _run_host(host: str, deps: list[Deployment], run_suites: SuiteRunner, url: s
                 shared.result.skipped.append(dep.label)
             continue
         if not lost and not carried(host):
-            lost = (f"no node of the Ray cluster carries {host_resource(host)} (on that machine: ray start "
-                    f"--address=… --resources='{{\"{host_resource(host)}\": 1}}')")
+            lost = (f"no node of the Ray cluster carries {host_resource(host)} (on that machine: frontier-bench "
+                    f"fleet-node --join <head>:{HEAD_PORT} --bind <its private address> --host {host} --start)")
         if lost:
             _failed(dep, lost, "", shared)
             continue
@@ -218,8 +323,11 @@ def run_fleet(study: Study, address: str, run_suites: SuiteRunner, fresh: bool =
     if not ray.is_initialized():
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise StudyError(f"cannot join the Ray cluster at {address}: {reason(exc)}") from None
+        except (ConnectionError, RuntimeError, ValueError, ray_errors.RayError) as exc:
+            hint = "" if os.environ.get(AUTH_ENV) == AUTH_MODE and token_available() else \
+                (f" (a cluster started by `frontier-bench fleet-node` asks for Ray's token: run this with "
+                 f"{AUTH_ENV}={AUTH_MODE} and the cluster's token in ~/.ray/auth_token)")
+            raise StudyError(f"cannot join the Ray cluster at {address}: {reason(exc)}{hint}") from None
     shared = _Shared(StudyState.read(study.folder / STUDY_JSON), StudyResult(), progress, threading.Lock(),
                      study.labels)
     hosts: dict[str, list[Deployment]] = {}

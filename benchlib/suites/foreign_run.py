@@ -10,7 +10,15 @@ and aggregates, the source files with their SHA-256) and run.json (the run id: a
 the params, so importing the same files again changes nothing).
 
 Nothing is half-written: the folder is built aside (.<tool>.importing-<pid>) and renamed into place; a folder that
-holds another import is refused unless `fresh`, which archives it beside (<tool>.archived-<time>) first."""
+holds another import is refused unless `fresh`, which archives it beside (<tool>.archived-<time>) first. An aside
+folder an import killed before its end left behind (its process is gone) is removed by the next import there.
+
+Memory: the tool's records are streamed into requests.csv BATCH at a time (benchlib.measure.foreign), and the
+source files are hashed in chunks, so the import holds a batch of whole records, not the run; beside them it keeps,
+column by column, only what the summary reads (every column but the texts and the tool's own fields: SUMMARY_SKIPS),
+typed as read_requests types them — no read-back of the file. An import of more than MAX_RECORDS requests is
+refused before it is written. Those columns are held to the one plausibility rule (benchlib.records.plausible): a
+value no request can have (a TTFT of −5 s) is a malformed record, one line, and nothing is written."""
 
 from __future__ import annotations
 
@@ -29,9 +37,21 @@ from benchlib.analysis import summary as analysis
 from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.measure import foreign
 from benchlib.measure.provenance import git_commit, to_json
-from benchlib.records.rows import RequestLog, write_atomic, write_csv_atomic
+from benchlib.records import plausible
+from benchlib.records.rows import COLUMNS, REQUEST_KINDS, RequestLog, write_atomic, write_csv_atomic
+from benchlib.records.schema import coerce
 from benchlib.records.secrets import redact
 from benchlib.suites.run_folder import RunConflict, results_root, run_lock
+
+
+BATCH = 2_000  # rows held and written at a time (~2-3 MB of records)
+MAX_RECORDS = 1_000_000  # requests one import may hold: the summary statistics are bounded for that many
+HASH_CHUNK = 1 << 20
+ASIDE = ".importing-"  # the aside folder's mark: .<tool>.importing-<pid>
+# requests.csv columns the summary never reads, and the bulk of an imported row (answers, the tool's own fields)
+SUMMARY_SKIPS = ("extra", "response_text", "reasoning_text", "prompt", "tool_calls", "check_detail", "answer_read",
+                 "error_message")
+SUMMARY_COLUMNS = [name for name in COLUMNS if name not in SUMMARY_SKIPS]
 
 
 @dataclass
@@ -41,6 +61,7 @@ class Imported:
     run: foreign.ForeignRun
     summary: pd.DataFrame
     already: bool = False  # the same files were imported into this folder before: nothing was written
+    rows: int = 0  # request rows written (0: the tool's aggregates only, or nothing written)
 
 
 def marked(params: BenchParams, tool: str) -> BenchParams:
@@ -50,11 +71,32 @@ def marked(params: BenchParams, tool: str) -> BenchParams:
     return params.model_copy(update={"server": params.server.model_copy(update={"variant": variant})})
 
 
+def _feed(digest: Any, path: Path) -> Any:
+    """The file's bytes into `digest`, a chunk at a time (the reader has already refused what is no regular file
+    or above its cap)."""
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest
+
+
 def _run_id(tool: str, files: list[Path], params: BenchParams) -> str:
     digest = hashlib.sha256(tool.encode() + b"\0" + json.dumps(params.identity_parts(), sort_keys=True).encode())
     for path in sorted(files):
-        digest.update(b"\0" + path.read_bytes())
+        digest.update(b"\0")
+        _feed(digest, path)
     return f"{tool}-{digest.hexdigest()[:12]}"
+
+
+def clear_stale(out_dir: Path) -> list[Path]:
+    """Remove the aside folders an import into `out_dir` killed before its rename left behind. Called under the
+    folder's lock (run_lock): an import that is still running holds that lock, so every aside found here is a
+    dead one's. Returns what went."""
+    gone = []
+    for aside in out_dir.parent.glob(f".{out_dir.name}{ASIDE}*"):
+        shutil.rmtree(aside, ignore_errors=True)
+        gone.append(aside)
+    return gone
 
 
 def _aggregate_row(run: foreign.ForeignRun, suite: str) -> dict[str, Any]:
@@ -74,12 +116,33 @@ def _aggregate_row(run: foreign.ForeignRun, suite: str) -> dict[str, Any]:
     return row
 
 
-def _fill(run: foreign.ForeignRun, params: BenchParams, run_id: str) -> None:
-    """Our identity columns on every row (the deployment is the params file's)."""
-    for record in run.records:
+def _write_rows(run: foreign.ForeignRun, params: BenchParams, run_id: str, path: Path) -> pd.DataFrame:
+    """The tool's rows streamed into requests.csv, BATCH at a time, each with our identity columns (the deployment
+    is the params file's); returned as the summary reads them (SUMMARY_COLUMNS, typed as read_requests types them).
+    ForeignError past MAX_RECORDS."""
+    log, batch, count = RequestLog(path), [], 0
+    kept: dict[str, list[Any]] = {name: [] for name in SUMMARY_COLUMNS}
+
+    def flush() -> None:
+        log.append_many(batch)  # replaces text UTF-8 cannot encode first, as the rows read back would have it
+        for record in batch:
+            for name, values in kept.items():
+                values.append(getattr(record, name))
+        batch.clear()
+
+    for record in run.rows():
         record.run_id, record.host, record.model = run_id, params.host.name, params.server.model
         record.server_kind, record.server_software = params.server.kind, params.server.software or params.server.kind
         record.variant = record.variant or ""
+        batch.append(record)
+        count += 1
+        if count > MAX_RECORDS:
+            raise foreign.ForeignError(f"{run.files[0] if run.files else run.tool}: more than {MAX_RECORDS:,} "
+                                       f"requests, above what one import holds; split the run")
+        if len(batch) >= BATCH:
+            flush()
+    flush()
+    return coerce(pd.DataFrame(kept), {name: REQUEST_KINDS[name] for name in SUMMARY_COLUMNS})
 
 
 def _manifest(run: foreign.ForeignRun, params: BenchParams, run_id: str, suite: str, source: str) -> dict[str, Any]:
@@ -91,7 +154,7 @@ def _manifest(run: foreign.ForeignRun, params: BenchParams, run_id: str, suite: 
         "params": params.sections(), "api_key_env": params.server.api_key_env,
         "measured_by": {"tool": run.tool, "version": run.version, "command": run.command, "model": run.model,
                         "source": source,
-                        "files": [{"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                        "files": [{"path": str(p), "sha256": _feed(hashlib.sha256(), p).hexdigest()}
                                   for p in run.files]},
         "aggregates": run.aggregates, "cannot_give": run.cannot_give,
     })
@@ -109,6 +172,7 @@ def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: 
     out_dir = params.suite_dir(suite, local)
     run_id = _run_id(tool, run.files, base)
     with run_lock(out_dir):
+        clear_stale(out_dir)
         marker = out_dir / "run.json"
         if marker.is_file():
             try:
@@ -122,17 +186,18 @@ def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: 
             if not fresh:
                 raise RunConflict(f"{out_dir} holds another import (run {existing or 'unknown'}); rerun with --fresh "
                                   f"to archive it and import these files")
-        _fill(run, params, run_id)
-        aside = out_dir.parent / f".{out_dir.name}.importing-{os.getpid()}"
+        aside = out_dir.parent / f".{out_dir.name}{ASIDE}{os.getpid()}"
         shutil.rmtree(aside, ignore_errors=True)
         aside.mkdir(parents=True)
         try:
-            if run.records:
-                RequestLog(aside / "requests.csv").append_many(run.records)
-                rows = RequestLog(aside / "requests.csv").read()
+            rows = _write_rows(run, params, run_id, aside / "requests.csv") if run.per_request else pd.DataFrame()
+            count = len(rows)
+            if count:
+                plausible.check_rows(rows, str(path), foreign.ForeignError)
                 summary = analysis.summarize_requests(rows, max_error_rate=params.run.max_error_rate)
             else:
                 summary = pd.DataFrame([_aggregate_row(run, suite)])
+            del rows
             write_csv_atomic(aside / "summary.csv", summary)
             write_atomic(aside / "manifest.json", to_json(_manifest(run, params, run_id, suite, str(path)), params))
             write_atomic(aside / "run.json", json.dumps({"run_id": run_id, "salt": "", "params_file": params.source,
@@ -145,4 +210,4 @@ def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: 
         except BaseException:
             shutil.rmtree(aside, ignore_errors=True)
             raise
-    return Imported(out_dir, run_id, run, summary)
+    return Imported(out_dir, run_id, run, summary, rows=count)

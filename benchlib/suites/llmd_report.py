@@ -12,7 +12,13 @@ end-to-end latency, per-request decode rate as `output_token_rate`, and the run'
 
 Statistics come from the ok, non-warm-up rows of requests.csv; an imported run that has only another tool's
 aggregates (no requests.csv) gives what its summary.csv holds. A percentile is given only from as many samples as
-the summary would show it from (benchlib.analysis.stats)."""
+the summary would show it from (benchlib.analysis.stats).
+
+Nothing impossible is called validated: the rows (and an aggregates-only summary's figures and times) are held to
+the one plausibility rule (benchlib.records.plausible) first, and a value no request can have — a TTFT of −5 s, a
+start time of 1e300 — is one line, nothing written. What leaves the machine is `secrets.shareable`: the secrets
+rule over every string (a launch command's keys, a URL's user info and query) and no absolute local path (a path
+keeps its last part: the tool's tokenizer folder, our model file, the imported files)."""
 
 from __future__ import annotations
 
@@ -29,8 +35,10 @@ import pandas as pd
 
 from benchlib.analysis import stats
 from benchlib.analysis import summary as analysis
+from benchlib.records import plausible
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests, write_atomic
 from benchlib.records.schema import json_value, number, read_csv
+from benchlib.records.secrets import shareable
 from benchlib.suites.study import recorded_deployment_name
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "llm-d" / "br_v0_2_json_schema.json"
@@ -180,6 +188,7 @@ def build_report(folder: Path) -> dict[str, Any]:
         if (folder / "windows.csv").is_file() else pd.DataFrame()
     if len(rows):
         rows = rows[rows["run_id"] == run_id] if run_id and (rows["run_id"] == run_id).any() else rows
+        plausible.check_rows(rows, str(folder / "requests.csv"), ExportError)
         measured = analysis.measured(rows)
         ok = measured[measured["status"] == STATUS_OK]
         summary = analysis.summarize_requests(rows, max_error_rate=(params.get("run") or {}).get("max_error_rate"))
@@ -196,10 +205,19 @@ def build_report(folder: Path) -> dict[str, Any]:
         if summary.empty:
             raise ExportError(f"{folder}: neither requests.csv nor summary.csv holds a result")
         row = summary.iloc[0].to_dict()
+        for metric in (*LATENCY, "decode_tps"):
+            for stat in ("mean", "sd", "p50", "p90", "p99"):
+                value = number(row.get(f"{metric}_{stat}"))
+                if not math.isnan(value):
+                    plausible.check_value(metric, value, f"{folder / 'summary.csv'}: {stat}", ExportError)
         requests = {"total": _whole(row.get("n_requests")), "failures": _whole(row.get("n_failed"))}
         latency = {field: _summary_statistics(row, metric, units) for metric, (field, units) in LATENCY.items()}
         throughput = {"output_token_rate": _summary_statistics(row, "decode_tps", "tokens/s")}
         start, end = number(manifest.get("started_unix")), number(manifest.get("finished_unix"))
+        for stamp in (start, end):
+            if not math.isnan(stamp):
+                plausible.check_value("started_at_unix", stamp, f"{folder / 'manifest.json'}: the run's start or end",
+                                      ExportError)
         tokens, concurrency, prompt_mean = number(row.get("completion_tokens_sum")), 1, math.nan
     measured_by = manifest.get("measured_by") or {}
     tool = str(measured_by.get("tool") or "frontier-bench")
@@ -260,7 +278,7 @@ def build_report(folder: Path) -> dict[str, Any]:
                 "power_consumption": statistics(power.dropna(), "Watts")}}]} if power.notna().any() else None,
         },
     }
-    return _clean(report)
+    return shareable(_clean(report))
 
 
 def export(folder: Path, out: Path | None = None) -> Path:

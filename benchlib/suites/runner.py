@@ -33,7 +33,7 @@ from benchlib.measure import provenance as manifest
 from benchlib.measure import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
-from benchlib.suites import quality_looks
+from benchlib.suites import latency_looks, quality_looks
 from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
 from benchlib.records.secrets import scrub_fields
 from benchlib.measure import payloads as media_builders
@@ -389,15 +389,15 @@ class Session:
 
 def graded_plan(params: BenchParams, graded: list[Task]) -> dict[str, Any]:
     """What the manifest says of a run's graded sets: per set the items sent and its pool, the totals, the items in
-    flight, and `reduced` — fewer than the pools (the embedded CPU demo), which the paper prints as "reduced demo:
-    N of M items" beside the accuracy."""
+    flight, `reduced` — fewer than the pools — and the quality plan that sized them (paper.runs.reduced_note says
+    which, beside the accuracy)."""
     if not graded:
         return {}
     sets = {t.name: {"sent": params.run.graded_count(t.name, len(t.variants)), "pool": len(t.variants)}
             for t in graded}
     sent, pool = sum(s["sent"] for s in sets.values()), sum(s["pool"] for s in sets.values())
     return {"reduced": sent < pool, "items": sent, "pool": pool, "in_flight": params.graded_in_flight(),
-            "sets": sets}
+            "sets": sets, "plan": params.run.quality.plan, "baseline": params.run.quality.baseline}
 
 
 def check_error(record: RequestRecord, checker: str, exc: BaseException) -> None:
@@ -496,6 +496,7 @@ def run_suite(params: BenchParams, suite: str, *, fresh: bool = False, root: Pat
             if todo:
                 session.execute(todo, progress=bar)
             looked = quality_looks.run_looks(session, by_task, done, bar)  # a sized quality plan's graded sets
+            looked |= latency_looks.run_looks(session, by_task, done, bar)  # a sized latency plan's tasks
             for name, items in by_task.items():
                 if name in looked:
                     continue

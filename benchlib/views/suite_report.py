@@ -23,8 +23,10 @@ from benchlib.records.schema import flag
 from benchlib.views.timeline import telemetry_figure
 
 SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_truncated", "n_echo", "valid",
-                   "decode_tps_mean", "decode_tps_mean_lo", "decode_tps_mean_hi", "ttft_s_p50", "ttfo_s_p50",
-                   "e2e_s_p50", "itl_s_p50", "itl_s_p99", "tpot_s_mean", "prefill_tps_mean", "n_scored",
+                   "decode_tps_mean", "decode_tps_mean_lo", "decode_tps_mean_hi", "ttft_s_mean", "ttft_s_p50",
+                   "ttft_s_p50_lo", "ttft_s_p50_hi", "ttfo_s_p50", "e2e_s_p50", "e2e_s_p50_lo", "e2e_s_p50_hi",
+                   "itl_s_p50", "itl_s_p50_lo", "itl_s_p50_hi", "itl_s_p99", "itl_s_p99_lo", "itl_s_p99_hi",
+                   "tpot_s_mean", "prefill_tps_mean", "n_scored",
                    "accuracy", "accuracy_lo", "accuracy_hi", "energy_j", "avg_power_w", "tokens_per_joule", "tps_per_w",
                    "percentile_note", "note"]
 
@@ -51,7 +53,8 @@ def client_error(out_dir: Path | None) -> str:
 
 
 def console_table(summary: pd.DataFrame) -> str:
-    """Plain-text per-task table for the terminal: requests sent and failed, decode tok/s mean±sd, TTFT p50, e2e p50,
+    """Plain-text per-task table for the terminal: requests sent and failed, decode tok/s mean±sd, TTFT mean and p50,
+    e2e p50 (each percentile with its 95 % interval; '–' where n is too small to bound it: percentile_note),
     accuracy; each INVALID row's reason below the table."""
     rows, notes = [], []
     for _, row in summary.iterrows():
@@ -67,10 +70,13 @@ def console_table(summary: pd.DataFrame) -> str:
         accuracy = interval(row.get("accuracy"), row.get("accuracy_lo"), row.get("accuracy_hi"), ".0%",
                             n=None if is_missing(scored) else int(scored))
         rows.append([row.get("suite", ""), row["task"], int(row.get("n_ok", 0) + row.get("n_failed", 0)),
-                     int(row.get("n_failed", 0) or 0), tps, fmt(row.get("ttft_s_p50"), ".3f"),
-                     fmt(row.get("e2e_s_p50"), ".2f"), accuracy + status])
-    frame = pd.DataFrame(rows, columns=["suite", "task", "sent", "failed", "decode tok/s", "TTFT p50 s", "e2e p50 s",
-                                        "accuracy [95% CI] (n scored)"])
+                     int(row.get("n_failed", 0) or 0), tps,
+                     interval(row.get("ttft_s_mean"), row.get("ttft_s_mean_lo"), row.get("ttft_s_mean_hi"), ".3f"),
+                     interval(row.get("ttft_s_p50"), row.get("ttft_s_p50_lo"), row.get("ttft_s_p50_hi"), ".3f"),
+                     interval(row.get("e2e_s_p50"), row.get("e2e_s_p50_lo"), row.get("e2e_s_p50_hi"), ".2f"),
+                     accuracy + status])
+    frame = pd.DataFrame(rows, columns=["suite", "task", "sent", "failed", "decode tok/s", "TTFT mean s [95% CI]",
+                                        "TTFT p50 s [95% CI]", "e2e p50 s [95% CI]", "accuracy [95% CI] (n scored)"])
     if "model" in summary and summary["model"].nunique() > 1:  # several deployments (e.g. the ladder's rungs)
         frame.insert(0, "model", summary["model"].astype(str).to_numpy())
     return "\n".join([frame.to_string(index=False), *notes])

@@ -87,21 +87,38 @@ def table_lines(figures: pd.DataFrame, labels: Mapping[str, str]) -> list[str]:
         ["  ".join(str(v).ljust(widths[c]) for c, v in zip(frame, values)).rstrip() for values in frame.to_numpy()]
 
 
-def verdict_lines(requests: pd.DataFrame, plans: pd.DataFrame, labels: Mapping[str, str]) -> list[str]:
+SPEED_AXES = ("decode_tps", "ttft_ms")  # analysis.host's speed axes, each said under a pair's verdict
+PER_TASK = "; per task"  # where a speed verdict's evidence turns to each task (speed_verdicts' evidence, per_task)
+
+
+def speed_lines(frame: pd.DataFrame, a: str, b: str, labels: Mapping[str, str]) -> list[str]:
+    """A pair's speed verdicts (analysis.host, the words and evidence the report's "On this host" gives): one
+    'decode speed: smollm2-135m faster — decode rate ratio 2.00× [1.80×–2.20×] on the same 10 prompts (…)' each, the
+    evidence task by task left to the report (PER_TASK)."""
+    rows = frame[(frame["a"] == a) & (frame["b"] == b) & frame["axis"].isin(SPEED_AXES)
+                 & (frame["better"] != host.NOT_MEASURED)]
+    return [f"  {r.words}: {glance.relabel(str(r.note), labels)} — "
+            f"{glance.relabel(str(r.rule).split(PER_TASK)[0], labels)}" for r in rows.itertuples()]
+
+
+def verdict_lines(requests: pd.DataFrame, plans: pd.DataFrame, labels: Mapping[str, str],
+                  margins: Mapping[str, float] | None = None) -> list[str]:
     """The verdict between the deployments (analysis.host, in its words) in one line — each pair's for up to
-    MAX_PAIRS pairs — each with the paired answers on the graded sets under it."""
+    MAX_PAIRS pairs — each with its speed verdicts and the paired answers on the graded sets under it. `margins`:
+    each deployment's run.equivalence_margin where its params set one."""
     if len(labels) < 2 or requests.empty:
         return []
-    frame = host.head_to_head(requests[requests["system"].isin(list(labels))], None, plans)
+    frame = host.head_to_head(requests[requests["system"].isin(list(labels))], None, plans, margins=margins)
     if frame.empty:
         return []
     verdicts = host.dominance(frame)
     lines = fit(f"verdict: {glance.verdict_sentence(frame, labels)}") if len(verdicts) > 1 else []
     for a, b, text in verdicts[:MAX_PAIRS]:
         lines += fit(f"{'verdict' if len(verdicts) == 1 else '  pair'}: {glance.relabel(text, labels)}")
+        lines += [row for line in speed_lines(frame, a, b, labels) for row in fit(line, "      ")]
         graded = frame[(frame["a"] == a) & (frame["b"] == b) & (frame["axis"] == "graded")]
         if len(graded) and graded["n"].iloc[0]:
-            lines += fit(f"  answers, item by item: {glance.answers(graded.iloc[0], labels)}")
+            lines += fit(f"  answers, item by item: {glance.answers(graded.iloc[0], labels)}", "      ")
     if len(verdicts) > MAX_PAIRS:
         lines.append(f"  {len(verdicts) - MAX_PAIRS} more pairs: the report's \"On this host\" table")
     return lines
@@ -130,10 +147,10 @@ def _criterion(row: Mapping[str, Any], bounds: Mapping[str, tuple[float, float]]
     return f"{words} {fmt(float(value), spec)}{bracket(low, high, spec)} vs {row['threshold']} {row['status']}"
 
 
-def threshold_lines(summary: pd.DataFrame, figures: pd.DataFrame, own: Mapping[str, Mapping[str, Any]],
-                    labels: Mapping[str, str]) -> list[str]:
-    """Each deployment whose params set thresholds: its verdict (analysis.decisions) and every threshold with the
-    value's interval; the verdict words explained on the line above them."""
+def threshold_lines(summary: pd.DataFrame, requests: pd.DataFrame, figures: pd.DataFrame,
+                    own: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str]) -> list[str]:
+    """Each deployment whose params set thresholds: its verdict (analysis.decisions, judged against each value's
+    95 % interval) and every threshold with the value and its interval; the verdict words explained above them."""
     by_name = figures.set_index("deployment")
     lines = []
     for name, label in labels.items():
@@ -141,7 +158,10 @@ def threshold_lines(summary: pd.DataFrame, figures: pd.DataFrame, own: Mapping[s
         if not limits or not len(summary):
             continue
         mine = summary[summary["model"] == name]
-        candidate = decision_inputs(mine.drop(columns=[c for c in ("host",) if c in mine]))
+        sent = requests[requests["system"] == name].assign(model=name) if len(requests) else None
+        candidate = decision_inputs(mine.drop(columns=[c for c in ("host",) if c in mine]),
+                                    requests=sent.drop(columns=[c for c in ("host",) if c in sent]) if sent is not None
+                                    else None)
         if candidate.empty:
             continue
         used = ThresholdParams(**limits)
@@ -163,6 +183,16 @@ def own_thresholds(suite_dirs: Sequence[Path]) -> dict[str, dict[str, Any]]:
         limits = {k: v for k, v in limits.items() if v not in (None, False)}
         if limits:
             out.setdefault(deployment_name(folder), limits)
+    return out
+
+
+def margins(suite_dirs: Sequence[Path]) -> dict[str, float]:
+    """Full name → the run.equivalence_margin its params set (those that set none are absent: the default holds)."""
+    out: dict[str, float] = {}
+    for folder in suite_dirs:
+        margin = ((manifest(folder).get("params") or {}).get("run") or {}).get("equivalence_margin")
+        if isinstance(margin, (int, float)):
+            out.setdefault(deployment_name(folder), float(margin))
     return out
 
 
@@ -204,6 +234,6 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
         lines += fit("INVALID (too many failed requests; the per-task file says why): " + "; ".join(
             f"{labels[name]}: {', '.join(group['task'].astype(str))}" for name, group in invalid.groupby("model", sort=False)))
     plans = quality_looks.compare_plans(suite_dirs, deployment_name)
-    lines += verdict_lines(requests, plans, labels)
-    lines += threshold_lines(summary, figures, own_thresholds(suite_dirs), labels)
+    lines += verdict_lines(requests, plans, labels, margins(suite_dirs))
+    lines += threshold_lines(summary, requests, figures, own_thresholds(suite_dirs), labels)
     return lines

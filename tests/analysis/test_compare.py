@@ -12,6 +12,7 @@ import pytest
 
 from benchlib.analysis import compare
 from benchlib.cli import main as cli_main
+from benchlib.records import plausible
 from benchlib.records.rows import RequestRecord
 from benchlib.suites.runner import run_suite
 
@@ -33,7 +34,10 @@ def test_a_rerun_is_within_noise_and_a_slowed_deployment_is_a_regression(params_
     decode = itself[itself["metric"] == "decode_tps"].iloc[0]
     assert decode["n_a"] == decode["n_b"] == 12  # warm-ups left out
     assert decode["change"] == 0 and decode["change_lo"] <= 0 <= decode["change_hi"]
-    assert set(itself["verdict"]) == {"within noise"}
+    # the same requests twice: paired, every ratio 1, equivalence shown within ±10 % (not merely "no difference")
+    verdicts = dict(zip(itself["metric"], itself["verdict"]))
+    assert verdicts == {"decode_tps": "equivalent within ±10%", "ttft_s": "equivalent within ±10%",
+                        "e2e_s": "equivalent within ±10%", "accuracy": "undecided"} and itself["paired"].all()
 
     # Two runs of the same deployment differ only by how busy the machine was: never a 30 % regression; the
     # slowed one (3x the inter-token latency) loses about two thirds of its decode rate.
@@ -42,7 +46,7 @@ def test_a_rerun_is_within_noise_and_a_slowed_deployment_is_a_regression(params_
     err = capsys.readouterr().err
     assert "regression: fake-model @ test-host · text · decode_tps" in err
     report = (tmp_path / "as" / "compare.md").read_text()
-    assert "worse beyond noise (regression: more than 30 %)" in report
+    assert "| **slower (regression: more than 30 %) (paired)** |" in report  # how it was compared, beside the word
     page = (tmp_path / "as" / "compare.html").read_text()
     assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page
     slowed = compare.compare(compare.read_root(str(a)), compare.read_root(str(slow)))
@@ -56,7 +60,8 @@ def test_accuracy_difference_uses_a_newcombe_interval_and_missing_sides_are_name
                              "decode_tps": np.nan, "ttft_s": np.nan, "e2e_s": np.nan})
     table = compare.compare(rows([True] * 40), pd.concat([rows([True] * 20 + [False] * 20), rows([True], "new")]))
     acc = table[(table["metric"] == "accuracy") & (table["deployment"] == "m")].iloc[0]
-    assert acc["change"] == pytest.approx(-50.0) and acc["change_hi"] < 0 and "worse beyond noise" in acc["verdict"]
+    assert acc["change"] == pytest.approx(-50.0) and acc["change_hi"] < 0 and acc["verdict"] == "worse"
+    assert not acc["paired"]  # rows without items: the two shares as independent samples
     assert table[table["deployment"] == "new"].iloc[0]["verdict"] == "only in B"
     assert math.isnan(table[table["deployment"] == "new"].iloc[0]["change"])
 
@@ -98,7 +103,7 @@ def test_a_value_no_request_can_have_is_one_line_naming_the_file_and_the_value(t
     err = _refused(tmp_path, capsys, a, b)
     assert f"{b / 'h' / 'm' / 'text' / 'requests.csv'}: decode_tps {shown} " in err
     assert "at most 1e+06" in err
-    edge = _root(tmp_path, "edge", compare.CEILING["decode_tps"])  # the ceiling itself is a value a request may have
+    edge = _root(tmp_path, "edge", plausible.MAX_RATE)  # the ceiling itself is a value a request may have
     assert len(compare.read_root(str(edge))) == 6
 
 
@@ -187,15 +192,16 @@ def test_compare_reads_at_a_glance(two_names, tmp_path):
     assert "- only in A: 7 rows: my-server/other-model (quality, text)" in lines
     decode = next(r for r in rows if "| text | decode rate |" in r).split(" | ")
     assert decode[3:5] == ["30.3 tok/s (n 8)", "10.1 tok/s (n 8)"]
-    assert decode[5].startswith("-66.7 % [") and decode[6] == "worse beyond noise"
+    assert decode[5].startswith("-66.7 % [") and decode[6] == "slower (paired)"  # the analysis's word, compared how
     assert decode[7:] == ["8 sent, 0 failed", "10 sent, 2 failed |"]
     ttft = next(r for r in rows if "| text | time to first token |" in r).split(" | ")
     assert ttft[3] == "100 ms (n 8)"
     accuracy = next(r for r in rows if "| quality | accuracy |" in r).split(" | ")
     assert accuracy[3:5] == ["75.0 % (n 20)", "25.0 % (n 20)"] and accuracy[5].startswith("-50.0 pp [")
+    assert accuracy[6] == "worse (paired)"
     page = compare.to_html(table, "A", "B")
     assert "<p class='headline'>B against A: 7 metrics" in page
-    assert '<td class="worse">-66.7 % [' in page and '<td class="worse">worse beyond noise</td>' in page
+    assert '<td class="worse">-66.7 % [' in page and '<td class="worse">slower (paired)</td>' in page
     assert page.index("<details><summary>7 rows in one study only") > page.index("</table>")
     assert compare.tone("better beyond noise") == "better" and compare.tone("within noise") == ""
     assert compare.tone("faster (×1.8)") == "better" and compare.tone("slower") == "worse"  # the words to come too

@@ -117,18 +117,19 @@ def test_missing_value_is_not_eligible_or_worst_on_request_and_ties_do_not_domin
     assert worst.loc["c", "dominated_by"].startswith("a (better on x, y)")
 
 
-def test_overlapping_intervals_tie_and_floors_exclude():
+def test_unpaired_intervals_decide_by_the_difference_and_floors_exclude():
     frame = pd.DataFrame({"system": ["fast", "slow", "poor"], "tps": [50.0, 45.0, 80.0],
                           "tps_lo": [40.0, 38.0, 70.0], "tps_hi": [60.0, 52.0, 90.0], "temp": [60.0, 70.0, 50.0],
                           "accuracy_edge": [0.8, 0.9, 0.2]})
     axes = {"tps": "max", "temp": "min", "accuracy_edge": "max"}
     marked = frontier.pareto_frontier(frame, axes, floors={"accuracy_edge": 0.5}).set_index("system")
-    # 50 vs 45 tok/s with overlapping intervals is a tie: 'slow' is more accurate, so it stays
+    # 50 vs 45 tok/s: the difference's 95 % interval (the two intervals combined) includes 0, undecided: 'slow' is
+    # more accurate, so it stays
     assert marked["on_frontier"].to_dict() == {"fast": True, "slow": True, "poor": False}
     assert marked.loc["poor", "dominated_by"] == "not eligible: accuracy_edge 20% < floor 50%"
     pairs = frontier.dominance_pairs(frame.iloc[:2].assign(accuracy_edge=[0.9, 0.9]), axes)
     assert pairs.iloc[0]["dominated"] == "slow" and pairs.iloc[0]["better_on"] == ["temp"]
-    assert "tps (intervals overlap)" in pairs.iloc[0]["tied_on"]
+    assert "tps (undecided, unpaired: the difference's 95 % interval includes 0)" in pairs.iloc[0]["undecided_on"]
 
 
 def test_each_regime_on_all_its_axes_and_bad_axes(systems):
@@ -252,3 +253,22 @@ def test_a_system_without_a_required_capability_cannot_join_or_dominate():
     assert "text-only" not in marked.loc["gemma4", "dominated_by"]
     without = frontier.pareto_frontier(systems, audio.axes, missing="worst").set_index("system")
     assert bool(without.loc["text-only", "on_frontier"])  # the rule is what keeps it out
+
+
+def test_our_speed_axis_is_decided_prompt_by_prompt():
+    """Two of our deployments on the same prompts: the speed verdict's word orders them, not the bare means."""
+    prompts = [("basic_qa", "v", str(r)) for r in range(8)] + [("reasoning", "v", str(r)) for r in range(8, 16)]
+    fast = {k: 100.0 for k in prompts}
+    noisy = {k: 100.0 * (1.3 if i % 2 else 0.8) for i, k in enumerate(prompts)}  # mean 105: ahead by value alone
+    mixed = {k: 200.0 if k[0] == "basic_qa" else 50.0 for k in prompts}  # twice as fast on one task, half on the other
+    frame = pd.DataFrame({"system": ["fast", "noisy", "mixed"], "avg_decode_tps": [100.0, 105.0, 125.0],
+                          "temp": [60.0, 70.0, 70.0], "avg_decode_tps_prompts": [fast, noisy, mixed]})
+    pairs = frontier.dominance_pairs(frame, {"avg_decode_tps": "max", "temp": "min"})
+    # 'noisy' is not faster (undecided on 16 prompts), so 'fast', cooler, dominates it; 'mixed' is faster on basic
+    # Q&A and slower on reasoning: neither it nor 'fast' dominates across that axis
+    assert pairs[["dominated", "dominated_by"]].values.tolist() == [["noisy", "fast"]]
+    assert pairs.iloc[0]["undecided_on"] == ["avg_decode_tps (undecided, paired on 16 prompts)"]
+    by_value = frontier.dominance_pairs(frame.drop(columns="avg_decode_tps_prompts"),
+                                        {"avg_decode_tps": "max", "temp": "min"})
+    # by the bare means 'fast' dominates nobody ('noisy' and 'mixed' look faster) and 'mixed' beats 'noisy'
+    assert by_value[["dominated", "dominated_by"]].values.tolist() == [["noisy", "mixed"]]

@@ -26,7 +26,7 @@ def test_the_interval_and_the_exact_test_on_a_worked_example():
 
 def test_known_answers_all_right_all_wrong_and_some():
     same = paired.compare(outcomes([1] * 10), outcomes([1] * 10), "A", "B")
-    assert (same.n, same.difference, same.p_value, same.verdict) == (10, 0.0, 1.0, "tie")
+    assert (same.n, same.difference, same.p_value, same.verdict) == (10, 0.0, 1.0, "undecided")
     assert same.difference_lo < 0 < same.difference_hi
     clear = paired.compare(outcomes([1] * 20), outcomes([0] * 20), "A", "B")
     assert clear.verdict == "A beats B" and clear.difference == 1.0 and clear.difference_lo > 0.5
@@ -36,8 +36,9 @@ def test_known_answers_all_right_all_wrong_and_some():
     # both find the same items hard: 12 of 20 vs 8 of 20 — the 4 discordant items all go A's way, not enough
     some = paired.compare(outcomes([1] * 12 + [0] * 8), outcomes([1] * 8 + [0] * 12), "A", "B")
     assert (some.both, some.a_only, some.b_only, some.neither) == (8, 4, 0, 8)
-    assert some.difference == pytest.approx(0.2) and some.verdict == "tie" and some.p_value == pytest.approx(0.125)
-    assert some.line().startswith("A vs B: tie: 60% vs 40% on the same 20 items, difference +20% [")
+    assert some.difference == pytest.approx(0.2) and some.verdict == "undecided"
+    assert some.p_value == pytest.approx(0.125)
+    assert some.line().startswith("A vs B: undecided: 60% vs 40% on the same 20 items, difference +20% [")
     # only shared items count
     extra = paired.compare(outcomes([1] * 5), {**outcomes([0] * 5), ("other", "x#0"): True})
     assert extra.n == 5 and extra.b_only == 0
@@ -83,7 +84,7 @@ def test_one_basis_the_graded_verdict_never_pools_the_smoke_tasks():
     assert pooled.iloc[0]["n"] == 60 and pooled.iloc[0]["verdict"] == "A beats B"  # what the terminal used to say
     table = paired.verdicts(items).set_index("basis")
     graded, smoke = table.loc[paired.GRADED], table.loc[paired.SMOKE]
-    assert (graded["n"], graded["a_only"], graded["b_only"], graded["verdict"]) == (15, 2, 0, "tie")
+    assert (graded["n"], graded["a_only"], graded["b_only"], graded["verdict"]) == (15, 2, 0, "undecided")
     assert graded["p_value"] == pytest.approx(0.5)
     assert (smoke["n"], smoke["verdict"]) == (30, "A beats B")
 
@@ -99,14 +100,14 @@ AXES = {"speed": "max", "accuracy_edge": "max"}
 
 
 def test_the_quality_axis_says_beats_only_when_the_paired_interval_excludes_zero():
-    # Pooled intervals overlap (a tie by overlap), but on the same 20 items A got 12 right that B missed and
+    # Pooled intervals overlap (the old overlap rule's tie), but on the same 20 items A got 12 right that B missed and
     # B none that A missed: the paired verdict says A is better.
     a, b = outcomes([1] * 20), outcomes([1] * 8 + [0] * 12)
     marked = frontier.pareto_frontier(systems(a, b), AXES).set_index("system")
     assert marked["on_frontier"].to_dict() == {"A": True, "B": False}
     pairs = frontier.dominance_pairs(systems(a, b), AXES)
-    assert pairs.iloc[0]["better_on"] == ["accuracy_edge"] and pairs.iloc[0]["tied_on"] == ["speed"]
-    # pooled 60 % vs 40 % with both finding the same items hard: the paired interval includes 0, a tie
+    assert pairs.iloc[0]["better_on"] == ["accuracy_edge"] and pairs.iloc[0]["undecided_on"] == ["speed (equal)"]
+    # pooled 60 % vs 40 % with both finding the same items hard: the paired interval includes 0, undecided
     a, b = outcomes([1] * 12 + [0] * 8), outcomes([1] * 8 + [0] * 12)
     tie = frontier.pareto_frontier(systems(a, b, lo_hi=((0.5, 0.7), (0.3, 0.45))), AXES).set_index("system")
     assert tie["on_frontier"].all()  # without the pairing, these intervals (not overlapping) would decide
@@ -222,15 +223,15 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_where_the_fixed_sample_test
     for reason in (sequential.EXHAUSTED, sequential.BUDGET):
         table = paired.verdicts(FIXED_WINNER, plan("A", "B", 8, 0, reason))
         graded = table[table["basis"] == paired.GRADED].iloc[0]
-        assert graded["verdict"] == "tie" and graded["rule"] == (
-            f"undecided by its compare plan: {reason} at 24 of 24 items; a fixed-sample test after looks is not a "
-            "verdict")
+        assert graded["verdict"] == "undecided" and graded["rule"] == (
+            f"undecided by its compare plan: {reason} at 24 of 24 items; about 1 more items (25 in all) would decide "
+            "at this split; a fixed-sample test after looks is not a verdict")
         assert (graded["p_value"], graded["difference_lo"] > 0) == (fixed.loc[0, "p_value"], True)  # figures stay
         result = paired.Paired(**graded.drop("basis").to_dict())
         assert result.winner == 0
         assert result.line().startswith(f"A vs B: {graded['rule']} — 33% vs 0% on the same 24 items"), result.line()
         smoke = table[table["basis"] == paired.SMOKE].iloc[0]
-        assert (smoke["verdict"], smoke["rule"]) == ("tie", "")  # the plan judges the graded sets only
+        assert (smoke["verdict"], smoke["rule"]) == ("undecided", "")  # the plan judges the graded sets only
     outcome = dict(FIXED_WINNER.groupby("system")[["task", "item", "passed"]].apply(
         lambda rows: {(t, i): p for t, i, p in zip(rows["task"], rows["item"], rows["passed"])}))
     maps = [outcome["A"], outcome["B"]]
@@ -257,7 +258,7 @@ def test_a_decided_plan_gives_its_winner_from_the_discordant_counts_at_its_alpha
     assert result.winner == 1 and result.line().startswith(f"A beats B ({row['rule']}) — 33% vs 0%")
     # the plan's verdict even where the fixed-sample test finds none: 3 vs 0 discordant, p = 0.25
     close = graded_items({"A": [1] * 3 + [0] * 21, "B": [0] * 24})
-    assert paired.verdicts(close).loc[0, "verdict"] == "tie"
+    assert paired.verdicts(close).loc[0, "verdict"] == "undecided"
     assert paired.verdicts(close, plan("A", "B", 3, 0, sequential.DECIDED)).loc[0, "verdict"] == "A beats B"
     pairs = paired.plan_pairs(plan("B", "A", 0, 8, sequential.DECIDED))
     by_system = paired.plans_by_system(pairs)
@@ -275,5 +276,5 @@ def test_pairs_without_a_compare_plan_keep_the_fixed_sample_verdict():
         table = paired.verdicts(items, plans)
         ab = table[(table["a"] == "A") & (table["b"] == "B")].iloc[0]
         assert (ab["verdict"], ab["rule"]) == ("A beats B", "")
-    assert paired.verdicts(items, other).set_index(["a", "b"]).loc[("A", "C"), "verdict"] == "tie"
+    assert paired.verdicts(items, other).set_index(["a", "b"]).loc[("A", "C"), "verdict"] == "undecided"
     assert fixed.set_index(["a", "b"]).loc[("A", "C"), "verdict"] == "A beats C"

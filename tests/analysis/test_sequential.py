@@ -42,6 +42,23 @@ def test_boundaries_spend_what_the_function_allows_look_by_look():
     assert sum(first) == pytest.approx(0.05, abs=0.002)
 
 
+def test_many_or_close_looks_give_the_continuous_limit_or_a_refusal():
+    """The grid follows the looks: at 100 looks the last boundary approaches continuous monitoring's (for a
+    two-sided level α, about z_{1−α/4}: each side crossed with probability α/2 over [0, 1]) from below and grows
+    with the looks; two looks 10^-4 apart are integrated as finely as far ones (the boundary stays finite and
+    between the neighbours'); 2,000 looks — whose fixed grid gave z = 12.4 — and looks closer than the largest
+    grid integrates are refused with one line."""
+    limit = float(sequential.scipy_stats.norm.isf(0.01 / 4))
+    finals = [sequential.boundaries([i / n for i in range(1, n + 1)], 0.01)[-1] for n in (10, 50, 100)]
+    assert finals[0] < finals[1] < finals[2] < limit and limit - finals[2] < 0.04
+    close = sequential.boundaries([0.25, 0.5, 0.5001, 1.0], 0.01)
+    assert math.isfinite(close[2]) and close[1] < close[2] < close[0] and close[3] < close[1]
+    with pytest.raises(ValueError, match=r"^2000 looks: at most 100 "):
+        sequential.boundaries([i / 2000 for i in range(1, 2001)], 0.01)
+    with pytest.raises(ValueError, match=r"closer than a 8001-point grid integrates"):
+        sequential.boundaries([0.5, 0.5 + 1e-8, 1.0], 0.01)
+
+
 def test_fractions_must_increase():
     with pytest.raises(ValueError, match="increase"):
         sequential.boundaries([0.5, 0.5, 1.0], 0.05)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 
 from benchlib.analysis import deployments
 from benchlib.analysis import summary as analysis
 from benchlib.analysis import decisions
+from benchlib.analysis import stats
 from benchlib.analysis import frontier
 from benchlib.published import reference
 from benchlib.records.rows import COLUMNS, RequestLog, RequestRecord
@@ -57,14 +60,15 @@ def test_summary_excludes_warmup_and_failed_rows(requests_frame):
     assert qa["decode_tps_count"] == 3
     assert qa["decode_tps_mean"] == pytest.approx(20.0)
     assert qa["decode_tps_sd"] == pytest.approx(10.0)
-    assert qa["decode_tps_p50"] == pytest.approx(20.0)
-    # three samples: p90 and p99 would be the maximum in disguise, so they are not reported (and it says so)
-    assert math.isnan(qa["decode_tps_p90"]) and math.isnan(qa["decode_tps_p99"])
-    assert qa["percentile_note"] == "p90/p99 not shown: n=3 (p90 needs 10, p99 needs 100)"
+    # three samples bound no percentile on both sides (the median needs 6): none is shown, and the note says so
+    assert all(math.isnan(qa[f"decode_tps_{p}{part}"])
+               for p in ("p50", "p90", "p95", "p99") for part in ("", "_lo", "_hi"))
+    assert qa["percentile_note"] == ("n=3 too small for p50 (needs 6), p90 (needs 36), p95 (needs 72), "
+                                     "p99 (needs 368)")
     assert qa["decode_tps_mean_lo"] <= 20.0 <= qa["decode_tps_mean_hi"] and qa["decode_tps_mean_hi"] <= 30.0
     assert qa["decode_tps_mean_lo"] >= 10.0
     assert (qa["accuracy_lo"], qa["accuracy_hi"]) == pytest.approx((0.0945, 0.9055), abs=1e-3)  # Wilson, 1 of 2
-    assert qa["ttft_s_mean"] == pytest.approx(0.2) and qa["e2e_s_p50"] == pytest.approx(2.0)
+    assert qa["ttft_s_mean"] == pytest.approx(0.2) and math.isnan(qa["e2e_s_p50"])
     assert qa["prefill_tps_mean"] == pytest.approx(200.0)
     assert (qa["n_scored"], qa["n_passed"], qa["accuracy"]) == (2, 1, 0.5)
     assert qa["n_truncated"] == 1
@@ -186,13 +190,14 @@ def test_systems_and_decision_inputs_feed_frontier():
 
 
 def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():
-    gaps_a, gaps_b = [0.01] * 60, [0.01] * 58 + [0.5, 0.5]  # two 0.5 s stalls among 120 gaps
+    gaps_a, gaps_b = [0.01] * 200, [0.01] * 192 + [0.5] * 8  # eight 0.5 s stalls among 400 gaps
     rows = [RequestRecord(task="t", request_key=f"k{i}", itl_s=g, tpot_s=sum(g) / len(g), ttfo_s=0.2 + i,
                           ttft_s=0.1, decode_tps=50.0).to_row() for i, g in enumerate((gaps_a, gaps_b))]
     summary = analysis.summarize_requests(pd.DataFrame(rows)).iloc[0]
-    assert summary["itl_s_count"] == 120
-    assert summary["itl_s_p50"] == pytest.approx(0.01)
-    assert summary["itl_s_p99"] > 0.01 and not math.isnan(summary["itl_s_p99"])  # the stall shows at n >= 100
+    assert summary["itl_s_count"] == 400
+    assert (summary["itl_s_p50"], summary["itl_s_p50_lo"], summary["itl_s_p50_hi"]) == pytest.approx((0.01,) * 3)
+    # the stalls show at p99, its interval from the order statistics (400 gaps: enough for p99's 368)
+    assert summary["itl_s_p99"] == pytest.approx(0.5) and summary["itl_s_p99_lo"] <= 0.5 <= summary["itl_s_p99_hi"]
     assert summary["ttfo_s_mean"] == pytest.approx(0.7) and summary["tpot_s_count"] == 2
     assert summary["ttft_s_count"] == 2
 
@@ -237,3 +242,86 @@ def test_a_row_written_elsewhere_with_a_prompt_count_past_any_context_gives_no_p
     qa = analysis.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
     assert qa["n_implausible"] == 1 and qa["prefill_tps_count"] == 2 and qa["prefill_tps_mean"] == pytest.approx(100)
     assert not bool(qa["valid"]) and "implausible server token counts in 33%" in qa["note"]
+
+
+def test_every_percentile_has_a_distribution_free_interval_that_brackets_it():
+    rng = np.random.default_rng(7)
+    ttft = rng.lognormal(-2.0, 0.5, 400)
+    rows = [RequestRecord(task="t", request_key=f"k{i}", ttft_s=float(v)).to_row() for i, v in enumerate(ttft)]
+    summary = analysis.summarize_requests(pd.DataFrame(rows)).iloc[0]
+    ordered = np.sort(ttft)
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
+        low, high = stats.order_ranks(400, q)
+        assert summary[f"ttft_s_{name}"] == pytest.approx(np.quantile(ttft, q))
+        # the bounds are the order statistics X(l) and X(u): both sides miss the quantile with chance <= 2.5 %
+        assert (summary[f"ttft_s_{name}_lo"], summary[f"ttft_s_{name}_hi"]) == (ordered[low - 1], ordered[high - 1])
+        assert summary[f"ttft_s_{name}_lo"] <= summary[f"ttft_s_{name}"] <= summary[f"ttft_s_{name}_hi"]
+    assert summary["percentile_note"] == ""
+
+
+def test_percentile_bounds_need_their_samples_and_cover():
+    """GuideLLM's figures: p95 needs 72 samples, p99 368; the bounds' exact coverage is at least 95 %."""
+    assert stats.INTERVAL_N == {"p50": 6, "p90": 36, "p95": 72, "p99": 368}
+    assert stats.order_ranks(367, 0.99) is None and stats.order_ranks(368, 0.99) is not None
+    for n, q in ((6, 0.5), (36, 0.9), (200, 0.95), (1000, 0.99)):
+        low, high = stats.order_ranks(n, q)
+        coverage = scipy_stats.binom.cdf(high - 1, n, q) - scipy_stats.binom.cdf(low - 1, n, q)
+        assert coverage >= 0.95
+
+
+def test_a_summary_of_many_gaps_holds_no_resampling_matrix():
+    """Issue 53 item 3: 2,000 bootstrap resamples of 200,000 pooled ITL gaps were a 3.2 GB matrix. Now the
+    summary holds the gaps once (1.6 MB here) plus a bounded batch: its traced peak stays under 64 MB."""
+    gaps = np.full(100, 0.01)
+    frame = pd.DataFrame({"task": "t", "status": "ok", "itl_s": [gaps + i * 1e-6 for i in range(2000)],
+                          "ttft_s": np.linspace(0.1, 0.2, 2000)})
+    tracemalloc.start()
+    try:
+        summary = analysis.summarize_requests(frame).iloc[0]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert summary["itl_s_count"] == 200_000 and summary["itl_s_p99_lo"] <= summary["itl_s_p99_hi"]
+    assert peak < 64 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_the_bootstrap_resamples_in_bounded_batches():
+    """50,000 values: the old single 2,000 × n resample was 800 MB of floats; batches keep it under 48 MB."""
+    values = np.random.default_rng(3).exponential(1.0, 50_000)
+    tracemalloc.start()
+    try:
+        low, high = stats.bootstrap_interval(values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert low < values.mean() < high and high - low < 0.05
+    assert peak < 48 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_thresholds_are_judged_against_the_interval():
+    """Issue 56: 'TTFT 501 vs ≤500 ms: FAIL' with the summary's own interval 350–652 ms is no FAIL: undecided at
+    this n. PASS needs the whole interval within the limit, FAIL the whole interval beyond it."""
+    cands = pd.DataFrame({"candidate": ["straddles", "clear", "beyond"], "ttft_ms": [501.0, 300.0, 700.0],
+                          "ttft_ms_lo": [350.0, 250.0, 600.0], "ttft_ms_hi": [652.0, 350.0, 800.0],
+                          "ttft_ms_n": [10, 10, 10]})
+    long = decisions.evaluate_thresholds(cands, {"max_ttft_ms": 500}).set_index("candidate")
+    assert long["status"].to_dict() == {"straddles": decisions.UNDECIDED, "clear": decisions.PASS,
+                                        "beyond": decisions.FAIL}
+    decided = decisions.decide(cands, {"max_ttft_ms": 500}).set_index("candidate")
+    assert decided.loc["straddles", "verdict"] == decisions.VERIFY
+    assert decided.loc["straddles", "decision"] == ("SWAP candidate, needs verification: undecided at this n for "
+                                                    "TTFT (501 [350–652] (n 10) vs ≤500 ms)")
+    assert decided.loc["beyond", "verdict"] == decisions.WAIT
+    no_interval = cands.assign(ttft_ms_lo=np.nan)  # two requests a task: no interval, so no verdict either way
+    assert decisions.evaluate_thresholds(no_interval, {"max_ttft_ms": 500})["status"].eq(decisions.UNDECIDED).all()
+
+
+def test_decision_inputs_carry_the_interval_of_the_mean_of_task_means():
+    rows = [RequestRecord(task=t, request_key=f"{t}{i}", ttft_s=0.1 * (1 + i), decode_tps=20.0 + i, host="h",
+                          model="m", suite="text").to_row() for t in ("a", "b") for i in range(4)]
+    frame = pd.DataFrame(rows)
+    cand = deployments.decision_inputs(analysis.summarize_requests(frame), requests=frame).iloc[0]
+    assert cand["decode_tps"] == pytest.approx(21.5) and cand["decode_tps_n"] == 8
+    mean, low, high = stats.stratified_mean_interval([np.arange(20.0, 24.0)] * 2)
+    assert (cand["decode_tps_lo"], cand["decode_tps_hi"]) == pytest.approx((low, high))
+    assert low < 21.5 < high and cand["ttft_ms_lo"] < 250 < cand["ttft_ms_hi"]

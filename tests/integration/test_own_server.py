@@ -118,7 +118,10 @@ def test_an_in_flight_the_server_cuts_exits_non_zero_with_the_reason_and_the_fix
     assert "run.graded_in_flight 4 is more than this server served whole" in out
     assert "graded requests failed (above run.max_error_rate 20%): stream_cut" in out
     assert "likely fix:" in out and "one request at a time" in out
-    assert all(len(line) <= 120 for line in cut.stdout.splitlines() if "Executing" not in line)
+    here = str(walk["outputs"])  # a path of this test's temporary folder is as long as it is
+    long = [line for line in cut.stdout.splitlines() if len(line) > 120 and "Executing" not in line
+            and here not in line]
+    assert not long, long
 
 
 def test_a_study_rerun_after_the_server_came_up_measures_it_without_fresh(walk):
@@ -127,5 +130,6 @@ def test_a_study_rerun_after_the_server_came_up_measures_it_without_fresh(walk):
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     state = json.loads(next(walk["outputs"].rglob("study.json")).read_text(encoding="utf-8"))
     assert [entry["status"] for entry in state["deployments"].values()] == ["done"]
-    rows = read_requests(walk["outputs"] / "study-host" / "smollm2" / "quality" / "requests.csv")
+    (folder,) = (walk["outputs"] / "study-host").glob("smollm2*/quality")  # the study names it by its settings
+    rows = read_requests(folder / "requests.csv")
     assert (rows[~rows["is_warmup"].astype(bool)]["status"] == "ok").sum() == 3

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from benchlib.measure import event_loop as aio
+from benchlib.measure import preflight, provenance
 from benchlib.measure.backends import ChatRequest, make_backend
 from benchlib.analysis.crosscheck import flag_record
 from benchlib.measure.servers.llama_cpp import group_members
@@ -87,6 +88,18 @@ def test_a_repeated_prompt_comes_back_cached_and_is_flagged(vllm):
     assert again.status == "ok" and again.cached_tokens and again.cached_tokens > 0
     flag_record(again)
     assert again.cache_suspect
+
+
+def test_the_preflight_finds_vllm_serves_together_and_the_manifest_names_its_checkpoint(vllm):
+    """The pre-flight against vLLM: the model it lists, one answer, requests served together (the graded sets keep
+    the plan's in-flight, capped at what it served); provenance names the checkpoint vLLM reports (root)."""
+    p = params(vllm)
+    checked = preflight.check(p, ["quality"])
+    assert checked.model_id == MODEL and "listed by the server" in checked.model_line
+    assert checked.overlap == preflight.TOGETHER and checked.in_flight == checked.takes >= 2, checked.lines()
+    info = provenance.server_info(p)
+    assert info["model"]["found"] and info["model"]["weights_source"] == "reported by the server"
+    assert info["model"]["path"] == info["model"]["root"] and "gemma" in info["model"]["path"].lower()
 
 
 def test_vllm_s_tokenizer_hits_exact_lengths(vllm):

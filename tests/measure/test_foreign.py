@@ -36,7 +36,7 @@ def test_aiperf_rows_give_aiperfs_own_ttft_itl_and_end_to_end():
     aggregate = json.loads((AIPERF / "profile_export_aiperf.json").read_text())
     lines = [json.loads(line) for line in (AIPERF / "profile_export.jsonl").read_text().splitlines()]
     assert (run.tool, run.version) == ("aiperf", "0.13.0")
-    assert run.command.startswith("aiperf profile --model 'fake-model'")
+    assert run.command.startswith("aiperf profile --model fake-model --url http://127.0.0.1:18431 ")  # re-joined from its shell words
     assert len(run.records) == len(lines) == 32
     assert sum(r.is_warmup for r in run.records) == 2 and len(measured(run)) == 30
     ok = measured(run)
@@ -83,7 +83,7 @@ def _write_jsonl(tmp_path: Path, edit) -> Path:
 def test_aiperf_malformed_record_is_one_line_naming_file_and_record(tmp_path, edit, says):
     folder = _write_jsonl(tmp_path, edit)
     with pytest.raises(foreign.ForeignError) as caught:
-        foreign.read("aiperf", folder)
+        foreign.read("aiperf", folder).records  # records are read as they are streamed
     message = str(caught.value)
     assert "\n" not in message and str(folder / "profile_export.jsonl") in message and says in message
 
@@ -131,7 +131,7 @@ def test_guidellm_unknown_version_and_malformed_request(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(data))
     with pytest.raises(foreign.ForeignError, match=r"bad.json: benchmark 0 successful request 3 "
                                                    r"time_to_first_token_ms: 'fast' is not a number"):
-        foreign.read("guidellm", tmp_path / "bad.json")
+        foreign.read("guidellm", tmp_path / "bad.json").records
 
 
 # ---- vLLM bench serve -------------------------------------------------------------------------------------------

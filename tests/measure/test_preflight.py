@@ -54,7 +54,7 @@ def test_llama_cpp_python_with_its_defaults_cuts_and_graded_items_go_one_at_a_ti
     checked = preflight.check(params, ["quality"])
     # it lists the GGUF's path, not the name the params give: that one is used, and the results keep the name
     assert checked.listed == [checked.model_id] and checked.model_id.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
-    assert "results go under 'smollm2'" in checked.model_line
+    assert "results under 'smollm2'" in checked.model_line
     assert checked.answer_s is not None and checked.answer
     assert checked.overlap == preflight.CUTS and checked.takes == 1 and checked.in_flight == 1
     assert checked.probes[0].errors.get("stream_cut") and "cuts a running answer" in checked.why
@@ -86,7 +86,8 @@ def test_a_server_that_serves_together_keeps_the_plans_in_flight(fake_server):
     params = make_params(fake_server.url, {"tokens": 20, "itl": 0.02}, "openai")
     checked = preflight.check(params, ["quality"])
     assert [p.sent for p in checked.probes] == [2, 16] and checked.overlap == preflight.TOGETHER
-    assert checked.probes[-1].served_at_once > 1 and checked.in_flight == checked.takes >= 2
+    assert checked.probes[-1].served_at_once > 1 and checked.in_flight == checked.takes == 16
+    assert preflight.apply(params, checked) == params  # the plan stands: the run's identity is the params' own
     assert checked.model_id == params.server.model and "listed by the server" in checked.model_line
 
 

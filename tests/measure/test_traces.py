@@ -3,8 +3,11 @@ one error naming its line, and the prefix-reuse bound counts only leading blocks
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import threading
 
 import pytest
 
@@ -59,6 +62,9 @@ def test_offsets_are_trace_milliseconds_times_the_scale(tmp_path):
     ({"timestamp": 5, "input_length": 10, "output_length": 3, "hash_ids": 7}, "hash_ids must be a list"),
     ({"timestamp": True, "input_length": 10, "output_length": 3}, "timestamp must be"),
     ([1, 2], "expected an object"),
+    # which of two values counts is the parser's guess (Python's keeps the last, others the first): refused
+    ('{"timestamp": 5, "input_length": 10, "output_length": 3, "timestamp": 9000}', 'the key "timestamp" twice'),
+    ('{"timestamp": 5, "input_length": 10, "output_length": 3, "hash_ids": [{"a": 1, "a": 2}]}', 'key "a" twice'),
 ])
 def test_a_malformed_line_is_one_error_naming_the_line(tmp_path, bad, why):
     good = {"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [0]}
@@ -107,6 +113,23 @@ def test_a_line_without_end_stops_at_the_line_cap(tmp_path, monkeypatch):
     path.write_text(GOOD + "\n" + " " * 5000)
     with pytest.raises(TraceError, match=rf"^{path}:2: a line longer than 1000 bytes$"):
         traces.read_trace(path)
+
+
+def test_a_fifo_trace_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+
+    def release() -> None:  # an open that waits for a writer ends when one comes; the match below then fails
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    watchdog = threading.Timer(20, release)
+    watchdog.start()
+    try:
+        with pytest.raises(TraceError, match=rf"^{fifo}: a FIFO, not a regular file$"):
+            traces.read_trace(fifo)
+    finally:
+        watchdog.cancel()
 
 
 def test_an_empty_or_missing_trace_says_so(tmp_path):

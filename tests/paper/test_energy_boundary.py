@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from benchlib.analysis import frontier
+from benchlib.config.formatting import MISSING
 from benchlib.paper.figures import NO_BOUNDARY, energy_groups, fig_energy
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs
@@ -83,3 +84,42 @@ def test_the_energy_table_names_each_rows_boundary_and_warns_on_a_mix():
 
 def no_runs(tmp_path) -> Runs:
     return load_runs(tmp_path / "no-outputs")
+
+
+def node_systems() -> pd.DataFrame:
+    """Two of our runs on GPU hosts with a BMC: the small model wins at the GPU board, its big idle host loses it
+    at the node; a third without a BMC."""
+    return pd.DataFrame([
+        {"system": "small @ big-host", "source": THIS_RUN, "tokens_per_joule": 2.0, "node_tokens_per_joule": 0.4,
+         "gpu_share_of_node": 0.2, "energy_boundary": "GPU board", "energy_note": ""},
+        {"system": "large @ lean-host", "source": THIS_RUN, "tokens_per_joule": 1.5, "node_tokens_per_joule": 0.9,
+         "gpu_share_of_node": 0.6, "energy_boundary": "GPU board", "energy_note": ""},
+        {"system": "mid @ no-bmc", "source": THIS_RUN, "tokens_per_joule": 1.8, "node_tokens_per_joule": math.nan,
+         "energy_boundary": "GPU board", "energy_note": ""}]).reindex(columns=SYSTEM_COLUMNS)
+
+
+def test_node_tokens_per_joule_stand_beside_the_chips_and_a_flip_is_said():
+    table = memory_power_table(node_systems())
+    shown = table.display.set_index("system")
+    node = "tokens per joule (whole node, input power (BMC))"
+    assert shown.loc["small @ big-host", node] == "0.40" and shown.loc["small @ big-host", "tokens per joule"] == "2.00"
+    assert shown.loc["large @ lean-host", "GPU share of node"] == "60%"
+    assert shown.loc["mid @ no-bmc", node] == MISSING
+    assert ("Would flip if measured at the node: small @ big-host beats large @ lean-host on tokens per joule at the "
+            "GPU board (2 vs 1.5) but not at the whole node (0.4 vs 0.9).") in table.caption
+    assert frontier.node_flips(node_systems().iloc[1:]) == []  # no pair with both: nothing to flip
+
+
+def test_the_energy_figure_gives_the_node_its_own_row(tmp_path):
+    systems = node_systems()
+    groups = energy_groups(systems)
+    assert [name for name, _ in groups] == ["GPU board", "whole node, input power (BMC)"]
+    at_node = groups[1][1].set_index("system")
+    assert list(at_node.index) == ["small @ big-host", "large @ lean-host"]
+    assert at_node.loc["small @ big-host", "tokens_per_joule"] == 0.4  # the node's, never the chip's
+    fig = fig_energy({"_systems": Table("_systems", "", systems)}, no_runs(tmp_path))
+    try:
+        titles = [ax.get_title() for ax in fig.axes if ax.get_xlabel().startswith("tokens per joule")]
+        assert "energy boundary: whole node, input power (BMC)" in titles[1]
+    finally:
+        plt.close(fig)

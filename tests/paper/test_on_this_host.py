@@ -5,11 +5,13 @@ the terminal, the summary and the frontier give one paired verdict, on the grade
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 from dataclasses import asdict
 
 import pytest
 
 from benchlib import cli, paper
+from benchlib.views import terminal
 from benchlib.analysis import frontier, paired, sequential
 from benchlib.config.formatting import fmt
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
@@ -60,15 +62,18 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     assert ranking.endswith(f": 1. **{FAST_LABEL}** (2), 2. **{SLOW_LABEL}** (0).")
     p = paired.mcnemar_exact(RIGHT, 0)
     assert pair.startswith(f"**{FAST_LABEL}** against **{SLOW_LABEL}**: decode speed 31.0 [")
-    assert "tok/s (" + FAST_LABEL + " better)" in pair
+    # decided prompt by prompt: the slow one decodes at half the rate on each of the same 6 prompts
+    assert (f"tok/s ({FAST_LABEL} faster: decode rate ratio 2.00× [2.00×–2.00×] on the same 6 prompts (paired sign-flip "
+            "test, tasks weighted equally))") in pair
     assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
             and f"p = {fmt(p, '.2g')} ({FAST_LABEL} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
                 "items, 18 (" in pair)
     assert "energy not compared (no energy reading on this host)" in pair
-    assert pair.endswith(f"— **{FAST_LABEL}** dominates **{SLOW_LABEL}** (faster decode, better answers; tied on time to first "
-                         "token).")
+    assert "time to first token 50.0 [50.0–50.0] vs 50.0 [50.0–50.0] ms (equivalent within ±10%: " in pair
+    assert pair.endswith(f"— **{FAST_LABEL}** dominates **{SLOW_LABEL}** (faster decode, better answers; equivalent on time to "
+                         "first token).")
     assert smoke.startswith("Beside the verdict, not part of it — the seeds' smoke tasks: "
-                            f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items (tie)")
+                            f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items (undecided)")
     assert plan == (f"Graded items: **{FAST_LABEL}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
                     f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW_LABEL}** 30 sent, 30 "
                     f"answered, 30 scored (fixed size).")
@@ -92,7 +97,7 @@ def test_the_report_shows_on_this_host_before_the_published_comparison(built):
 
 def test_one_basis_terminal_summary_and_frontier_agree(built):
     """The terminal's verdict line, the summary's and the frontier's quality axis: the same 30 graded items, the
-    same winner; the 8 smoke answers stay beside (100 % vs 75 %, a tie on their own)."""
+    same winner; the 8 smoke answers stay beside (100 % vs 75 %, undecided on their own)."""
     root, assembled = built
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
     lines = cli.paired_lines(suites)
@@ -101,7 +106,7 @@ def test_one_basis_terminal_summary_and_frontier_agree(built):
                                          f"30 of 60 items, 18 ({FAST}) vs 0 ({SLOW}) right where they differ")
     assert f"— 60% vs 0% on the same {ITEMS} items" in lines[verdict + 1]
     beside = lines.index("beside it, the seeds' smoke tasks (not part of the verdict):")
-    assert beside > verdict and "tie: 100% vs 75% on the same 8 items" in lines[beside + 1]
+    assert beside > verdict and "undecided: 100% vs 75% on the same 8 items" in lines[beside + 1]
     host = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
     assert (host["n"], host["better"]) == (ITEMS, FAST)
     systems = assembled.tables["_systems"].data.set_index("system")  # what the frontier's quality axis compares
@@ -133,16 +138,18 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_anywhere(undecided):
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
     lines = cli.paired_lines(suites)
     line = lines[lines.index("the verdict, on the graded sets:") + 1]
-    assert line.startswith(f"  {FAST} vs {SLOW}: {why}; a fixed-sample test after looks is not a verdict — 20% vs 0%")
+    # and how many more items would decide at the plan's level (6 vs 0 discordant: z 2.45 → 2.58 needs 34)
+    assert line.startswith(f"  {FAST} vs {SLOW}: {why}; about 4 more items (34 in all) would decide at this split; a "
+                           "fixed-sample test after looks is not a verdict — 20% vs 0%")
     assert "beats" not in line
     host = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
-    assert (host["n"], host["better"], host["rule"].startswith(why)) == (ITEMS, "tie", True)
+    assert (host["n"], host["better"], host["rule"].startswith(why)) == (ITEMS, "undecided", True)
     pair = assembled.summary.blocks[0].sentences[1].text
     assert f"answers on the graded sets 20% vs 0% on the same {ITEMS} items" in pair and f"({why};" in pair
     assert "better answers" not in pair
     assert frontier_winners(assembled) == []
     table = assembled.tables["graded_paired"].data.set_index("set").loc[paired.ALL_SETS]  # the paper's table too
-    assert (table["verdict"], table["rule"].startswith(why)) == ("tie", True)
+    assert (table["verdict"], table["rule"].startswith(why)) == ("undecided", True)
 
 
 def test_ineligibility_in_words(built):
@@ -155,3 +162,19 @@ def test_ineligibility_in_words(built):
     regimes = assembled.tables["regimes"].data.set_index("regime_key")
     assert regimes.loc["edge", "ours"] == ("not eligible (both): no tokens/s per watt or peak temperature measured; "
                                            f"{SLOW_LABEL} also accuracy 0%, below the 50% floor")
+
+
+def test_the_terminal_gives_the_same_speed_words(built):
+    """`frontier-bench study`'s terminal: the speed verdict the report's "On this host" gives, word for word."""
+    root, assembled = built
+    suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
+    lines = terminal.closing_lines(suites, root / "summary.txt")
+    whole = [line for line in lines if line.startswith("  decode speed: ") or line.startswith("  time to first")]
+    decode, ttft = (" ".join([line, *takewhile(lambda row: row.startswith("      "), lines[lines.index(line) + 1:])])
+                    .replace("      ", "").strip() for line in whole)
+    table = assembled.tables["on_this_host"].data.set_index("axis")
+    # the report's words by the short labels, its evidence up to the tasks'
+    assert decode == f"decode speed: {FAST_LABEL} faster — {table.loc['decode_tps', 'rule'].split('; per task')[0]}"
+    assert ttft.startswith("time to first token: equivalent within ±10% — time to first token ratio 1.00× "
+                           "[1.00×–1.00×] on the same 6 prompts")
+    assert not any("tie" in line for line in (decode, ttft))

@@ -55,14 +55,15 @@ def test_paired_verdicts_per_set_pooled_and_under_load():
     assert (pooled["n"], pooled["a_only"], pooled["b_only"]) == (10, 9, 0)
     assert pooled["verdict"] == f"{NAMES['strong']} beats {NAMES['weak']}"
     assert pooled["p_value"] == pytest.approx(2 * 0.5 ** 9)
-    assert data.loc[("leg_counting", NAMES["strong"]), "verdict"] == "tie"  # 1 discordant item of 2
+    assert data.loc[("leg_counting", NAMES["strong"]), "verdict"] == "undecided"  # 1 discordant item of 2
     load = table.data[table.data["a"] == f"{NAMES['strong']} (c1)"].iloc[0]
-    assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "tie")  # the same answers at 4 in flight
+    # the same answers at 4 in flight
+    assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "undecided")
     assert paired_table(runs({("strong", "arithmetic"): [True]})) is None  # nothing to compare with
 
 
 def test_a_reduced_run_says_so_beside_its_accuracy_and_rows_give_their_in_flight():
-    """The embedded demo's manifest marks its graded sets reduced: the table prints 'reduced demo: N of M items'
+    """The embedded demo's manifest marks its graded sets reduced: the table prints 'reduced: N of M items'
     for that deployment, 'full pools' for the other; 'in flight' is what the rows were sent at."""
     data = runs({("strong", "arithmetic"): [True] * 4, ("weak", "arithmetic"): [False] * 4})
     data.requests["concurrency"] = [16 if model == "strong" else 1 for model in data.requests["model"]]
@@ -71,8 +72,15 @@ def test_a_reduced_run_says_so_beside_its_accuracy_and_rows_give_their_in_flight
     data.meta["graded_reduced"] = data.meta["model"].map(notes)
     table = graded_table(data)
     shown = table.display.set_index("deployment")
-    assert shown.loc[NAMES["weak"], "run size"] == "reduced demo: 20 of 964 items"
+    assert shown.loc[NAMES["weak"], "run size"] == "reduced: 20 of 964 items"
     assert shown.loc[NAMES["strong"], "run size"] == "full pools"
     assert table.data.set_index("deployment").loc[NAMES["strong"], "in_flight"] == 16
     assert reduced_note(None) == "" and reduced_note({"reduced": True, "items": 3, "pool": 10}) == \
-        "reduced demo: 3 of 10 items"
+        "reduced: 3 of 10 items"
+
+
+def test_a_sized_plan_is_not_called_reduced():
+    """Issue 56: a study whose quality plan stops when the comparison is decided is no 'reduced demo'."""
+    sized = reduced_note({"reduced": True, "items": 84, "pool": 964, "plan": "compare", "baseline": "smollm2+full"})
+    assert sized == "sized by its compare plan against smollm2+full: at most 84 of 964 items"
+    assert "demo" not in sized and "demo" not in reduced_note({"reduced": True, "items": 3, "pool": 10})

@@ -89,15 +89,15 @@ def test_the_summary_says_which_local_deployment_wins_how_sure_and_why_not(two):
     work = _section(report, "### General multimodal workstation (avg_decode_tps ↑, modality_count ↑, video_support ↑, "
                             "accuracy_workstation ↑)")
     assert "On the frontier: **Gemma 4 E2B @ RTX 3090 host** [seed 000]" in work
-    # among ours the fast one wins; the slow one is beaten on speed, and on quality the paired verdict is a tie
+    # among ours the fast one wins; the slow one is beaten on speed, and on quality the paired verdict is undecided
     # (8 of 8 against 6 of the same 8 items: the difference's interval includes 0), not two Wilson intervals
     assert f"Of ours, **{FAST_LABEL}** wins: avg_decode_tps ↑ 25.5" in work
     assert "accuracy_workstation ↑ 100% [68%–100%] (measured)" in work
     assert "overall dominated by Gemma 4 E2B @ RTX 3090 host" in work
-    assert f"Of ours, beaten: **{SLOW_LABEL}** by {FAST_LABEL} (better on avg_decode_tps; tied on" in work
-    assert "accuracy_workstation (paired: difference interval includes 0)" in work
+    assert f"Of ours, beaten: **{SLOW_LABEL}** by {FAST_LABEL} (better on avg_decode_tps; neither better on" in work
+    assert "accuracy_workstation (undecided, paired on the same items)" in work
     assert f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items, difference +25% [" in work
-    assert "tie (the difference's interval includes 0)" in work
+    assert "undecided (the difference's interval includes 0)" in work
     assert "Would flip if tokens/s per watt were judged too (higher is better): Phi-4 Multimodal @ RTX 3090 host" \
         in work  # the change in words, not 'add tps_per_w ↑'
     flip = next(line for line in work.splitlines() if line.startswith("- Would flip if"))
@@ -118,8 +118,9 @@ def test_the_summary_says_which_local_deployment_wins_how_sure_and_why_not(two):
     assert regimes.loc["serving", "on its frontier"] == "none: no system is eligible"
     # per deployment: its thresholds PASS/FAIL, and where it sits under its roofline
     each = _section(report, "### Each of our deployments")
-    assert (f"**{SLOW_LABEL}**: WAIT (a threshold fails) under the heros_swap thresholds (its params set "
-            "none) — tok/s 15.5 vs ≥40 tok/s: FAIL; memory 1.5 vs ≤25 GB: PASS") in each
+    assert f"**{SLOW_LABEL}**: WAIT (a threshold fails) under the heros_swap thresholds (its params set none) — tok/s " \
+        "15.5 [" in each
+    assert "(n 6) vs ≥40 tok/s: FAIL; memory 1.5 vs ≤25 GB: PASS" in each  # the whole interval below 40
     assert f"**{FAST_LABEL}** decodes 25.5 tok/s (its speed tasks' average); no bandwidth ceiling: bandwidth unknown" \
         in each
 

@@ -4,6 +4,7 @@ the exported report validates against llm-d's v0.2 schema and carries our energy
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -13,11 +14,13 @@ import pytest
 
 from benchlib import cli
 from benchlib.analysis import compare as comparison
+from benchlib.analysis.summary import summarize_requests
 from benchlib.paper.catalog import Inputs
 from benchlib.paper.runs import load_reference_sets, load_runs
 from benchlib.paper.settings import Settings
 from benchlib.paper.systems import all_systems
 from benchlib.paper.tables import runs_table
+from benchlib.records.rows import read_requests
 from benchlib.suites import llmd_report
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, write_synthetic_run
 
@@ -175,4 +178,16 @@ def test_an_api_key_the_tool_recorded_is_not_written(outputs, params_file, tmp_p
     written = "".join(p.read_text() for p in outputs.rglob("*") if p.is_file())
     assert key not in written
     manifest = json.loads(next(outputs.rglob("manifest.json")).read_text())
-    assert manifest["measured_by"]["command"].endswith("--streaming --api-key *** -H ***")
+    # the header's name kept, its value not
+    assert manifest["measured_by"]["command"].endswith("--streaming --api-key *** -H 'Authorization: ***'")
+
+
+@pytest.mark.parametrize("tool", list(SOURCES))
+def test_the_streamed_imports_summary_is_the_summary_of_its_requests_csv(outputs, params_file, tool):
+    """The import keeps only the summary's columns as it streams (no read-back of requests.csv): its summary.csv
+    is what requests.csv, read back whole, summarises to."""
+    assert import_results(tool, SOURCES[tool], params_file) == 0
+    folder = next(outputs.glob(f"bench-box/*/{tool}"))
+    again = summarize_requests(read_requests(folder / "requests.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(folder / "summary.csv"),
+                                  pd.read_csv(io.StringIO(again.to_csv(index=False))))

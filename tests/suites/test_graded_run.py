@@ -120,7 +120,7 @@ def test_two_deployments_on_the_same_items_get_a_paired_verdict(params_for, outp
     assert table["verdict"] == "fake-model @ strong beats fake-model @ weak" and table["difference_lo"] > 0
     assert table["p_value"] == pytest.approx(2 * 0.5 ** 10)
     one_set = paired.pairwise(items, tasks=["arithmetic"]).iloc[0]  # 3 of 4 discordant: not enough to tell
-    assert one_set["n"] == ITEMS and one_set["verdict"] == "tie" and one_set["p_value"] == pytest.approx(0.25)
+    assert one_set["n"] == ITEMS and one_set["verdict"] == "undecided" and one_set["p_value"] == pytest.approx(0.25)
 
 
 def test_accuracy_under_load_is_paired_with_the_first_pass_and_has_its_own_energy_window(params_for, outputs):
@@ -145,7 +145,7 @@ def test_accuracy_under_load_is_paired_with_the_first_pass_and_has_its_own_energ
 
     table = paired.under_load(paired.item_results(result.requests)).set_index("task")
     one = table.loc["arithmetic"]  # 4 items of one set: a difference, but too few to call
-    assert (one["concurrency"], one["n"], one["a_only"], one["b_only"], one["verdict"]) == (4, n, n, 0, "tie")
+    assert (one["concurrency"], one["n"], one["a_only"], one["b_only"], one["verdict"]) == (4, n, n, 0, "undecided")
     pooled = table.loc[paired.ALL_SETS]  # both sets' 8 items: all discordant one way
     assert (pooled["n"], pooled["a_only"], pooled["verdict"]) == (2 * n, 2 * n, "c1 beats c4")
     assert pooled["p_value"] == pytest.approx(2 * 0.5 ** (2 * n)) and pooled["difference_lo"] > 0

@@ -89,3 +89,12 @@ def test_a_plan_is_checked_when_the_params_are_read():
         make_params("http://127.0.0.1:9", run={"quality": {"plan": "compare"}})
     with pytest.raises(ParamsError, match="looks"):
         make_params("http://127.0.0.1:9", run={"quality": {"plan": "precision", "looks": [0.5, 0.25]}})
+
+
+def test_a_plan_of_more_looks_than_the_integration_holds_is_one_line():
+    """2,000 looks gave a silently wrong boundary (z = 12.4): the plan is refused when the params are read."""
+    with pytest.raises(ParamsError) as caught:
+        make_params("http://127.0.0.1:9", run={"quality": {"plan": "compare", "baseline": "other",
+                                                            "looks": [i / 2000 for i in range(1, 2001)]}})
+    message = str(caught.value)
+    assert "looks: 2000 shares, at most 100" in message and "\n" not in message.strip()

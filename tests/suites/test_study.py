@@ -57,6 +57,15 @@ def test_the_shipped_studies_load(tmp_path):
         run = deployment.params.run
         assert run.graded_count("arithmetic", 200) > 4 * run.graded_count("word_sorting", 200) > 0
         assert deployment.params.graded_in_flight() == 1
+    # issue 56: the full study sends more graded items than the demo and sizes Gemma's by a compare plan against
+    # SmolLM2, which runs first (so it is never a 'reduced demo' that decides less than the default)
+    full = study.load_study(PROJECT_ROOT / "params" / "studies" / "full.yaml")
+    first, second = (d.params for d in full.deployments)
+    assert (first.run.quality.plan, second.run.quality.plan) == ("fixed", "compare")
+    assert second.run.quality.baseline == first.deployment_parts()[1] and second.run.quality.budget_s
+    sizes = [sum(p.run.graded_count(s, 200) for s in ("arithmetic", "letter_counting", "leg_counting",
+                                                       "word_sorting")) for p in (default.deployments[0].params, first)]
+    assert sizes[1] > 2 * sizes[0]
     threads = study.load_study(PROJECT_ROOT / "params" / "studies" / "threads.yaml")
     assert [d.params.server.embedded.n_threads for d in threads.deployments] == [1, 2]
 

@@ -2,11 +2,13 @@
 
 NVML's counter and its power samples (or DCGM's, from the server's host) cover the GPU board — the card, its memory
 and its VRMs, not the host; RAPL covers the CPU package (the top-level intel-rapl:N domains telemetry.host sums;
-their DRAM sub-domains are not added; a machine whose only domain is psys reports the platform); powermetrics covers
-Apple silicon's CPU, GPU and ANE (not DRAM, display or the rest of the board); an hwmon rail set covers what its
-rails feed (a Jetson's known input rail, VDD_IN / POM_5V_IN: the whole board; rails named in telemetry.hwmon_rails:
-those rails). Two figures with different boundaries are not comparable: the frontier and the paper's energy figure
-compare within one boundary only.
+their DRAM sub-domains are not added; a machine whose only domain is psys reports the platform); powermetrics
+covers Apple silicon's CPU, GPU and ANE (not DRAM, display or the rest of the board); an hwmon rail set covers what
+its rails feed (a Jetson's known input rail, VDD_IN / POM_5V_IN: the whole board; rails named in
+telemetry.hwmon_rails: those rails); a BMC (telemetry.bmc: Redfish or IPMI) covers the whole node at its power
+supplies' input, and is recorded beside the chip-level figure, never instead of it (the node_* window columns). Two
+figures with different boundaries are not comparable: the frontier and the paper's energy figure compare within one
+boundary only.
 
 Every energy figure (energy_j, tokens_per_joule, tps_per_w) is gross: idle was not subtracted (`idle_subtracted`
 false); net_energy_j is the same energy less the idle window's power × duration.
@@ -23,6 +25,7 @@ SOC_PACKAGE = "SoC CPU+GPU+ANE"
 WHOLE_BOARD = "whole board"
 RAIL_SET = "rail set: "
 WALL = "wall"
+NODE_INPUT = "whole node, input power (BMC)"  # telemetry.bmc: what the BMC measures at the node's power supplies
 DIFFERENT = "different energy boundary"
 BOARD_RAILS = ("VDD_IN", "POM_5V_IN")  # telemetry.soc.KNOWN_BOARD_RAILS: the rails that feed the whole board
 

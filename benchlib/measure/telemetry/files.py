@@ -72,6 +72,12 @@ WINDOW_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.
     "clock_flag",  # the window is shorter than 4 × that uncertainty: its edges may fall on the wrong side of a sample
     "energy_boundary",  # what the joules cover: GPU board, CPU package, SoC CPU+GPU+ANE, whole board, rail set, wall
     "idle_subtracted",  # false for energy_j and every figure from it (net_energy_j is the idle-subtracted one)
+    # the whole node from its BMC (telemetry.bmc), beside the chip-level figure above, never mixed into it: its energy,
+    # J, and error bound, J; average power, W; where the energy came from (counter or deconvolved average) and why not
+    "node_energy_j", "node_energy_error_j", "node_avg_power_w", "node_energy_source", "node_energy_reason",
+    # its boundary (whole node, input power (BMC)); the BMC's averaging window, s; readings inside the window
+    "node_energy_boundary", "node_averaging_s", "node_samples",
+    "gpu_share_of_node",  # energy_j ÷ node_energy_j where a GPU counter and a BMC are both present
 ]
 
 
@@ -98,7 +104,7 @@ def append_window_row(path: Path, row: Mapping[str, Any]) -> None:
 
 WINDOW_TEXT = ("window", "kind", "gpus", "energy_source", "energy_reason", "power_source", "temp_source",
                "throttle_seen", "mem_source", "unavailable", "telemetry_source", "telemetry_host", "clock_flag",
-               "energy_boundary")
+               "energy_boundary", "node_energy_source", "node_energy_reason", "node_energy_boundary")
 # The typed schema of a window row: text, exact nanosecond edges, the reset flag, everything else a number.
 WINDOW_KINDS: dict[str, ColumnKind] = {
     c: ("str" if c in WINDOW_TEXT else "int" if c in ("t_start_ns", "t_end_ns") else

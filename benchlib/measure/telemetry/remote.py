@@ -27,6 +27,7 @@ import httpx
 from benchlib.config.params import TelemetryParams
 from benchlib.measure.bounded import fetch
 from benchlib.records.secrets import redact_url
+from benchlib.measure.telemetry.bmc import node_status_missing
 from benchlib.measure.telemetry.clock import ClockOffset, measure_offset, url_host
 from benchlib.measure.telemetry.common import NAN, sensor_status
 from benchlib.measure.telemetry.exporters import ExporterSource
@@ -178,7 +179,7 @@ class RemoteTelemetry(Telemetry):
 
     def __init__(self, settings: TelemetryParams, out_dir: Path | str, source: Any = None,
                  environ: Mapping[str, str] | None = None):
-        self._init_state(settings, out_dir)
+        self._init_state(settings, out_dir, environ=environ)
         self.source_label = settings.source
         self.source_host = ""
         self.clocks: dict[str, Any] = {}
@@ -218,6 +219,7 @@ class RemoteTelemetry(Telemetry):
         self._series = Series(series_names(self._gpus))
         self.sensors = dict(layout.get("sensors", {})) or {"telemetry": missing}
         self.sensors.setdefault("soc_power", sensor_status(False, "not reported by the source", ""))
+        self.sensors["node_power"] = self._node.status if self._node is not None else node_status_missing()
         for key in ("power", "memory", "temperature", "clock_event_reasons"):
             self.sensors.setdefault(key, sensor_status(False, self._nvml.reason or "no GPU", ""))
         self._remote_describe = layout.get("describe", {})
@@ -249,8 +251,10 @@ class RemoteTelemetry(Telemetry):
     def start(self) -> "RemoteTelemetry":
         if not self.enabled or self._started or self._closed:
             return self
-        if self.no_source_reason:  # nothing to sample: sensors.json still says why
+        if self.no_source_reason:  # nothing to sample on the chip's host: sensors.json still says why
             self._started = True
+            if self._node is not None:  # the BMC is reached on its own, not through the source
+                self._node.start()
             self.write_sensors_json()
             return self
         self.measure_clock("start")

@@ -22,6 +22,7 @@ import psutil
 
 from benchlib.config.params import TelemetryParams
 from benchlib.records.rows import write_atomic
+from benchlib.measure.telemetry.bmc import NodePower, node_status_missing
 from benchlib.measure.telemetry.clock import is_this_host, url_host
 from benchlib.measure.telemetry.common import KINDS, NAN, WindowKind, check_kind, sensor_status
 from benchlib.measure.telemetry.files import (
@@ -58,7 +59,7 @@ class Telemetry(WindowArithmetic):
                  meminfo_path: Path | str = "/proc/meminfo", environ: Mapping[str, str] | None = None,
                  hwmon_root: Path | str = "/sys/class/hwmon", thermal_root: Path | str = "/sys/class/thermal",
                  powermetrics: list[str] | None = None, system: str | None = None):
-        self._init_state(settings, out_dir, meminfo_path, system)
+        self._init_state(settings, out_dir, meminfo_path, system, environ)
         if not self.enabled:
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -76,13 +77,15 @@ class Telemetry(WindowArithmetic):
         self._gpus = self._nvml.gpus
         self._series = Series(series_names(self._gpus))
         self.sensors = self._aggregate_sensors()
+        self.sensors["node_power"] = self._node.status if self._node is not None else node_status_missing()
         self._windows = self._load_previous_windows()
         # a notebook kernel may exit without close(): flush what is buffered (weakly, so tests don't pin objects)
         atexit.register(_close_if_alive, weakref.ref(self))
 
     def _init_state(self, settings: TelemetryParams, out_dir: Path | str, meminfo_path: Path | str = "/proc/meminfo",
-                    system: str | None = None) -> None:
-        """Everything but the sensors (a remote source sets those from what its host describes)."""
+                    system: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+        """Everything but the chip-level sensors (a remote source sets those from what its host describes); the
+        node's BMC when params name one (probed here, whatever samples the chip)."""
         self.settings = settings
         self.out_dir = Path(out_dir)
         self.enabled = settings.enabled
@@ -109,10 +112,13 @@ class Telemetry(WindowArithmetic):
         self.no_source_reason = ""
         self.clock_uncertainty_s = None
         self.server_host = ""
+        self._node: NodePower | None = None
         if not self.enabled:
             self.sensors = {"telemetry": sensor_status(False, "telemetry disabled", "params.telemetry.enabled")}
             self._nvml = None
             self._rapl = None
+        elif settings.bmc.protocol != "none":
+            self._node = NodePower(settings.bmc, self.out_dir, environ)
 
     # -- probing -------------------------------------------------------------------------------------------
     def _probe_meminfo(self) -> dict[str, Any]:
@@ -214,6 +220,7 @@ class Telemetry(WindowArithmetic):
             "cuda_driver_version": nvml.cuda_driver_version,
             "devices": [{"index": g.index, "uuid": g.uuid, "name": g.name, "power_limit_w": g.power_limit_w,
                          "sensors": g.sensors} for g in self._gpus],
+            "node_power": self._node.describe() if self._node is not None else None,
             "runtime_errors": {k: {"first": v, "count": nvml.error_counts.get(k, 0)} for k, v in nvml.errors.items()},
             "sampler": self.overhead(),
         }
@@ -234,6 +241,8 @@ class Telemetry(WindowArithmetic):
             return self
         self._started = True
         self._open_csv()
+        if self._node is not None:
+            self._node.start()
         self.write_sensors_json()
         self._thread = threading.Thread(target=self._run, name="telemetry-sampler", daemon=True)
         self._thread.start()
@@ -407,6 +416,8 @@ class Telemetry(WindowArithmetic):
                 self.write_sensors_json()
         if self._soc is not None:
             self._soc.close()
+        if self._node is not None:
+            self._node.close()
         self._nvml.shutdown()
 
     def __enter__(self) -> "Telemetry":
@@ -464,6 +475,8 @@ class Telemetry(WindowArithmetic):
         return read_telemetry(self.out_dir / TELEMETRY_CSV)
 
     def _record(self, name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
+        if self._node is not None:  # an averaging BMC reports a window's last seconds after it closes
+            self._node.wait_for(t1)
         row = self._summarise(name, kind, t0, t1)
         self._windows.append(row)
         if self.enabled:

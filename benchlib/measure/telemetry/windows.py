@@ -15,7 +15,7 @@ import numpy as np
 
 from benchlib.config import metrics
 from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR
-from benchlib.measure.telemetry.boundary import window_boundary
+from benchlib.measure.telemetry.boundary import GPU_BOARD, window_boundary
 from benchlib.measure.telemetry.common import NAN, is_number
 from benchlib.measure.telemetry.files import WINDOW_COLUMNS
 from benchlib.measure.telemetry.nvml import MEM_SOURCE_LABELS, POWER_INSTANT_SOURCE, POWER_USAGE_SOURCE, Gpu
@@ -109,7 +109,8 @@ def _window_row(name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
                t_start_unix=now_unix - (now_ns - t0) / 1e9, t_end_unix=now_unix - (now_ns - t1) / 1e9,
                counter_reset=False, n_samples=0, stale_samples=0, energy_source="", energy_reason="",
                power_source="", temp_source="", mem_source="", throttle_seen="", unavailable="",
-               telemetry_source="", telemetry_host="", clock_flag="", energy_boundary="", idle_subtracted=None)
+               telemetry_source="", telemetry_host="", clock_flag="", energy_boundary="", idle_subtracted=None,
+               node_energy_source="", node_energy_reason="", node_energy_boundary="")
     return row
 
 
@@ -140,6 +141,7 @@ class WindowArithmetic:
     no_source_reason = ""
     clock_uncertainty_s: float | None = None
     host_temp_label = "thermal_zone_max"
+    _node: Any = None  # NodePower (benchlib.measure.telemetry.bmc) when params name a BMC
 
     def _summarise(self, name: str, kind: str, t0: int, t1: int) -> dict[str, Any]:
         row = _window_row(name, kind, t0, t1)
@@ -148,6 +150,7 @@ class WindowArithmetic:
             row["energy_reason"] = row["unavailable"] = "telemetry disabled"
             row["gpus"] = ""
             return row
+        self._node_figures(row, t0, t1)
         if self.no_source_reason:
             # the server is elsewhere and nothing samples its host (or its agent is unreachable): this host's
             # readings would pass for the server's, so every sensor cell stays empty with the reason
@@ -175,7 +178,19 @@ class WindowArithmetic:
             row["stale_samples"] = int(sum(np.nansum(cols[f"stale@{g.slot}"][inside]) for g in self._gpus))
         row["unavailable"] = "; ".join(missing)
         self._clock_flag(row)
+        if row["energy_boundary"] == GPU_BOARD and is_number(row["energy_j"]) and is_number(row["node_energy_j"]) \
+                and row["node_energy_j"] > 0:
+            row["gpu_share_of_node"] = row["energy_j"] / row["node_energy_j"]
         return row
+
+    def _node_figures(self, row: dict[str, Any], t0: int, t1: int) -> None:
+        """The whole node from its BMC (telemetry.bmc), beside the chip-level energy: its own columns, its own
+        boundary. The BMC is named in params for the server's node, so it is read whatever samples the chip."""
+        node = self._node
+        if node is None:
+            row["node_energy_reason"] = "no BMC in params (telemetry.bmc.protocol none)"
+            return
+        row.update(node.figures(t0, t1))
 
     def _clock_flag(self, row: dict[str, Any]) -> None:
         """Remote samples are placed on this clock within ± the offset's uncertainty: a window not several times

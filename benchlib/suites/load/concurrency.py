@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchlib.analysis.attribution import level_attribution
 from benchlib.measure.backends import ChatRequest
 from benchlib.measure.client_health import HEALTH_COLUMNS, client_health
 from benchlib.analysis.load_levels import (
@@ -107,7 +108,10 @@ def run_concurrency_sweep(session: Any, levels: list[int] | None = None, request
                     health[level] = figures
     requests = session.run_requests()
     frame = concurrency_levels(requests, health, identity=row_identity(session))
-    frame = level_energy(frame, session.telemetry.windows_frame(), CONCURRENCY_TASK, "concurrency")
+    windows = session.telemetry.windows_frame()
+    frame = level_energy(frame, windows, CONCURRENCY_TASK, "concurrency")
+    frame = level_attribution(frame, requests, windows, session.telemetry.samples_frame(), CONCURRENCY_TASK,
+                              "concurrency")
     frame = level_steady(frame, requests, CONCURRENCY_TASK, "concurrency", session.telemetry)
     frame = level_server_metrics(frame, session.server_windows(), CONCURRENCY_TASK, "concurrency")
     write_csv_atomic(session.out_dir / CONCURRENCY_CSV, frame)

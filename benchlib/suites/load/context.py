@@ -12,6 +12,7 @@ import pandas as pd
 
 from benchlib.suites.load.concurrency import read_previous, row_identity, simple_request
 from benchlib.measure.client_health import client_health
+from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import (
     CONTEXT_CSV,
     CONTEXT_TASK,
@@ -113,7 +114,10 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
     write_atomic(plan_path, json.dumps(stored, indent=2))
     requests = session.run_requests()
     frame = context_levels(requests, plans, health, identity=row_identity(session))
-    frame = level_energy(frame, session.telemetry.windows_frame(), CONTEXT_TASK, "target_tokens")
+    windows = session.telemetry.windows_frame()
+    frame = level_energy(frame, windows, CONTEXT_TASK, "target_tokens")
+    frame = level_attribution(frame, session.run_requests(), windows, session.telemetry.samples_frame(),
+                              CONTEXT_TASK, "target_tokens")
     frame = level_server_metrics(frame, session.server_windows(), CONTEXT_TASK, "target_tokens")
     write_csv_atomic(session.out_dir / CONTEXT_CSV, frame)
     return frame

@@ -39,6 +39,7 @@ from benchlib.suites.load.concurrency import read_previous, row_identity
 from benchlib.suites.load.context import calibrate
 from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
 from benchlib.measure.client_health import client_health
+from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import level_energy, level_server_metrics, level_steady, level_window
 from benchlib.measure.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.analysis.serving import (
@@ -202,7 +203,10 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
         if tokenizer is not None:
             tokenizer.close()
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health, identity=row_identity(session))
-    frame = level_energy(frame, session.telemetry.windows_frame(), RATE_TASK, "level")
+    windows = session.telemetry.windows_frame()
+    frame = level_energy(frame, windows, RATE_TASK, "level")
+    frame = level_attribution(frame, session.run_requests(), windows, session.telemetry.samples_frame(), RATE_TASK,
+                              "level")
     frame = level_steady(frame, session.run_requests(), RATE_TASK, "level", session.telemetry, rp.ramp_share)
     frame = level_server_metrics(frame, session.server_windows(), RATE_TASK, "level")
     write_csv_atomic(session.out_dir / RATE_CSV, frame)
