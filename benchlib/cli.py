@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import logging
 import os
 import shutil
@@ -19,35 +18,34 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
-from benchlib.analysis import paired
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.identity import key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
-from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.servers.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
-from benchlib.paper.runs import load_runs, reduced_note
+from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
 from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
 from benchlib.published import hardware
-from benchlib.suites import fleet, foreign_run, ladder, llmd_report, quality_looks, study
+from benchlib.suites import fleet, foreign_run, ladder, llmd_report, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
 from benchlib.suites.run_folder import RunConflict, results_root
-from benchlib.views import planner, terminal
+from benchlib.views import planner, run_summary
+from benchlib.views.run_summary import embedded_models, print_summary
 
 
 def _say(text: str) -> None:
-    """A line on the terminal, wrapped at its width (views.terminal.WIDTH) under its head."""
-    print("\n".join(terminal.fit(text)), flush=True)
+    """A line on the terminal, wrapped at its width (views.run_summary.WIDTH) under its head."""
+    print("\n".join(run_summary.fit(text)), flush=True)
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -55,56 +53,16 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-def _deployment_name(suite_dir: Path) -> str:
-    """The deployment's name as every view gives it (model · server · settings · host)."""
-    return terminal.deployment_name(suite_dir)
 
 
-def read_summaries(suite_dirs: list[Path]) -> pd.DataFrame:
-    """The suites' summary.csv files, each row named by its deployment (model · server · settings · host)."""
-    return terminal.read_summaries(suite_dirs)
 
 
-def paired_lines(suite_dirs: list[Path]) -> list[str]:
-    """The paired verdicts (benchlib.analysis.paired.verdicts, ONE BASIS): per pair of deployments, the verdict on
-    the graded sets (a compare plan's where one compared the pair), then the seeds' smoke tasks beside it."""
-    requests = terminal.read_all_requests(suite_dirs)
-    items = paired.item_results(requests) if len(requests) else pd.DataFrame()
-    table = paired.verdicts(items, quality_looks.compare_plans(suite_dirs, _deployment_name)) if len(items) \
-        else pd.DataFrame(columns=["basis"])
-    lines = []
-    for basis, heading in ((paired.GRADED, "the verdict, on the graded sets"),
-                           (paired.SMOKE, "beside it, the seeds' smoke tasks (not part of the verdict)")):
-        rows = table[table["basis"] == basis].drop(columns="basis").to_dict("records")
-        if rows:
-            lines += [f"{heading}:"] + ["  " + paired.Paired(**row).line() for row in rows]
-    return lines
 
 
-def graded_notes(suite_dirs: list[Path]) -> dict[str, str]:
-    """Deployment → 'reduced demo: 33 of 964 items' for each quality run that sent fewer than the pools."""
-    notes = {}
-    for suite_dir in suite_dirs:
-        note = reduced_note(terminal.manifest(suite_dir).get("graded"))
-        if note:
-            notes[_deployment_name(suite_dir)] = note
-    return notes
 
 
-def reduced_lines(suite_dirs: list[Path]) -> list[str]:
-    """'<deployment>: reduced demo: 33 of 964 graded items' for each quality run that sent fewer than the pools."""
-    return [f"  {name}: {note} (run.graded_items)" for name, note in graded_notes(suite_dirs).items()]
 
 
-def print_summary(suite_dirs: list[Path], table_file: Path) -> bool:
-    """The closing summary (views.terminal: one screen), the per-task table written to `table_file`; returns
-    whether any request succeeded."""
-    lines = terminal.closing_lines(suite_dirs, table_file, _display, graded_notes(suite_dirs))
-    if not lines:
-        return False
-    print("\n".join(lines))
-    summary = read_summaries(suite_dirs)
-    return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
 
 
 def report_line() -> str:
@@ -141,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                                 brief=True)) == 0
     if not args.no_paper and not paper:
         failed.append("paper")
-    any_ok = print_summary(suite_dirs, model_dir / terminal.TASK_TABLE)
+    any_ok = print_summary(suite_dirs, model_dir / run_summary.TASK_TABLE)
     print()
     _say(f"results: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
     if url:
@@ -180,7 +138,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, brief=True)) == 0
     if not args.no_paper and not paper:
         failed.append("paper")
-    any_ok = print_summary(outcome.suite_dirs, rung_study.folder / terminal.TASK_TABLE)
+    any_ok = print_summary(outcome.suite_dirs, rung_study.folder / run_summary.TASK_TABLE)
     record = ladder_file(params.host.name)
     print()
     _say(f"ladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
@@ -243,7 +201,7 @@ def cmd_study(args: argparse.Namespace) -> int:
                                                          brief=True)) == 0
     if wants_paper and not paper:
         failed.append("paper")
-    any_ok = print_summary(outcome.suite_dirs, plan.folder / terminal.TASK_TABLE)
+    any_ok = print_summary(outcome.suite_dirs, plan.folder / run_summary.TASK_TABLE)
     print()
     _say(f"study: {len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed · "
          f"its record: {_display(str(plan.folder / study.STUDY_JSON))}")
@@ -251,7 +209,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed:\n" + "\n".join(f"  {cut(line, terminal.WIDTH - 2)}" for line in failed), file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {cut(line, run_summary.WIDTH - 2)}" for line in failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
@@ -512,23 +470,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def embedded_models() -> list[tuple[str, str, str]]:
-    """(model name, GGUF path, params file) of each embedded llama.cpp deployment in params/, one per file."""
-    found: dict[str, tuple[str, str, str]] = {}
-    for path in sorted((PROJECT_ROOT / "params").glob("embedded*.yaml"), key=lambda p: (len(p.name), p.name)):
-        try:
-            params = load_params(path)
-        except ParamsError:
-            continue
-        settings = params.server.embedded
-        if params.server.kind != "embedded" or settings.engine == "whisper" or params.server.weights == "random":
-            continue
-        try:
-            gguf = model_path_of(settings)
-        except EmbeddedServerError:
-            continue
-        found.setdefault(gguf, (params.server.model, gguf, _display(str(path))))
-    return list(found.values())
 
 
 def cmd_models(args: argparse.Namespace) -> int:

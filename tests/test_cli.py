@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchlib.views import run_summary
 from benchlib import cli as cli_module
 from benchlib.config.paths import PROJECT_ROOT, TASKS_DIR
 
@@ -239,13 +240,11 @@ def test_run_with_a_store_url_mirrors_the_suite_and_its_notebook_and_the_paper_r
 
 
 def test_the_terminal_says_which_runs_sent_part_of_the_graded_pools(tmp_path):
-    from benchlib import cli
-
     params = {"host": {"name": "h"}, "server": {"model": "m", "kind": "embedded", "software": "llama-cpp-python"}}
     reduced, full = tmp_path / "h" / "m" / "quality", tmp_path / "h" / "n" / "quality"
     for folder, plan in ((reduced, {"reduced": True, "items": 33, "pool": 964}),
                          (full, {"reduced": False, "items": 964, "pool": 964})):
         folder.mkdir(parents=True)
         (folder / "manifest.json").write_text(json.dumps({"params": params, "graded": plan}))
-    lines = cli.reduced_lines([reduced, full, tmp_path / "missing"])
+    lines = run_summary.reduced_lines([reduced, full, tmp_path / "missing"])
     assert len(lines) == 1 and lines[0].endswith(": reduced: 33 of 964 items (run.graded_items)")

@@ -91,3 +91,27 @@ def unknown_sets(run: GradedRunSettings, tasks: Mapping[str, Any]) -> str:
                 f"graded sets: {', '.join(graded)}; '{REST}' for the rest"
             return f"'{name}' is no graded set ({hint})"
     return ""
+
+
+def reduced_note(plan: Any) -> str:
+    """What the graded items of a run that planned fewer than its pools were (the manifest's `graded`), else "":
+    'reduced: 15 of 964 items' for a fixed plan (a subset chosen before any answer: the CPU demo's), 'sized by its
+    compare plan against B: at most 84 of 964 items' for a sequential one (it stops when the comparison is decided,
+    quality_plan.csv says where), 'sized by its precision plan: …'."""
+    if not isinstance(plan, Mapping) or not plan.get("reduced"):
+        return ""
+    counts = f"{_count(plan.get('items'))} of {_count(plan.get('pool'))} items"
+    kind = plan.get("plan") or "fixed"
+    if kind == "compare":
+        return f"sized by its compare plan against {plan.get('baseline') or 'its baseline'}: at most {counts}"
+    if kind == "precision":
+        return f"sized by its precision plan: at most {counts}"
+    return f"reduced: {counts}"
+
+
+def _count(value: Any) -> int:
+    """A count read from a manifest (a number, or its text); 0 where it is neither."""
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0

@@ -24,6 +24,7 @@ from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.identity import short_labels
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
+from benchlib.config.graded_run import reduced_note
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
 from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.records.rows import read_requests
@@ -352,22 +353,6 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         "max_error_rate": number(run_p.get("max_error_rate", RunSettings().max_error_rate)),
         "equivalence_margin": number(run_p.get("equivalence_margin", EQUIVALENCE_MARGIN)),  # speed verdicts' ±m
     }
-
-
-def reduced_note(plan: Any) -> str:
-    """What the graded items of a run that planned fewer than its pools were (the manifest's `graded`), else "":
-    'reduced: 15 of 964 items' for a fixed plan (a subset chosen before any answer: the CPU demo's), 'sized by its
-    compare plan against B: at most 84 of 964 items' for a sequential one (it stops when the comparison is decided,
-    quality_plan.csv says where), 'sized by its precision plan: …'."""
-    if not isinstance(plan, Mapping) or not plan.get("reduced"):
-        return ""
-    counts = f"{int(number(plan.get('items')))} of {int(number(plan.get('pool')))} items"
-    kind = plan.get("plan") or "fixed"
-    if kind == "compare":
-        return f"sized by its compare plan against {plan.get('baseline') or 'its baseline'}: at most {counts}"
-    if kind == "precision":
-        return f"sized by its precision plan: at most {counts}"
-    return f"reduced: {counts}"
 
 
 def _client_error(recorded: Any) -> dict[str, Any]:

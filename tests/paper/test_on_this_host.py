@@ -10,8 +10,8 @@ from dataclasses import asdict
 
 import pytest
 
-from benchlib import cli, paper
-from benchlib.views import terminal
+from benchlib import paper
+from benchlib.views import run_summary
 from benchlib.analysis import frontier, paired, sequential
 from benchlib.config.formatting import fmt
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
@@ -100,7 +100,7 @@ def test_one_basis_terminal_summary_and_frontier_agree(built):
     same winner; the 8 smoke answers stay beside (100 % vs 75 %, undecided on their own)."""
     root, assembled = built
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
-    lines = cli.paired_lines(suites)
+    lines = run_summary.paired_lines(suites)
     verdict = lines.index("the verdict, on the graded sets:")
     assert lines[verdict + 1].startswith(f"  {FAST} beats {SLOW} (decided by its compare plan at alpha 0.01: look 2, "
                                          f"30 of 60 items, 18 ({FAST}) vs 0 ({SLOW}) right where they differ")
@@ -136,7 +136,7 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_anywhere(undecided):
     assert (fixed.n, fixed.a_only, fixed.b_only, fixed.winner) == (ITEMS, WEAK, 0, 1)  # what the peek would say
     why = f"undecided by its compare plan: {sequential.EXHAUSTED} at 30 of 30 items"
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
-    lines = cli.paired_lines(suites)
+    lines = run_summary.paired_lines(suites)
     line = lines[lines.index("the verdict, on the graded sets:") + 1]
     # and how many more items would decide at the plan's level (6 vs 0 discordant: z 2.45 → 2.58 needs 34)
     assert line.startswith(f"  {FAST} vs {SLOW}: {why}; about 4 more items (34 in all) would decide at this split; a "
@@ -168,7 +168,7 @@ def test_the_terminal_gives_the_same_speed_words(built):
     """`frontier-bench study`'s terminal: the speed verdict the report's "On this host" gives, word for word."""
     root, assembled = built
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
-    lines = terminal.closing_lines(suites, root / "summary.txt")
+    lines = run_summary.closing_lines(suites, root / "summary.txt")
     whole = [line for line in lines if line.startswith("  decode speed: ") or line.startswith("  time to first")]
     decode, ttft = (" ".join([line, *takewhile(lambda row: row.startswith("      "), lines[lines.index(line) + 1:])])
                     .replace("      ", "").strip() for line in whole)

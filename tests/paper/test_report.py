@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from playwright.sync_api import sync_playwright
 
+from benchlib.views import run_summary
 from benchlib import cli, paper
 from benchlib.analysis import frontier
 from benchlib.analysis.weights import read_gguf
@@ -292,7 +293,7 @@ def test_every_view_names_a_deployment_model_server_settings_host(two, tmp_path)
     header = explore.build(explore.load_request(root, SYN_HOST, f"{SYN_MODEL} [slow]", "text"), show_timeline=False)
     assert header[0].data.startswith(f"### {SLOW} · text")
     # the terminal: the per-task table and the per-deployment lines at the end of run/study
-    summaries = cli.read_summaries(sorted(root.glob("*/*/text")))
+    summaries = run_summary.read_summaries(sorted(root.glob("*/*/text")))
     assert set(summaries["model"]) == {FAST, SLOW} and SLOW in console_table(summaries)
     # the study's plan names a params file's deployment the same way the manifest's record of it is named
     params = load_params(PROJECT_ROOT / "params" / "embedded.yaml")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from benchlib.views import run_summary
 from benchlib.analysis import sequential
 from benchlib.config.params import ParamsError
 from benchlib.config.tasks import load_pass, load_tasks
-from benchlib import cli
 from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
 from benchlib.suites.runner import run_suite
 from tests.helpers import make_params
@@ -59,7 +59,7 @@ def test_compare_stops_once_the_spent_alpha_decides(params_for, outputs):
     assert plans[["system", "against", "reason"]].values.tolist() == [
         [strong.out_dir.parent.name, base.out_dir.parent.name, sequential.DECIDED]] and int(plans["look"][0]) == 2
     assert plans["tasks"][0] == ",".join(sorted(SETS))  # the sets it judged (the frontier's axes that hold them)
-    line = next(text for text in cli.paired_lines([base.out_dir, strong.out_dir]) if " beats " in text)
+    line = next(text for text in run_summary.paired_lines([base.out_dir, strong.out_dir]) if " beats " in text)
     assert "(decided by its compare plan at alpha 0.01: look 2, 20 of 40 items, 20 (" in line
     assert "— 100% vs 0% on the same 20 items" in line  # the items both answered: the plan's 20
     sent = first_pass(strong)

@@ -1,4 +1,5 @@
-"""What the terminal shows when `frontier-bench run`, `study` or `ladder` ends: one screen, read at a glance.
+"""What the terminal shows when `frontier-bench run`, `study` or `ladder` ends — one screen, read at a glance — and
+the embedded models' GGUF files for the own-server walk (`frontier-bench models`).
 
     CLOSING SUMMARY  at most ~30 lines, none over WIDTH characters: where the per-task table went (a file), one
                      row per deployment (decode rate and TTFT with their 95 % intervals, graded accuracy with its
@@ -9,7 +10,7 @@
 
 Deployments are named by their short labels (config.identity): the study's plan printed each full name once,
 and the per-task file keys the labels back to them. The figures are the analysis layer's; this module lays them
-out and names no verdict of its own."""
+out and names no verdict of its own (paired_lines: the paired verdicts in full, as the analysis writes them)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,18 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib.analysis import decisions, host
+from benchlib.analysis import decisions, host, paired
 from benchlib.analysis.deployments import decision_inputs, deployment_figures
 from benchlib.config.formatting import bracket, fmt, is_missing
+from benchlib.config.graded_run import reduced_note
 from benchlib.config.identity import key_lines, short_labels
-from benchlib.config.params import ThresholdParams
+from benchlib.config.params import ParamsError, ThresholdParams, load_params
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
 from benchlib.records.rows import read_requests
 from benchlib.records.schema import flag, read_csv
 from benchlib.suites import quality_looks
+from benchlib.suites.notebooks import shown_path
 from benchlib.suites.study import recorded_deployment_name
 from benchlib.views import glance
 from benchlib.views.suite_report import console_table
@@ -46,7 +51,7 @@ def manifest(suite_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def deployment_name(suite_dir: Path) -> str:
+def deployment_name_of(suite_dir: Path) -> str:
     """The deployment's full name (model · server · settings · host), from the suite's manifest; the folders' names
     where it has none."""
     params = manifest(suite_dir).get("params") or {}
@@ -60,13 +65,13 @@ def read_summaries(suite_dirs: Sequence[Path]) -> pd.DataFrame:
         path = suite_dir / "summary.csv"
         if path.is_file():
             frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name,
-                                                                  model=deployment_name(suite_dir)))
+                                                                  model=deployment_name_of(suite_dir)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def read_all_requests(suite_dirs: Sequence[Path]) -> pd.DataFrame:
     """Every suite's requests.csv, each row's `system` its deployment's full name."""
-    frames = [read_requests(d / "requests.csv").assign(system=deployment_name(d))
+    frames = [read_requests(d / "requests.csv").assign(system=deployment_name_of(d))
               for d in suite_dirs if (d / "requests.csv").is_file()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -182,7 +187,7 @@ def own_thresholds(suite_dirs: Sequence[Path]) -> dict[str, dict[str, Any]]:
         limits = (manifest(folder).get("params") or {}).get("thresholds") or {}
         limits = {k: v for k, v in limits.items() if v not in (None, False)}
         if limits:
-            out.setdefault(deployment_name(folder), limits)
+            out.setdefault(deployment_name_of(folder), limits)
     return out
 
 
@@ -192,7 +197,7 @@ def margins(suite_dirs: Sequence[Path]) -> dict[str, float]:
     for folder in suite_dirs:
         margin = ((manifest(folder).get("params") or {}).get("run") or {}).get("equivalence_margin")
         if isinstance(margin, (int, float)):
-            out.setdefault(deployment_name(folder), float(margin))
+            out.setdefault(deployment_name_of(folder), float(margin))
     return out
 
 
@@ -233,7 +238,70 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
     if len(invalid):  # their rows in the file say why (analysis.summary's note)
         lines += fit("INVALID (too many failed requests; the per-task file says why): " + "; ".join(
             f"{labels[name]}: {', '.join(group['task'].astype(str))}" for name, group in invalid.groupby("model", sort=False)))
-    plans = quality_looks.compare_plans(suite_dirs, deployment_name)
+    plans = quality_looks.compare_plans(suite_dirs, deployment_name_of)
     lines += verdict_lines(requests, plans, labels, margins(suite_dirs))
     lines += threshold_lines(summary, requests, figures, own_thresholds(suite_dirs), labels)
     return lines
+
+
+def graded_notes(suite_dirs: Sequence[Path]) -> dict[str, str]:
+    """Full name → 'reduced: 33 of 964 items' for each quality run that planned fewer than the pools
+    (config.graded_run.reduced_note)."""
+    notes = {}
+    for suite_dir in suite_dirs:
+        note = reduced_note(manifest(suite_dir).get("graded"))
+        if note:
+            notes[deployment_name_of(suite_dir)] = note
+    return notes
+
+
+def reduced_lines(suite_dirs: Sequence[Path]) -> list[str]:
+    """'<deployment>: reduced: 33 of 964 items (run.graded_items)' for each quality run that planned fewer than the
+    pools (a sequential quality plan's: 'sized by its compare plan …')."""
+    return [f"  {name}: {note} (run.graded_items)" for name, note in graded_notes(suite_dirs).items()]
+
+
+def paired_lines(suite_dirs: Sequence[Path]) -> list[str]:
+    """The paired verdicts (benchlib.analysis.paired.verdicts, ONE BASIS) in full: per pair of deployments, the verdict
+    on the graded sets (a compare plan's where one compared the pair), then the seeds' smoke tasks beside it."""
+    requests = read_all_requests(suite_dirs)
+    items = paired.item_results(requests) if len(requests) else pd.DataFrame()
+    table = paired.verdicts(items, quality_looks.compare_plans(suite_dirs, deployment_name_of)) if len(items) \
+        else pd.DataFrame(columns=["basis"])
+    lines = []
+    for basis, heading in ((paired.GRADED, "the verdict, on the graded sets"),
+                           (paired.SMOKE, "beside it, the seeds' smoke tasks (not part of the verdict)")):
+        rows = table[table["basis"] == basis].drop(columns="basis").to_dict("records")
+        if rows:
+            lines += [f"{heading}:"] + ["  " + paired.Paired(**row).line() for row in rows]
+    return lines
+
+
+def print_summary(suite_dirs: Sequence[Path], table_file: Path) -> bool:
+    """Print the closing summary (the per-task table written to `table_file`); returns whether any request
+    succeeded."""
+    lines = closing_lines(suite_dirs, table_file, shown_path, graded_notes(suite_dirs))
+    if not lines:
+        return False
+    print("\n".join(lines))
+    summary = read_summaries(suite_dirs)
+    return bool(summary.get("n_ok", pd.Series(dtype=float)).fillna(0).sum() > 0)
+
+
+def embedded_models() -> list[tuple[str, str, str]]:
+    """(model name, GGUF path, params file) of each embedded llama.cpp deployment in params/, one per file."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for path in sorted((PROJECT_ROOT / "params").glob("embedded*.yaml"), key=lambda p: (len(p.name), p.name)):
+        try:
+            params = load_params(path)
+        except ParamsError:
+            continue
+        settings = params.server.embedded
+        if params.server.kind != "embedded" or settings.engine == "whisper" or params.server.weights == "random":
+            continue
+        try:
+            gguf = model_path_of(settings)
+        except EmbeddedServerError:
+            continue
+        found.setdefault(gguf, (params.server.model, gguf, shown_path(str(path))))
+    return list(found.values())
