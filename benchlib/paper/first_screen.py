@@ -45,9 +45,9 @@ def deployments_table(runs: Runs, judged: Table | None) -> Table | None:
                            else "–" for verdict, used in zip(figures[THRESHOLDS], figures["thresholds_used"])]
     key = "; ".join(line.replace("  = ", " = ").strip() for line in key_lines(labels))
     return Table("deployments", "Our deployments", figures, display,
-                 f"{key}.<br>Decode and TTFT: mean of the text suite's requests (bootstrap interval); graded accuracy: "
-                 f"Wilson interval; failed: of the requests sent. Thresholds: {VERDICT_KEY} (each one with its value: "
-                 "the swap decisions table).")
+                 f"{key}.<br>Decode and TTFT: the mean of the text suite's task means with its t interval (the one "
+                 f"the thresholds are judged on); graded accuracy: Wilson interval; failed: of the requests sent. "
+                 f"Thresholds: {VERDICT_KEY} (each one with its value: the swap decisions table).")
 
 
 FLOOR = re.compile(r"(\S+) < floor (\S+)")
