@@ -36,10 +36,11 @@ from benchlib.suites import quality_looks
 from benchlib.suites.notebooks import shown_path
 from benchlib.suites.study import recorded_deployment_name
 from benchlib.views import glance
-from benchlib.views.suite_report import console_table
+from benchlib.views.suite_report import console_table, invalid_note
 
 WIDTH = 120  # no line longer: a terminal of the usual width shows each on one row
 MAX_PAIRS = 3  # pairs of deployments given a verdict line each; the report's "On this host" table has them all
+MAX_INVALID = 3  # INVALID tasks said on the screen, each with why; the per-task file has them all
 TASK_TABLE = "summary.txt"  # the per-task table, written beside the study's record (or the deployment's folders)
 
 
@@ -235,9 +236,10 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
     else:
         lines += [line for note in notes for line in fit("graded accuracy of " + note)]
     invalid = summary[~summary["valid"].map(flag)] if "valid" in summary else summary.iloc[0:0]
-    if len(invalid):  # their rows in the file say why (analysis.summary's note)
-        lines += fit("INVALID (too many failed requests; the per-task file says why): " + "; ".join(
-            f"{labels[name]}: {', '.join(group['task'].astype(str))}" for name, group in invalid.groupby("model", sort=False)))
+    for _, row in invalid.head(MAX_INVALID).iterrows():  # each with why (analysis.summary's note), its deployment
+        lines += fit(invalid_note(row) + (f" ({labels[row['model']]})" if len(labels) > 1 else ""))  # where several
+    if len(invalid) > MAX_INVALID:
+        lines.append(f"  {len(invalid) - MAX_INVALID} more INVALID tasks: the per-task file")
     plans = quality_looks.compare_plans(suite_dirs, deployment_name_of)
     lines += verdict_lines(requests, plans, labels, margins(suite_dirs))
     lines += threshold_lines(summary, requests, figures, own_thresholds(suite_dirs), labels)
