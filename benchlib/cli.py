@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
+from benchlib.config.identity import key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
@@ -38,13 +39,36 @@ from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
 from benchlib.suites.run_folder import RunConflict, results_root
-from benchlib.views import planner
+from benchlib.views import planner, run_summary
 from benchlib.views.run_summary import embedded_models, print_summary
+
+
+def _say(text: str) -> None:
+    """A line on the terminal, wrapped at its width (views.run_summary.WIDTH) under its head."""
+    print("\n".join(run_summary.fit(text)), flush=True)
 
 
 def _fail(message: str, code: int = 2) -> int:
     print(f"error: {message}", file=sys.stderr)
     return code
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def report_line() -> str:
+    """Where the paper's report is, as the last lines of a run or study say it."""
+    return (f"report: {_display(str(PAPER_OUT_DIR / 'report.html'))} (open it in a browser; the same as Markdown: "
+            f"report.md, its summary: summary.txt)")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -60,24 +84,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     if unknown:
         return _fail(f"--only: unknown notebook(s) {', '.join(unknown)} (known: {', '.join(NOTEBOOK_ORDER)})")
     started = time.monotonic()
-    print(f"Frontier Bench · {params.server.model} on {params.host.name} · params {args.params} · "
-          f"run id {params.identity()}", flush=True)
+    _say(f"Frontier Bench · {args.params} · run id {params.identity()}")
+    name = study.deployment_label(params)  # its full name once, the short label the closing summary names it by
+    _say(f"  {key_lines(short_labels([name]))[0]}")
     try:
         failed, suite_dirs = run_notebooks(params, args.params, notebooks, args.fresh, progress=not args.quiet)
     except KeyboardInterrupt:
         return 130
-    any_ok = print_summary(suite_dirs)
     reasons = dict(failed)
     failed = list(failed)
     root, url = results_root(params)
     model_dir = params.suite_dir("x", root).parent
-    print(f"\nresults: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
+    paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [],
+                                                                brief=True)) == 0
+    if not args.no_paper and not paper:
+        failed.append("paper")
+    any_ok = print_summary(suite_dirs, model_dir / run_summary.TASK_TABLE)
+    print()
+    _say(f"results: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
-    if not args.no_paper:
-        paper_failed = cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [])) != 0
-        if paper_failed:
-            failed.append("paper")
+    if paper:
+        _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
         print("failed:\n" + "\n".join(f"  {name}: {cut(reasons.get(name, 'see above'), 100)}" for name in failed),
@@ -107,12 +135,15 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
-    suite_dirs = outcome.suite_dirs
-    any_ok = print_summary(suite_dirs)
-    record = ladder_file(params.host.name)
-    print(f"\nladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
-    if not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet)) != 0:
+    paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, brief=True)) == 0
+    if not args.no_paper and not paper:
         failed.append("paper")
+    any_ok = print_summary(outcome.suite_dirs, rung_study.folder / run_summary.TASK_TABLE)
+    record = ladder_file(params.host.name)
+    print()
+    _say(f"ladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
+    if paper:
+        _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
@@ -141,9 +172,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         if problem := check_client_nodes(dep.params, args.ray):
             return _fail(f"{dep.label}: {problem}")
     started = time.monotonic()
-    print(f"Frontier Bench · study {plan.name} ({args.study}) · {len(plan.deployments)} deployment(s):", flush=True)
-    for i, dep in enumerate(plan.deployments, 1):
-        print(f"  {i}. {dep.label} · {', '.join(dep.notebooks)} · run id {dep.params.identity()}", flush=True)
+    _say(f"Frontier Bench · study {plan.name} · {args.study}")
+    print(f"{len(plan.deployments)} deployment(s), each named by its short label from here on:", flush=True)
+    labels = plan.labels
+    for line in key_lines({dep.label: labels[dep.key] for dep in plan.deployments}):
+        print(f"  {line}", flush=True)
     url = ""
     try:
         if args.ray:  # each deployment on its host's Ray node, hosts in parallel; the paper from the shared store
@@ -161,16 +194,22 @@ def cmd_study(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; finished requests are kept, rerun the same command to resume", file=sys.stderr)
         return 130
-    any_ok = print_summary(outcome.suite_dirs)
-    print(f"\nstudy record: {_display(str(plan.folder / study.STUDY_JSON))} · "
-          f"{len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed")
-    failed = [f"{label}: {why}" for label, why in outcome.failed.items()]
-    roots = [url] if url else []
-    if plan.paper and not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=roots)) != 0:
+    short = {dep.label: labels[dep.key] for dep in plan.deployments}
+    failed = [f"{short.get(label, label)}: {why}" for label, why in outcome.failed.items()]
+    wants_paper = plan.paper and not args.no_paper
+    paper = wants_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [],
+                                                         brief=True)) == 0
+    if wants_paper and not paper:
         failed.append("paper")
+    any_ok = print_summary(outcome.suite_dirs, plan.folder / run_summary.TASK_TABLE)
+    print()
+    _say(f"study: {len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed · "
+         f"its record: {_display(str(plan.folder / study.STUDY_JSON))}")
+    if paper:
+        _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed: " + "; ".join(failed), file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {cut(line, run_summary.WIDTH - 2)}" for line in failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
@@ -217,7 +256,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for root in (args.a, args.b):
             if store.is_url(root):
                 store.check_url(root)
-        table = comparison.compare(comparison.read_root(args.a), comparison.read_root(args.b), thresholds)
+        sent_a, sent_b = comparison.read_sent(args.a), comparison.read_sent(args.b)
+        sent_b = comparison.same(sent_b, comparison.parse_same(args.same, sent_a, sent_b))
+        table = comparison.compare(comparison.measured(sent_a), comparison.measured(sent_b), thresholds)
+        table = comparison.with_requests(table, sent_a, sent_b)
     except (comparison.CompareError, store.StoreError) as exc:
         return _fail(str(exc))
     shown_a, shown_b = (redact_url(r) if store.is_url(r) else r for r in (args.a, args.b))
@@ -225,8 +267,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "compare.md", comparison.to_markdown(table, shown_a, shown_b))
     write_atomic(out / "compare.html", comparison.to_html(table, shown_a, shown_b))
-    print(comparison.to_markdown(table, shown_a, shown_b))
-    print(f"written: {_display(str(out / 'compare.md'))}, {_display(str(out / 'compare.html'))}")
+    _say(comparison.headline(table))
+    for r in table[comparison.matched(table)].itertuples():  # the changes that go one way, one line each
+        if comparison.tone(r.verdict):
+            _say(f"  {comparison.change_line(r)}")
+    _say(f"written: {_display(str(out / 'compare.md'))} (the whole table), {_display(str(out / 'compare.html'))}")
     regressed = table[table["regression"]]
     for r in regressed.itertuples():
         print(f"regression: {r.deployment} @ {r.host} · {r.suite} · {r.metric} {r.change:+.1f}{r.unit} "
@@ -248,19 +293,23 @@ def cmd_paper(args: argparse.Namespace) -> int:
             except store.StoreError as exc:
                 return _fail(str(exc))
     shown = ", ".join(redact_url(r) if store.is_url(r) else r for r in roots)
-    print(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/", flush=True)
+    _say(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/")
     try:
         execute_notebook(notebook, output, {"outputs_dir": roots[0], "more_roots": roots[1:]},
                          progress=not args.quiet)
     except Exception as exc:  # noqa: BLE001
         print(f"✗ paper failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc}", file=sys.stderr)
         return 1
-    summary = PAPER_OUT_DIR / "summary.txt"  # the verdict first (benchlib.paper.summary), as the report opens
-    if summary.is_file():
-        print("\n" + summary.read_text(encoding="utf-8").rstrip() + "\n")
-    print(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
-    print(f"  report: {_display(str(PAPER_OUT_DIR / 'report.md'))} · "
-          f"{_display(str(PAPER_OUT_DIR / 'report.html'))} (one self-contained page: open it in a browser)")
+    if getattr(args, "brief", False):  # after a run or study: its closing summary says where the report is
+        return 0
+    summary = PAPER_OUT_DIR / "summary.txt"
+    if summary.is_file():  # its title, then the verdict in one sentence (paper.summary.Summary.text), as the report
+        print()
+        for paragraph in summary.read_text(encoding="utf-8").split("\n\n")[:2]:
+            _say(paragraph.strip())
+        print()
+    _say(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
+    _say(report_line())
     return 0
 
 
@@ -421,6 +470,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     """The embedded models' GGUF files, to serve with a server of your own (the README's own-server walk)."""
     models = embedded_models()
@@ -467,6 +518,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--fail-on", action="append", metavar="METRIC=PCT",
                       help="exit 1 when METRIC (decode_tps, ttft_s, e2e_s, accuracy) regressed beyond the noise by "
                            "more than PCT percent (percentage points for accuracy); repeatable")
+    cmp_.add_argument("--same", action="append", metavar="A_NAME=B_NAME",
+                      help="the same deployment under two names (a model folder, or host/folder): compared as one, "
+                           "e.g. a model behind your own server in A and in the default study in B; repeatable")
     cmp_.add_argument("--out", default="outputs/compare", help="where compare.md and compare.html go")
     cmp_.set_defaults(func=cmd_compare)
     lad = sub.add_parser("ladder", help="quantization ladder of the embedded model: each rung run as a deployment, "

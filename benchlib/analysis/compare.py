@@ -33,6 +33,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,7 @@ from benchlib.analysis import paired, speed_verdicts, stats
 from benchlib.config import metrics
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records import plausible, store
-from benchlib.records.rows import STATUS_OK, read_requests
+from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests
 from benchlib.records.schema import flag, optional_flag
 
 # metric -> (requests.csv column, kind): "mean" metrics compare means; "share" compares passed ÷ scored.
@@ -61,6 +62,17 @@ class CompareError(ValueError):
 
 def read_root(root: str) -> pd.DataFrame:
     """Every measured request under a results root (folder or store URL), with host, deployment and suite."""
+    return measured(read_sent(root))
+
+
+def measured(rows: pd.DataFrame) -> pd.DataFrame:
+    """The requests that succeeded: what each metric is computed from."""
+    return rows[rows["status"] == STATUS_OK]
+
+
+def read_sent(root: str) -> pd.DataFrame:
+    """Every request sent under a results root (warm-ups left out; failed ones kept, to be counted), with host,
+    deployment and suite."""
     path = store.materialize(root) if store.is_url(root) else Path(root)
     if not path.is_dir():
         raise CompareError(f"{root}: no such results folder")
@@ -79,7 +91,8 @@ def read_root(root: str) -> pd.DataFrame:
 
 
 def _measured(csv: Path) -> pd.DataFrame:
-    """The measured rows of one requests.csv; CompareError for a file that is none, or a value no request has."""
+    """The rows of one requests.csv but its warm-ups; CompareError for a file that is none, or a value no request
+    that succeeded can have."""
     try:
         mode = os.stat(csv).st_mode
         if not stat.S_ISREG(mode):  # a FIFO would block the read, /dev/zero never end it
@@ -97,8 +110,8 @@ def _measured(csv: Path) -> pd.DataFrame:
                            f"(it starts {first[:60].decode('utf-8', 'replace')!r})")
     rows = read_requests(csv)
     warmup = rows["is_warmup"].map(flag) if "is_warmup" in rows else False
-    rows = rows[(rows["status"] == STATUS_OK) & ~warmup]
-    plausible.check_rows(rows, str(csv), CompareError)
+    rows = rows[~warmup]
+    plausible.check_rows(measured(rows), str(csv), CompareError)
     return rows
 
 
@@ -208,47 +221,201 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def _cell(value: float, unit: str = "") -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:+.1f}{unit}" \
-        if unit else f"{value:.4g}"
+# ---- pairing two names for one deployment, counting what was sent ----------------------------------------------
+def _resolve(rows: pd.DataFrame, name: str, side: str, flag_text: str) -> tuple[str, str]:
+    """The one (host, deployment) of `rows` that `name` names: its model folder, or host/folder."""
+    pairs = sorted(set(map(tuple, rows[["host", "deployment"]].drop_duplicates().to_numpy())))
+    hits = [p for p in pairs if name in (p[1], f"{p[0]}/{p[1]}")]
+    if len(hits) != 1:
+        known = ", ".join(f"{h}/{d}" for h, d in pairs)
+        raise CompareError(f"--same {flag_text}: {'no' if not hits else 'more than one'} deployment of {side} is "
+                           f"named {name!r} (its deployments: {known})")
+    return hits[0]
 
 
-def to_markdown(table: pd.DataFrame, a: str, b: str) -> str:
-    lines = [f"# {a} → {b}", "",
-             "Change of each metric from A to B with its 95 % interval and its word: faster / slower (better / worse) "
-             "when the interval excludes 0, equivalent within the margin when two one-sided tests show it, mixed "
-             "when tasks go opposite ways, else undecided; paired request by request where both studies measured "
-             "the same requests (benchlib/analysis/compare.py states the rules).", "",
-             "| host | deployment | suite | metric | n A | n B | A | B | change [95 % CI] | verdict | compared |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in table.itertuples():
-        change = f"{_cell(r.change, r.unit)} [{_cell(r.change_lo, r.unit)}, {_cell(r.change_hi, r.unit)}]"
-        lines.append(f"| {r.host} | {r.deployment} | {r.suite} | {metrics.label(r.metric, with_unit=False)} | {r.n_a} | {r.n_b} | "
-                     f"{_cell(r.a)} | {_cell(r.b)} | {change} | "
-                     f"{'**' + r.verdict + '**' if r.regression else r.verdict} | {_how(r)} |")
-    return "\n".join(lines) + "\n"
+def parse_same(texts: list[str] | None, a: pd.DataFrame, b: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
+    """'A_NAME=B_NAME' (a model folder, or host/folder) → {B's (host, deployment): A's}: the same model measured
+    under two names (behind a user's server and in the default study) compared as one deployment."""
+    mapping: dict[tuple[str, str], tuple[str, str]] = {}
+    for text in texts or []:
+        left, sep, right = text.partition("=")
+        if not sep or not left or not right:
+            raise CompareError(f"--same {text}: write A_NAME=B_NAME (a deployment's model folder, or host/folder)")
+        mapping[_resolve(b, right, "B", text)] = _resolve(a, left, "A", text)
+    return mapping
 
 
-def _how(row: object) -> str:
-    """'paired' (request by request, or item by item) or 'unpaired', '' for a metric only one study has."""
+def same(b: pd.DataFrame, mapping: Mapping[tuple[str, str], tuple[str, str]]) -> pd.DataFrame:
+    """B's rows with each mapped deployment named as A names it, and `b_name` (host/folder as B named it)."""
+    keys = list(zip(b["host"], b["deployment"]))
+    named = [mapping.get(k, k) for k in keys]
+    return b.assign(host=[n[0] for n in named], deployment=[n[1] for n in named],
+                    b_name=[f"{k[0]}/{k[1]}" if k in mapping else "" for k in keys])
+
+
+def sent_and_failed(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per host, deployment and suite: requests sent and failed (warm-ups left out)."""
+    if rows.empty:
+        return pd.DataFrame(columns=[*KEYS, "sent", "failed"])
+    return rows.assign(failed=rows["status"] == STATUS_FAILED).groupby(KEYS, as_index=False).agg(
+        sent=("status", "size"), failed=("failed", "sum"))
+
+
+def with_requests(table: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The change table with each side's requests sent and failed (sent_a, failed_a, sent_b, failed_b) and the
+    name B gave a deployment --same paired (b_name)."""
+    out = table
+    for rows, side in ((a, "a"), (b, "b")):
+        counts = sent_and_failed(rows).rename(columns={"sent": f"sent_{side}", "failed": f"failed_{side}"})
+        out = out.merge(counts, on=KEYS, how="left")
+    names = b[b["b_name"] != ""].drop_duplicates(KEYS)[[*KEYS, "b_name"]] if "b_name" in b else \
+        pd.DataFrame(columns=[*KEYS, "b_name"])
+    out = out.merge(names, on=KEYS, how="left")
+    for column in ("sent_a", "failed_a", "sent_b", "failed_b"):
+        out[column] = out[column].fillna(0).astype(int)
+    out["b_name"] = out["b_name"].fillna("")
+    return out
+
+
+# ---- the change table as a person reads it -------------------------------------------------------------------
+GOOD, BAD = ("better", "faster"), ("worse", "slower")  # the verdicts' first words, by which way they go
+SHOWN = {"decode_tps": ("tok/s", 1.0, ".1f"), "ttft_s": ("ms", 1000.0, ".0f"), "e2e_s": ("s", 1.0, ".2f"),
+         "accuracy": ("%", 100.0, ".1f")}  # a metric's values as the table writes them: unit, scale, format
+
+
+def tone(verdict: str) -> str:
+    """'better' or 'worse' where the analysis's verdict says a change goes one way (its first word: better or faster,
+    worse or slower), else ''."""
+    first = str(verdict).split(" ")[0]
+    return "better" if first in GOOD else "worse" if first in BAD else ""
+
+
+def matched(table: pd.DataFrame) -> pd.Series:
+    """Rows both studies measured (the others are 'only in A' / 'only in B')."""
+    return (table["n_a"] > 0) & (table["n_b"] > 0)
+
+
+def _value(metric: str, value: float, n: int) -> str:
+    unit, scale, spec = SHOWN[metric]
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{format(value * scale, spec)} {unit} (n {n})"
+
+
+def change_text(r: Any) -> str:
+    """'-5.2 % [-9.1, -1.0]': a row's change with its 95 % interval and unit."""
+    def signed(x: float) -> str:
+        return "–" if x is None or math.isnan(x) else f"{x:+.1f}"
+    unit = "pp" if r.unit == "pp" else "%"
+    return f"{signed(r.change)} {unit} [{signed(r.change_lo)}, {signed(r.change_hi)}]"
+
+
+def change_line(r: Any) -> str:
+    """One row in a line: 'h/m · text · decode rate: 9.0 tok/s (n 10) → 6.1 tok/s (n 10), -32.2 % [-40.1, -25.0]
+    — worse beyond noise'."""
+    return (f"{_deployment(r)} · {r.suite} · {metrics.metric(r.metric).label}: {_value(r.metric, r.a, r.n_a)} → "
+            f"{_value(r.metric, r.b, r.n_b)}, {change_text(r)} — {r.verdict}")
+
+
+def _deployment(r: Any) -> str:
+    return f"{r.host}/{r.deployment}" + (f" (B: {r.b_name})" if getattr(r, "b_name", "") else "")
+
+
+def _requests(sent: int, failed: int) -> str:
+    return f"{sent} sent, {failed} failed"
+
+
+def _how(row: Any) -> str:
+    """'paired' or 'unpaired' where the table says how a change was measured, '' where it does not."""
     if not getattr(row, "evidence", ""):
         return ""
     return "paired" if getattr(row, "paired", False) else "unpaired"
 
 
+def headline(table: pd.DataFrame) -> str:
+    """The comparison in one line: how many changes go which way, on how many deployments, and what was left out."""
+    both, only = table[matched(table)], table[~matched(table)]
+    tones = both["verdict"].map(tone) if len(both) else pd.Series(dtype=str)
+    deployments = both[["host", "deployment"]].drop_duplicates()
+    regressions = int(both["regression"].sum()) if len(both) else 0
+    parts = [f"{int((tones == 'better').sum())} better", f"{int((tones == 'worse').sum())} worse",
+             f"{int((tones == '').sum())} with no clear change"]
+    left = only[["host", "deployment"]].drop_duplicates()
+    return (f"B against A: {len(both)} metrics on {len(deployments)} deployment(s) measured in both — "
+            + ", ".join(parts) + (f"; {regressions} regression(s) beyond a --fail-on threshold" if regressions else "")
+            + (f"; {len(only)} rows of {len(left)} deployment(s) in one study only, listed after the table"
+               if len(only) else "")
+            + ("; where one deployment has a name in each, --same A_NAME=B_NAME pairs them" if only["verdict"].nunique()
+               == 2 else "") + ".")
+
+
+COLUMNS_SHOWN = ("deployment (host/model)", "suite", "metric", "A", "B", "change B vs A [95 % CI]", "verdict",
+                 "requests A", "requests B")
+
+
+def _cells(r: Any) -> list[str]:
+    return [_deployment(r), r.suite, metrics.metric(r.metric).label, _value(r.metric, r.a, r.n_a),
+            _value(r.metric, r.b, r.n_b), change_text(r), r.verdict + (f" ({_how(r)})" if _how(r) else ""),
+            _requests(r.sent_a, r.failed_a), _requests(r.sent_b, r.failed_b)]
+
+
+def _only(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """('only in A', 'host/model (suites); …') per side, for the rows one study alone has."""
+    out = []
+    for word in ("only in A", "only in B"):
+        rows = table[table["verdict"] == word]
+        if len(rows):
+            found = rows.groupby(["host", "deployment"], sort=False)["suite"].agg(lambda s: ", ".join(dict.fromkeys(s)))
+            out.append((word, f"{len(rows)} rows: " + "; ".join(f"{h}/{d} ({suites})" for (h, d), suites in
+                                                              found.items())))
+    return out
+
+
+RULES = ("Each metric of each deployment measured in both studies: A's and B's value with its unit and n, the change "
+         "from A to B with its 95 % interval (in % for timing metrics, in percentage points for accuracy) and the "
+         "analysis's word for it; requests counts every request sent, failed ones too (warm-ups left out). "
+         "benchlib/analysis/compare.py states the rules.")
+
+
+def to_markdown(table: pd.DataFrame, a: str, b: str) -> str:
+    both = table[matched(table)]
+    lines = [f"# {a} → {b}", "", f"**{headline(table)}**", "", RULES, "",
+             "| " + " | ".join(COLUMNS_SHOWN) + " |", "|" + "---|" * len(COLUMNS_SHOWN)]
+    for r in both.itertuples():
+        cells = _cells(r)
+        cells[6] = f"**{cells[6]}**" if r.regression else cells[6]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    only = _only(table)
+    if only:
+        lines += ["", "## In one study only (not compared)", ""] + [f"- {word}: {text}" for word, text in only]
+    return "\n".join(lines) + "\n"
+
+
+STYLE = ("body{font-family:sans-serif;margin:2em;color:#1d1d1f}table{border-collapse:collapse;font-size:.9rem}"
+         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f6}"
+         ".better{background:#e6f4ea;color:#0d652d}.worse{background:#fce8e6;color:#a50e0e}"
+         ".regression{font-weight:bold}.headline{font-size:1.1rem;font-weight:600}")
+
+
 def to_html(table: pd.DataFrame, a: str, b: str) -> str:
-    """A self-contained page (no script, no network): the same table, regressions in bold red."""
-    rows = []
-    for r in table.itertuples():
-        style = ' style="color:#b00;font-weight:bold"' if r.regression else ""
-        cells = [r.host, r.deployment, r.suite, metrics.label(r.metric, with_unit=False), r.n_a, r.n_b, _cell(r.a), _cell(r.b),
-                 f"{_cell(r.change, r.unit)} [{_cell(r.change_lo, r.unit)}, {_cell(r.change_hi, r.unit)}]",
-                 r.verdict, _how(r)]
-        rows.append(f"<tr{style}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("host", "deployment", "suite", "metric", "n A", "n B", "A", "B",
-                                             "change [95 % CI]", "verdict", "compared"))
+    """A self-contained page (no script, no network): the one-line headline, the matched rows with each change's
+    cell coloured by the way its verdict goes (green better, red worse, said in the verdict's words too; a
+    regression bold), then the rows one study alone has, collapsed."""
+    def row_html(r: Any) -> str:
+        way = tone(r.verdict)
+        classes = " ".join(filter(None, [way, "regression" if r.regression else ""]))
+        marked = f' class="{classes}"' if classes else ""  # the change and its verdict carry the colour
+        return "<tr>" + "".join(f"<td{marked if i in (5, 6) else ''}>{html.escape(str(c))}</td>"
+                                for i, c in enumerate(_cells(r))) + "</tr>"
+    head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in COLUMNS_SHOWN) + "</tr>"
+    both, only = table[matched(table)], table[~matched(table)]
+    body = [f"<h1>{html.escape(a)} → {html.escape(b)}</h1>", f"<p class='headline'>{html.escape(headline(table))}</p>",
+            f"<p>{html.escape(RULES)} <span class='better'>better</span> / <span class='worse'>worse</span>: the "
+            "way the verdict goes.</p>",
+            f"<div style='overflow-x:auto'><table>{head}{''.join(row_html(r) for r in both.itertuples())}</table></div>"]
+    if len(only):
+        listed = "".join(f"<li>{html.escape(word)}: {html.escape(text)}</li>" for word, text in _only(table))
+        body.append(f"<details><summary>{len(only)} rows in one study only (not compared)</summary><ul>{listed}</ul>"
+                    "</details>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(a)} → {html.escape(b)}</title>"
-            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style></head><body>"
-            f"<h1>{html.escape(a)} → {html.escape(b)}</h1><div style='overflow-x:auto'><table><tr>{head}</tr>"
-            + "".join(rows) + "</table></div></body></html>\n")
+            f"<style>{STYLE}</style></head><body>" + "".join(body) + "</body></html>\n")

@@ -230,25 +230,59 @@ def _speed_intervals(requests: pd.DataFrame | None, ident: Mapping[str, Any], su
     return out
 
 
-def deployment_overview(summary: pd.DataFrame) -> pd.DataFrame:
-    """One line per deployment (the `model` column: model[+variant]) from per-task summaries: decode tok/s and
-    TTFT (ms) means averaged over the text suite's tasks (a median needs 6 requests a task for its interval), and
-    accuracy on the graded sets and, apart, on the seeds' smoke tasks (paired.basis_of: never pooled together), each
-    passed ÷ scored with its 95 % Wilson interval and n."""
+FIGURE_COLUMNS = ["deployment", "decode_tps", "decode_tps_lo", "decode_tps_hi", "ttft_ms", "ttft_ms_lo", "ttft_ms_hi",
+                  "graded_passed", "graded_scored", "graded_accuracy", "graded_lo", "graded_hi", "smoke_passed",
+                  "smoke_scored", "sent", "failed", "tokens_per_joule"]
+SPEED_SUITE = "text"  # the suite whose requests say how fast a deployment is (analysis.host reads the same)
+
+
+def _reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, float, float]:
+    """A deployment's speed figure: the mean of its speed-suite tasks' means over the measured requests, with the 95 %
+    t interval of a mean of task means (stats.stratified_mean_interval) — the figure and interval its thresholds are
+    judged on (decision_inputs, analysis.decisions' THRESHOLD RULE). Tasks of one request give the mean alone."""
+    rows = rows[rows["suite"] == SPEED_SUITE] if "suite" in rows else rows
+    rows = rows[rows["status"] == "ok"] if "status" in rows else rows
+    if column not in rows or "task" not in rows:
+        return np.nan, np.nan, np.nan
+    values = pd.to_numeric(rows[column], errors="coerce") * scale
+    groups = [values[rows["task"] == task].dropna().to_numpy() for task in rows["task"].unique()]
+    groups = [g for g in groups if len(g)]
+    if not groups:
+        return np.nan, np.nan, np.nan
+    mean, low, high = stats.stratified_mean_interval(groups)
+    return (float(np.mean([g.mean() for g in groups])), np.nan, np.nan) if np.isnan(mean) else (mean, low, high)
+
+
+def deployment_figures(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per deployment (FIGURE_COLUMNS; `deployment` is the summaries' `model` and the requests' `system`
+    column, in the summaries' order): decode rate and TTFT as the mean of the speed suite's task means with its 95 %
+    interval (_reading: what the thresholds are judged on); accuracy on the graded sets (passed ÷ scored, 95 % Wilson) and, apart, the seeds' smoke
+    tasks' counts (paired.basis_of: never pooled); measured requests sent and failed (warm-ups left out; a request
+    the deployment does not take, unsupported, is no failure); tokens per
+    joule over the tasks whose windows measured energy (NaN where none did)."""
     rows = []
-    for model, group in summary.groupby("model", sort=False):
-        text = group[group["suite"] == "text"] if "suite" in group else group
-        speed = text if len(text) else group
+    for name, group in (summary.groupby("model", sort=False) if len(summary) else []):
+        sent = requests[requests["system"] == name] if len(requests) else requests
+        sent = sent[~sent["is_warmup"].map(flag)] if "is_warmup" in sent else sent
         checkers = group["checker"] if "checker" in group else pd.Series("", index=group.index)
         basis = pd.Series(list(map(paired.basis_of, group["task"].astype(str), checkers)), index=group.index)
-        row = {"deployment": model,
-               "decode tok/s": round(float(pd.to_numeric(speed.get("decode_tps_mean"), errors="coerce").mean()), 1),
-               "TTFT ms": round(float(pd.to_numeric(speed.get("ttft_s_mean"), errors="coerce").mean()) * 1e3, 1)}
-        for name, which in (("graded sets", paired.GRADED), ("smoke tasks", paired.SMOKE)):
-            mine = group[basis == which]
-            scored = pd.to_numeric(mine.get("n_scored"), errors="coerce").fillna(0).sum()
-            passed = pd.to_numeric(mine.get("n_passed"), errors="coerce").fillna(0).sum()
-            lo, hi = stats.wilson_interval(int(passed), int(scored)) if scored else (np.nan, np.nan)
-            row[f"{name} accuracy"] = f"{passed / scored:.0%} [{lo:.0%}–{hi:.0%}] (n {int(scored)})" if scored else "–"
-        rows.append(row)
-    return pd.DataFrame(rows)
+
+        def count(which: str, column: str) -> int:
+            values = pd.to_numeric(group.loc[basis == which].get(column, pd.Series(dtype=float)), errors="coerce")
+            return int(values.fillna(0).sum())
+
+        passed, scored = count(paired.GRADED, "n_passed"), count(paired.GRADED, "n_scored")
+        low, high = stats.wilson_interval(passed, scored) if scored else (np.nan, np.nan)
+        energy = pd.to_numeric(group.get("energy_j", pd.Series(dtype=float)), errors="coerce")
+        tokens = pd.to_numeric(group.get("completion_tokens_sum", pd.Series(dtype=float)), errors="coerce")
+        both = energy.notna() & tokens.notna() & (energy > 0)
+        decode, ttft = _reading(sent, "decode_tps", 1.0), _reading(sent, "ttft_s", 1000.0)
+        rows.append({"deployment": name, "decode_tps": decode[0], "decode_tps_lo": decode[1],
+                     "decode_tps_hi": decode[2], "ttft_ms": ttft[0], "ttft_ms_lo": ttft[1], "ttft_ms_hi": ttft[2],
+                     "graded_passed": passed, "graded_scored": scored,
+                     "graded_accuracy": passed / scored if scored else np.nan, "graded_lo": low, "graded_hi": high,
+                     "smoke_passed": count(paired.SMOKE, "n_passed"), "smoke_scored": count(paired.SMOKE, "n_scored"),
+                     "sent": len(sent), "failed": int((sent["status"] == "failed").sum()) if "status" in sent else 0,
+                     "tokens_per_joule": metrics.tokens_per_joule(tokens[both].sum(), energy[both].sum())
+                     if both.any() else np.nan})
+    return pd.DataFrame(rows, columns=FIGURE_COLUMNS)

@@ -14,10 +14,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
-from benchlib.paper.catalog import (FIGURES, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, SUMMARY, TABLES, Inputs,
-                                    Section)
+from benchlib.paper.catalog import (FIGURES, GLANCE, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, SUMMARY,
+                                    TABLES, Inputs, Section)
 from benchlib.paper.format import Table
-from benchlib.paper.report_html import report_html
+from benchlib.paper.report_html import GLANCE_END, report_html
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs
 from benchlib.paper.settings import NO_RUNS, Settings, seed_prefix, shown_path
 from benchlib.paper.summary import Summary, anchor
@@ -152,19 +152,20 @@ def report_markdown(tables: Mapping[str, Table], figures: Mapping[str, Any], run
     image_ext = _image_ext(settings)
     sources = ", ".join(f"`paper/reference/{reference.REFERENCE_FILES[seed_prefix(s)]}`"
                         for s in settings.reference_sets)
-    lines = [f"# {REPORT_TITLE}", "",
+    summary = summary or verdict_summary(tables, figures, settings)
+    captions = {f.name: f.caption for f in PAPER_FIGURES}
+    lines = [f"# {REPORT_TITLE}", ""] + _first_screen(tables, figures, summary, image_ext, captions) + \
+        [summary.markdown(), "",
              f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `paper/assemble.ipynb` from "
              f"{sources} and the runs under `{shown_path(runs.root)}`.", "",
              ("**This run: " + NO_RUNS + ".** Every table and figure below is regenerated from the published "
               "reference data alone; run `make run` to add a measured system." if runs.empty else
-              f"**Runs:** {', '.join(runs.systems)} — shown as *this run* beside the published systems."), "",
+              f"**Runs:** {len(runs.systems)} deployment(s) of ours (the deployments table keys each short label to "
+              "its full name) — shown as *this run* beside the published systems."), "",
              "Sources: *seed 000* = the paper (`000_341285de21da4f3a.txt`), *seed 001* = her-os report, "
              "*seed 002* = bandwidth blog, *seed 004* = quantization blog. CSV versions of every table sit beside "
              f"the Markdown in `tables/`; `tables/{LONG_TABLE}.csv` holds every number in tidy form.", ""]
-    summary = summary or verdict_summary(tables, figures, settings)
-    lines += [summary.markdown(), ""]
-    captions = {f.name: f.caption for f in PAPER_FIGURES}
-    for section in SECTIONS:
+    for section in SECTIONS[1:]:  # the first is the first screen's
         present_tables, present_figures = section.present(tables, figures)
         if not present_tables and not present_figures:
             if section.absent:
@@ -184,6 +185,25 @@ def report_markdown(tables: Mapping[str, Table], figures: Mapping[str, Any], run
             if name == "frontier" and frontier_summary:
                 lines += ["```text", frontier_summary.rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def _first_screen(tables: Mapping[str, Table], figures: Mapping[str, Any], summary: Summary, image_ext: str,
+                  captions: Mapping[str, str]) -> list[str]:
+    """What a reader sees first (catalog.GLANCE): the verdict in one sentence, the "On this host" figure, our
+    deployments' table and the regimes' table, each with the anchor the summary's links jump to."""
+    present_tables, present_figures = GLANCE.present(tables, figures)
+    lines = [f'<p class="verdict">{summary.verdict}</p>', ""] if summary.verdict else []
+    lines += ['<div class="glance">', ""]
+    for name in present_figures:
+        lines += [f'<a id="{anchor("figure", name)}"></a>', "", f"![{name}](figures/{name}.{image_ext})", "",
+                  f"<small>Figure: {captions[name]}</small>", ""]
+    for name in present_tables:
+        table = tables[name]
+        lines += [f'<a id="{anchor("table", name)}"></a>', ""]
+        if name != "deployments":  # the verdict and the figure above say what the first table is
+            lines += [f"### {table.title}", ""]
+        lines += [table.markdown(), "", f"<small>{table.caption} ([CSV](tables/{name}.csv))</small>", ""]
+    return lines + [GLANCE_END, ""]
 
 
 @dataclass

@@ -17,6 +17,7 @@ import pandas as pd
 
 from benchlib.paper.audio_table import audio_transcription_table
 from benchlib.paper.figures import fig_energy, fig_latency, fig_load, fig_runs_vs_published, fig_throughput
+from benchlib.paper.first_screen import deployments_table, regimes_table
 from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
@@ -80,6 +81,10 @@ class Inputs:
         return frontier_tables(self.systems, self.settings.regime_objects(), self.ref)
 
     @cached_property
+    def decisions(self) -> Table:
+        return decisions_table(self.ref, self.runs, self.settings.thresholds)
+
+    @cached_property
     def ladder(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         return ladder_points_and_laws(self.ref, self.runs)
 
@@ -115,6 +120,8 @@ class Section:
 LONG_TABLE = "published_and_runs_long"  # every published row plus ours, tidy, with a source column
 
 PAPER_TABLES: tuple[PaperTable, ...] = (
+    PaperTable("deployments", lambda i: deployments_table(i.runs, i.decisions), optional=True),
+    PaperTable("regimes", lambda i: regimes_table(i.frontier[0], i.settings.regime_objects(), i.runs.labels)),
     PaperTable("on_this_host", lambda i: host_table(i.runs, i.systems), optional=True),
     PaperTable("quality_plan", lambda i: quality_plan_table(i.runs), optional=True),
     PaperTable("latency_plan", lambda i: latency_plan_table(i.runs), optional=True),
@@ -134,7 +141,7 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
     PaperTable("capability_context", lambda i: capability_table(i.ref, i.runs, i.long)),
     PaperTable("audio_transcription", lambda i: audio_transcription_table(i.ref, i.runs)),
     PaperTable("roofline", lambda i: roofline_table(roofline_points(i.ref, i.runs, i.systems))),
-    PaperTable("decisions", lambda i: decisions_table(i.ref, i.runs, i.settings.thresholds)),
+    PaperTable("decisions", lambda i: i.decisions),
     PaperTable("seed_arithmetic", lambda i: seed_arithmetic_table(i.ref)),
     PaperTable("bandwidth_law", lambda i: bandwidth_law_table(i.ref)),
     PaperTable("prefill_ttft", lambda i: prefill_ttft_table(i.ref)),
@@ -153,8 +160,9 @@ PAPER_TABLES: tuple[PaperTable, ...] = (
 
 PAPER_FIGURES: tuple[PaperFigure, ...] = (
     PaperFigure("on_this_host", lambda t, r, s: fig_on_this_host(t, r),
-                "Our deployments on this host, axis by axis, each with its 95 % interval (answers: accuracy on "
-                "the graded items both answered, Wilson interval); the paired verdict itself is in the table.",
+                "Our deployments on this host, axis by axis, each with its 95 % interval (speed and TTFT as the "
+                "table below gives them; answers: accuracy on the graded items both answered, Wilson interval); the "
+                "verdicts, prompt by prompt and item by item, are in the On this host table.",
                 optional=True),
     PaperFigure("throughput_by_task", lambda t, r, s: fig_throughput(t, r),
                 "Decode tok/s per task and system; our runs hatched with ± sd whiskers."),
@@ -194,9 +202,12 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
                 "calibration) against measured, with both intervals; the band is ±15 %.", optional=True),
 )
 
+# The report's first screen, after the verdict sentence (assembly.report_markdown): the figure, then the tables
+GLANCE = Section("At a glance", ("deployments", "regimes"), ("on_this_host",))
+
 SECTIONS: tuple[Section, ...] = (
-    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan", "latency_plan"),
-            ("on_this_host",)),
+    GLANCE,
+    Section("On this host: our deployments against each other", ("on_this_host", "quality_plan", "latency_plan")),
     Section("Runs", ("runs",)),
     Section("1. Experimental setup (000 §2)", ("setup",)),
     Section("2. Hardware platforms (000 §3)", ("platform",)),

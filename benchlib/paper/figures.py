@@ -4,18 +4,20 @@ the published numbers, and the load sweeps."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from benchlib.config.formatting import fmt
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
-from benchlib.paper.style import empty_figure, no_runs_note, system_colors, theme, wrap
+from benchlib.paper.style import empty_figure, no_runs_note, short_task_labels, system_colors, theme, wrap
 from benchlib.paper.systems import task_catalog, task_label, task_order
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag
@@ -96,52 +98,100 @@ def _hbar(ax: plt.Axes, data: pd.DataFrame, order: list[str], hue_order: list[st
         ax.legend(handles, labels, fontsize=8, loc="lower right")
 
 
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a task-by-system bar figure: its bars (_bar_frame), axis label and title, how a bar's value is
+    written, and the marks for the cells it leaves empty."""
+
+    data: pd.DataFrame
+    xlabel: str
+    title: str
+    spec: str = ".1f"
+    marks: Mapping[tuple[str, str], str] | None = None
+    ticks: bool = False  # thousands separators and at most four ticks (milliseconds)
+    empty: str = "no data"
+
+
+def _task_bars(panels: list[Panel], runs: Runs, systems: pd.DataFrame, ratios: list[float]) -> plt.Figure:
+    """Panels of bars by task on one task axis, one legend for all of them and a key under it: tasks by their short
+    names, our deployments by their short labels (long names squeezed the panels into slivers and legends over
+    each other)."""
+    catalog = task_catalog()
+    labels = runs.labels
+    tasks = task_order([t for panel in panels for t in panel.data["task_id"]], catalog)
+    names, task_key = short_task_labels([task_label(t, catalog) for t in tasks])
+    order = [names[task_label(t, catalog)] for t in tasks]
+    frames = [panel.data.assign(task=[names[task_label(t, catalog)] for t in panel.data["task_id"]],
+                                system=[labels.get(s, s) for s in panel.data["system"]]) for panel in panels]
+    drawn = {s for frame in frames for s in frame["system"]}
+    hue = [s for s in dict.fromkeys(labels.get(s, s) for s in systems["system"]) if s in drawn]
+    hue += [s for s in dict.fromkeys(s for frame in frames for s in frame["system"]) if s not in hue]
+    colors = {labels.get(name, name): color for name, color in system_colors(systems).items()}
+    key = [f"{label} = {name}" for name, label in labels.items() if label != name and label in drawn] + task_key
+    rows = 2 + (len(hue) + 2) // 3  # the legend's title and rows, three entries a row
+    below = 0.8 + 0.2 * rows + 0.15 * len(key)  # inches under the panels: x labels, legend, key
+    height = max(3.5, 0.16 * len(order) * max(len(hue), 1) + 1.0)
+    total = height + below
+    fig, axes = plt.subplots(1, len(panels), figsize=(13, total), sharey=True, squeeze=False,
+                             gridspec_kw={"width_ratios": ratios})
+    ours = set(labels.values())
+    for ax, panel, frame in zip(axes[0], panels, frames):
+        if frame.empty:
+            ax.set_axis_off()
+            ax.set_title(panel.title)
+            no_runs_note(ax, panel.empty, "center")
+            continue
+        marks = {(names.get(task, task), labels.get(system, system)): mark
+                 for (task, system), mark in (panel.marks or {}).items()}
+        _hbar(ax, frame, order, hue, colors, panel.xlabel, panel.title, marks, spec=panel.spec, legend_below=False)
+        if panel.ticks:
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    handles, legend = next(((h, lab) for ax in axes[0] for h, lab in [ax.get_legend_handles_labels()] if h),
+                           ([], []))
+    # placed by hand: a layout engine would not leave the legend and the key their room under the x labels
+    fig.subplots_adjust(left=1.45 / 13, right=0.98, top=1 - 0.5 / total, bottom=below / total, wspace=0.08)
+    legend_top = (below - 0.85) / total
+    fig.legend(handles, [f"{name}  [this run]" if name in ours else name for name in legend],
+               title="bars = mean; hatched = this run, whiskers = ± sd over requests", loc="upper center",
+               bbox_to_anchor=(0.5, legend_top), ncol=min(3, max(len(legend), 1)), fontsize=8, title_fontsize=8,
+               frameon=False)
+    if key:  # what each short name stands for, under the legend
+        fig.text(0.5, legend_top - 0.2 * rows / total, "\n".join(key), ha="center", va="top", fontsize=7.5,
+                 color="0.3")
+    return fig
+
+
 def fig_throughput(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
     theme()
     long, systems = tables["_task_metrics"].data, tables["_systems"].data
-    catalog = task_catalog()
     data = _bar_frame(long, "decode_tps", runs, "decode_tps")
-    order = [task_label(t, catalog) for t in task_order(data["task_id"], catalog)]
-    hue = [s for s in dict.fromkeys(list(systems["system"]) + list(data["system"])) if s in set(data["system"])]
-    height = max(4.5, 0.2 * len(order) * max(len(hue), 1) + 2.4)
-    fig, ax = plt.subplots(figsize=(11, height))
-    _hbar(ax, data, order, hue, system_colors(systems), "decode throughput (tokens / s), higher is better",
-          "Generation throughput by task and system (000 §4, §9 video; our runs hatched)"
-          + (f"\nthis run: {NO_RUNS}" if runs.empty else ""), _status_marks(long, "decode_tps", catalog))
-    fig.tight_layout()
-    return fig
+    return _task_bars([Panel(data, "decode throughput (tokens / s), higher is better",
+                             "Generation throughput by task and system (000 §4, §9 video; our runs hatched)"
+                             + (f"\nthis run: {NO_RUNS}" if runs.empty else ""),
+                             marks=_status_marks(long, "decode_tps", task_catalog()))], runs, systems, [1])
 
 
 def fig_latency(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
+    """End-to-end latency per task (published and ours) beside our time to first token, on one task axis."""
     theme()
     long, systems = tables["_task_metrics"].data, tables["_systems"].data
-    catalog = task_catalog()
     e2e = _bar_frame(long, "e2e_latency", runs, "e2e_s")
     ttft = _bar_frame(long[long["source"] == THIS_RUN], "ttft", runs, "ttft_s")
-    order = [task_label(t, catalog) for t in task_order(e2e["task_id"], catalog)]
-    hue = [s for s in dict.fromkeys(list(systems["system"]) + list(e2e["system"])) if s in set(e2e["system"])]
-    height = max(4.5, 0.2 * len(order) * max(len(hue), 1) + 2.4)
-    fig, axes = plt.subplots(1, 2, figsize=(16, height), gridspec_kw={"width_ratios": [1.7, 1 if len(ttft) else 0.55]})
-    colors = system_colors(systems)
-    _hbar(axes[0], e2e, order, hue, colors, "end-to-end latency (s), lower is better",
-          "End-to-end latency by task (000 §5; our runs hatched)" + (f"\nthis run: {NO_RUNS}" if runs.empty else ""),
-          _status_marks(long, "e2e_latency", catalog), spec=".2f")
-    if ttft.empty:
-        axes[1].set_axis_off()
-        axes[1].set_title("Time to first token (this run)")
-        no_runs_note(axes[1], f"this run: {NO_RUNS}" if runs.empty else "no TTFT measured", "center")
-    else:
-        ttft_order = [task_label(t, catalog) for t in task_order(ttft["task_id"], catalog)]
-        ttft = ttft.assign(value=ttft["value"] * 1000)
-        ttft_hue = list(dict.fromkeys(ttft["system"]))
-        _hbar(axes[1], ttft, ttft_order, ttft_hue, colors, "TTFT (ms), lower is better",
-              "Time to first token (this run only;\nthe paper reports none)", spec=".0f")
-        notes = sorted({str(n) for n in runs.meta.get("client_error", pd.Series(dtype=object)) if str(n or "")
-                        and str(n) != "nan"})
-        if notes:  # the client's own error bar (measure/calibration), as each run's manifest recorded it
-            axes[1].set_xlabel("TTFT (ms), lower is better\n" + "\n".join(notes), fontsize=8.5)
-    fig.tight_layout()
-    return fig
+    notes = sorted({str(n) for n in runs.meta.get("client_error", pd.Series(dtype=object)) if str(n or "")
+                    and str(n) != "nan"})
+    # the client's own error bar (measure/calibration) under the TTFT axis, as each run's manifest recorded it
+    return _task_bars([Panel(e2e, "end-to-end latency (s), lower is better",
+                             "End-to-end latency by task (000 §5; our runs hatched)"
+                             + (f"\nthis run: {NO_RUNS}" if runs.empty else ""), ".2f",
+                             _status_marks(long, "e2e_latency", task_catalog())),
+                       Panel(ttft.assign(value=ttft["value"] * 1000),
+                             "\n".join(["TTFT (ms), lower is better", *notes]),
+                             "Time to first token (this run only; the paper reports none)", ".0f", ticks=True,
+                             empty=f"this run: {NO_RUNS}" if runs.empty else "no TTFT measured")],
+                      runs, systems, [1.4, 1])
 
 
 NO_BOUNDARY = "no energy measured"

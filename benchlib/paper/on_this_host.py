@@ -10,7 +10,7 @@ from typing import Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from benchlib.analysis import host, paired, sequential, stats
 from benchlib.analysis.failures import GRADED_FAILED, graded_outcome
@@ -173,6 +173,9 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
         return None
     theme()
     frame = table.data
+    # speed and TTFT as the deployments table under the figure gives them (analysis.deployments.deployment_figures:
+    # the figure and interval the thresholds are judged on), so the first screen shows one number for each
+    own = tables["deployments"].data.set_index("deployment") if "deployments" in tables else pd.DataFrame()
     points = []
     for row in frame.itertuples():
         if row.axis in host.BESIDE or row.better == host.NOT_MEASURED:
@@ -180,22 +183,28 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
         label = host.AXES_BY_KEY[row.axis].words + (f" ({row.unit})" if row.unit else "")
         for side, name in (("a", row.a), ("b", row.b)):
             value, low, high = (getattr(row, f"{side}_value"), getattr(row, f"{side}_lo"), getattr(row, f"{side}_hi"))
+            if row.axis in own.columns and name in own.index:
+                value, low, high = (float(own.at[name, column]) for column in
+                                    (row.axis, f"{row.axis}_lo", f"{row.axis}_hi"))
             if row.axis == "graded":
                 value, (low, high) = value, _wilson_of(value, row.n)
             points.append({"axis": label, "system": name, "value": value, "low": low, "high": high})
     data = pd.DataFrame(points).drop_duplicates(["axis", "system"])
     if data.empty:
         return empty_figure("On this host", "no axis measured for two deployments")
+    labels = runs.labels  # the short labels the first screen's table keys to the full names
+    data["system"] = [labels.get(name, name) for name in data["system"]]
     order = list(dict.fromkeys(data["system"]))
     colors = dict(zip(order, sns.color_palette("dark", len(order))))
     panels = data["axis"].nunique()
-    grid = sns.FacetGrid(data, col="axis", sharex=False, col_wrap=min(2, panels),
-                         height=max(1.8, 0.5 * len(order) + 1.3), aspect=2.4)
+    # one row of panels, as wide as the report's column and short: the figure sits on the first screen
+    grid = sns.FacetGrid(data, col="axis", sharex=False, sharey=True, col_wrap=None,
+                         height=max(1.5, 0.42 * len(order) + 1.0), aspect=max(1.3, 4.2 / panels))
     grid.map_dataframe(_draw, order=order, colors=colors)
     for ax, title in zip(grid.axes.flat, grid.col_names):
         ax.set_title(wrap(title, 40), fontsize=10)
     grid.set_axis_labels("", "")
-    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.02)
+    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.04, fontsize=11)
     return grid.figure
 
 
@@ -214,7 +223,8 @@ def _draw(data: pd.DataFrame, order: list[str], colors: Mapping[str, object], **
         ax.errorbar(row.value, order.index(row.system),
                     xerr=[[row.value - row.low], [row.high - row.value]] if has else None, fmt="o",
                     color=colors[row.system], capsize=4)
-    ax.set_yticks(range(len(order)), [wrap(name, 34) for name in order])
+    ax.set_yticks(range(len(order)), [wrap(name, 22) for name in order])
     ax.set_ylim(-0.6, len(order) - 0.4)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # a few ticks: the panels are narrow
     if len(data) and str(data["axis"].iloc[0]).startswith("answers"):
         ax.xaxis.set_major_formatter(PercentFormatter(1.0))

@@ -38,6 +38,15 @@ tr:nth-child(even) td { background: #fafafb; }
 nav.contents { font-size: .9rem; columns: 2; margin: .5rem 0 1rem; }
 nav.contents a { color: #0b5cad; }
 a { color: #0b5cad; }
+h1 + .verdict { margin-top: .2rem; }
+.verdict { font-size: 1.2rem; font-weight: 600; line-height: 1.35; margin: .4rem 0 .6rem; padding: .5rem .9rem;
+           background: #f6f9fc; border-left: 4px solid #0b5cad; }
+.glance img { max-height: 300px; width: auto; margin: .2rem 0; }
+.glance h3 { margin: .8rem 0 .3rem; }
+.glance table { font-size: .85rem; }
+.glance .table-scroll { margin: .2rem 0; }
+small { color: #555; font-size: .78rem; }
+details.long > summary { cursor: pointer; color: #0b5cad; font-size: .85rem; margin: .3rem 0; }
 """
 
 _MARKDOWN = mistune.create_markdown(escape=False, plugins=["table"])
@@ -75,12 +84,31 @@ def _contents(body: str) -> tuple[str, str]:
     return body, f'<nav class="contents"><ol>{links}</ol></nav>' if entries else ""
 
 
+GLANCE_END = "</div><!-- /glance -->"  # where the first screen (assembly._first_screen) ends
+OPEN_ROWS = 12  # a table with more rows than this is folded under its title: the page reads in screens, not dozens
+
+
+def _fold_long_tables(body: str) -> str:
+    """Every table of more than OPEN_ROWS rows outside the first screen in a <details> its title stays above: one
+    click opens it (its anchor, before the title, still takes a link there)."""
+    def fold(match: re.Match) -> str:
+        rows = match.group(0).count("<tr>") - 1  # the header row
+        if rows <= OPEN_ROWS:
+            return match.group(0)
+        return f"<details class=\"long\"><summary>{rows} rows</summary>{match.group(0)}</details>"
+    first, sep, rest = body.partition(GLANCE_END)
+    if not sep:
+        first, rest = "", body
+    return first + sep + re.sub(r'<div class="table-scroll"><table>.*?</table></div>', fold, rest, flags=re.S)
+
+
 def report_html(markdown_text: str, out_dir: str | Path, title: str = "Frontier Bench report",
                 summary_heading: str = "") -> str:
     """The page for report.md's text; `out_dir` holds the figures/ it embeds. The section headed
     `summary_heading` (the summary) is framed, and the contents list follows it."""
     body = _embed_images(_MARKDOWN(markdown_text), Path(out_dir))
     body = body.replace("<table>", '<div class="table-scroll"><table>').replace("</table>", "</table></div>")
+    body = _fold_long_tables(body)
     body, contents = _contents(body)
     if summary_heading:  # frame the summary (its h2 up to the next h2) and put the contents list after it
         start = re.search(r'<h2 id="section-\d+">' + re.escape(html.escape(summary_heading, quote=False)), body)

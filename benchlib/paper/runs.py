@@ -22,6 +22,7 @@ from benchlib.analysis.plan import read_plans
 from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
+from benchlib.config.identity import short_labels
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.config.graded_run import reduced_note
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
@@ -91,6 +92,12 @@ class Runs:
     def names(self) -> dict[str, str]:
         """'model @ host', as the analysis layer keys a deployment (its join key), → the deployment's name."""
         return {f"{m.model} @ {m.host}": m.system for m in self.meta.itertuples()} if len(self.meta) else {}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Each deployment's name → its short label among ours (config.identity's SHORT LABEL RULE): how the
+        report's first screen, its summary and its figures name it, beside a key to the full names."""
+        return short_labels(self.systems)
 
     def name(self, host: str, model: str) -> str:
         """The name of our deployment `model` (model[ [variant]]) on `host`: model · server · settings · host."""

@@ -51,3 +51,15 @@ def empty_figure(title: str, note: str) -> plt.Figure:
     ax.set_title(title)
     no_runs_note(ax, note, "center")
     return fig
+
+
+def short_task_labels(labels: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Each task label → its name before the parenthesis ('Arithmetic (reasoning-gym basic_arithmetic; 2 one-digit
+    terms, + and −)' → 'Arithmetic'), unless two would then read the same; and the key lines for those cut
+    ('Arithmetic: reasoning-gym basic_arithmetic; 2 one-digit terms, + and −'): a long name squeezes a figure's
+    panels into slivers."""
+    cut = {label: label.split(" (")[0] for label in labels}
+    short = {label: name if list(cut.values()).count(name) == 1 else label for label, name in cut.items()}
+    key = [f"{name}: {label[len(name):].strip().removeprefix('(').removesuffix(')')}"
+           for label, name in short.items() if name != label]
+    return short, key

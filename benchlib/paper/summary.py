@@ -28,6 +28,7 @@ from benchlib.config.formatting import fmt, is_missing
 from benchlib.paper.format import Table
 from benchlib.paper.runs import source_label
 from benchlib.paper.settings import THIS_RUN
+from benchlib.views import glance
 
 MAX_FLIPS = 3  # single changes named per regime; the sensitivity table lists them all
 MAX_HOST_LINES = 10  # "On this host" answers the user's question in at most this many lines
@@ -61,6 +62,7 @@ class Summary:
     title: str
     blocks: list[Block]
     labels: Mapping[tuple[str, str], str]  # (kind, name) -> what a link says ("frontier table"): those built
+    verdict: str = ""  # the verdict in one sentence: what the report and the summary say first
 
     def links(self, sentence: Sentence) -> list[tuple[str, str]]:
         """What a sentence rests on among the tables and figures built (an absent figure is not linked)."""
@@ -69,7 +71,7 @@ class Summary:
     def markdown(self, report: str = "") -> str:
         """The summary as Markdown; `report` is the page the anchors live in ('' inside report.md itself,
         'report.md' for the stand-alone summary.md)."""
-        lines = [f"## {self.title}", ""]
+        lines = [f"## {self.title}", ""] + ([f"**{self.verdict}**", ""] if self.verdict and report else [])
         for block in self.blocks:
             lines += [f"### {block.heading}", ""]
             for sentence in block.sentences:
@@ -80,7 +82,7 @@ class Summary:
 
     def text(self, image_ext: str = "png") -> str:
         """The summary for the terminal: the same sentences, each with the files it rests on."""
-        lines = [self.title.upper(), ""]
+        lines = [self.title.upper(), ""] + ([self.verdict, ""] if self.verdict else [])
         for block in self.blocks:
             lines.append(block.heading)
             for sentence in block.sentences:
@@ -112,13 +114,43 @@ def verdict_summary(tables: Mapping[str, Table], regimes: Mapping[str, frontier.
                                             f"fix the server and run it again.", ())
                                    for r in failed.itertuples()])] if len(failed) else []
     blocks += [_host_block(tables)] if "on_this_host" in tables else []
-    blocks.append(Block("What was judged", [_judged(ours, data)]))
+    if not ours:  # with ours, the deployments table's key names them
+        blocks.append(Block("What was judged", [_judged(ours, data)]))
     for key, rows in (data.groupby("regime_key", sort=False) if len(data) else []):
-        if key in regimes:
+        mine = rows[rows["source"] == THIS_RUN]
+        if key in regimes and (mine.empty or mine["eligible"].astype(bool).any()):
+            # where none of ours is eligible the regimes table says who is on the frontier and why ours are not
             blocks.append(_regime_block(regimes[key], rows, systems, tables.get("frontier_sensitivity")))
     if ours:
         blocks.append(_deployment_block(ours, tables))
-    return Summary("Summary: which deployment for what, and how sure", blocks, labels)
+    short = short_names(tables)
+    for block in blocks:  # each deployment by its short label: the deployments table's key says the full name once
+        block.sentences = [Sentence(glance.relabel(s.text, short), s.rests_on) for s in block.sentences]
+    return Summary("Summary: which deployment for what, and how sure", blocks, labels,
+                   _verdict(tables, ours, list(failed["system"]), short))
+
+
+def short_names(tables: Mapping[str, Table]) -> dict[str, str]:
+    """Our deployments' full names → the short labels the deployments table gives them ({} without runs)."""
+    found = tables["deployments"].data if "deployments" in tables else pd.DataFrame()
+    return dict(zip(found["deployment"], found["label"])) if len(found) else {}
+
+
+def _verdict(tables: Mapping[str, Table], ours: Sequence[str], unranked: Sequence[str],
+             short: Mapping[str, str]) -> str:
+    """The verdict in one sentence: between our deployments on this host (views.glance, analysis.host's words), or
+    what there is to say without a pair (those not ranked, analysis.failures.not_ranked, named)."""
+    left = "; not ranked: " + ", ".join(short.get(n, n) for n in unranked) + " (its graded answers failed)" \
+        if unranked else ""
+    if "on_this_host" in tables and len(tables["on_this_host"].data):
+        return glance.verdict_sentence(tables["on_this_host"].data, short).removesuffix(".") + left + "."
+    ranked = [name for name in ours if name not in unranked]
+    if len(ranked) == 1:
+        return (f"One deployment of ours ranked, {short.get(ranked[0], ranked[0])}: nothing on this host to compare "
+                f"it with{left}; the table and the regimes below say how it stands.")
+    if not ours:
+        return "No deployment of ours yet (`make run` measures one): the regimes below are the published systems'."
+    return f"None of our deployments is ranked{left}." if unranked else ""
 
 
 HOST = (("table", "on_this_host"), ("figure", "on_this_host"))
@@ -403,8 +435,9 @@ def _deployment_block(ours: Sequence[str], tables: Mapping[str, Table]) -> Block
             used = str(row["thresholds_used"])
             under = used.replace("this run's params: ", "its params' thresholds (") + ")" \
                 if used.startswith("this run's params") else f"the {used} thresholds (its params set none)"
-            block.sentences.append(Sentence(f"**{name}**: {row['verdict']} under {under} — {row['criteria']}.",
-                                            DECISIONS))
+            meaning = glance.VERDICT_MEANING.get(row["verdict"], "")
+            block.sentences.append(Sentence(f"**{name}**: {row['verdict']}{f' ({meaning})' if meaning else ''} "
+                                            f"under {under} — {row['criteria']}.", DECISIONS))
         point = roofline[(roofline["source"] == THIS_RUN) & (roofline["label"] == name)] if len(roofline) \
             else roofline
         if len(point):

@@ -225,6 +225,7 @@ class _Shared:
     result: StudyResult
     progress: Callable[[str], None]
     lock: threading.Lock
+    labels: dict[str, str]  # each deployment's short label by its key (Study.labels): what the progress lines say
 
     def record(self, dep: Deployment, **fields: Any) -> None:
         with self.lock:
@@ -249,7 +250,7 @@ def _await(ref: Any, dep: Deployment, shared: _Shared, started: float) -> dict[s
             raise HostLost(f"no live node of the cluster carries {host_resource(dep.host)} any more")
         if time.monotonic() - beat >= HEARTBEAT_S:
             beat = time.monotonic()
-            shared.say(dep.host, f"  … {dep.label} running for {beat - started:.0f} s")
+            shared.say(dep.host, f"  … {shared.labels[dep.key]} running for {beat - started:.0f} s")
 
 
 def _run_host(host: str, deps: list[Deployment], run_suites: SuiteRunner, url: str, study: Study, fresh: bool,
@@ -259,7 +260,7 @@ def _run_host(host: str, deps: list[Deployment], run_suites: SuiteRunner, url: s
     baseline: float | None = None
     lost = ""
     for i, dep in enumerate(deps, 1):
-        head = f"■ {i}/{len(deps)}: {dep.label}"
+        head = f"■ {i}/{len(deps)}: {shared.labels[dep.key]}"
         if not fresh and shared.state.done(dep):
             shared.say(host, f"{head} — done earlier (run {dep.params.identity()}), skipped")
             with shared.lock:
@@ -301,14 +302,14 @@ def _run_host(host: str, deps: list[Deployment], run_suites: SuiteRunner, url: s
             shared.record(dep, status="done", reason="", seconds=seconds(), **extra)
             with shared.lock:
                 shared.result.done.append(dep.label)
-            shared.say(host, f"  ✓ {dep.label} done in {seconds():.0f} s on node {out.get('node')}")
+            shared.say(host, f"  ✓ {shared.labels[dep.key]} done in {seconds():.0f} s on node {out.get('node')}")
 
 
 def _failed(dep: Deployment, why: str, tail: str, shared: _Shared, **fields: Any) -> None:
     shared.record(dep, status="failed", reason=why, log_tail=tail, **fields)
     with shared.lock:
         shared.result.failed[dep.label] = why
-    shared.say(dep.host, f"  ✗ {dep.label}: {why}")
+    shared.say(dep.host, f"  ✗ {shared.labels[dep.key]}: {why}")
 
 
 def run_fleet(study: Study, address: str, run_suites: SuiteRunner, fresh: bool = False,
@@ -327,7 +328,8 @@ def run_fleet(study: Study, address: str, run_suites: SuiteRunner, fresh: bool =
                 (f" (a cluster started by `frontier-bench fleet-node` asks for Ray's token: run this with "
                  f"{AUTH_ENV}={AUTH_MODE} and the cluster's token in ~/.ray/auth_token)")
             raise StudyError(f"cannot join the Ray cluster at {address}: {reason(exc)}{hint}") from None
-    shared = _Shared(StudyState.read(study.folder / STUDY_JSON), StudyResult(), progress, threading.Lock())
+    shared = _Shared(StudyState.read(study.folder / STUDY_JSON), StudyResult(), progress, threading.Lock(),
+                     study.labels)
     hosts: dict[str, list[Deployment]] = {}
     for dep in study.deployments:
         hosts.setdefault(dep.host, []).append(dep)

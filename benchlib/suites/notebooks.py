@@ -179,7 +179,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
         for line in log_warnings(suite_dir):
             print(f"warning: {line}", file=sys.stderr, flush=True)
         started, before = time.monotonic(), _stamp(executed)
-        print(f"▶ {suite}: executing notebooks/{suite}.ipynb → {shown_path(str(executed))}", flush=True)
+        print(f"▶ {suite}: executing notebooks/{suite}.ipynb into {shown_path(str(suite_dir))}/", flush=True)
         parameters = {**params.sections(), "params_file": params_path, "fresh": False}
         try:
             execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress,

@@ -42,6 +42,7 @@ import psutil
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from benchlib.config.identity import short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, validate
 from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
 from benchlib.config.variant import changed_settings, leaves, settings_label
@@ -142,6 +143,13 @@ class Study:
     @property
     def folder(self) -> Path:
         return outputs_root() / "studies" / slug(self.name)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Each deployment's short label by its key (config.identity's SHORT LABEL RULE): what the terminal names
+        it by once the study's plan has said each full name."""
+        names = short_labels([dep.label for dep in self.deployments])
+        return {dep.key: names[dep.label] for dep in self.deployments}
 
 
 def deployment_name(model: str, server: str = "", settings: str = "", host: str = "") -> str:
@@ -436,9 +444,9 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
     result = StudyResult()
     previous: list[int] = []
     baseline = mem_available_mb()
-    total = len(study.deployments)
+    total, labels = len(study.deployments), study.labels
     for i, dep in enumerate(study.deployments, 1):
-        head = f"■ deployment {i}/{total}: {dep.label}"
+        head = f"■ deployment {i}/{total}: {labels[dep.key]}"
         if not fresh and state.done(dep):
             progress(f"{head} — done earlier (run {dep.params.identity()}), skipped")
             result.skipped.append(dep.label)
@@ -454,7 +462,7 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
                          f"vs {seen['baseline_mb']} MB before it); going on, recorded in {STUDY_JSON}")
             state.record(dep, settle=seen)
         baseline = mem_available_mb()
-        progress(f"{head} · suites {', '.join(dep.notebooks)}")
+        progress(f"{head} · suites {', '.join(dep.notebooks)} · run id {dep.params.identity()}")
         started = time.time()
         state.record(dep, status="running", started_unix=started)
         failed, dirs = run_suites(dep.params, dep.notebooks, fresh)
@@ -468,7 +476,8 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
             state.record(dep, status="failed", reason=reason, log_tail=log_tail(dirs),
                          seconds=round(time.time() - started, 1))
             result.failed[dep.label] = reason
-            progress(f"  ✗ {dep.label}: {reason}")
+            line = f"  ✗ {labels[dep.key]}: {reason}"
+            progress(line if len(line) <= 100 else cut(line, 90) + f" (whole in {STUDY_JSON})")
         else:
             state.record(dep, status="done", reason="", seconds=round(time.time() - started, 1))
             result.done.append(dep.label)

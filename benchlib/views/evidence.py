@@ -222,6 +222,17 @@ def expected_answer(expected: Any) -> str:
     return _expected_text(expected)
 
 
+def expected_for(task: str, variant: str) -> str:
+    """The expected answer of one item (expected_answer of the task variant's `expected`; a set's pass under load has
+    its set's items), '' where the task files have none."""
+    try:
+        spec = load_tasks().get(load_pass(str(task))[0])
+    except (TaskError, OSError):
+        return ""
+    found = next((v for v in spec.variants if v.id == str(variant)), None) if spec else None
+    return expected_answer(found.expected) if found is not None and found.expected is not None else ""
+
+
 def wrong_items(requests: pd.DataFrame) -> pd.DataFrame:
     """Every measured, scored answer that did not pass, per set (task) in file order: the item, the expected answer,
     the answer the checker read (answer_read; empty where it reads the whole text), the raw answer (cut to SHORT
@@ -230,33 +241,31 @@ def wrong_items(requests: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=WRONG_COLUMNS)
     rows = requests[~requests["is_warmup"].map(flag)] if "is_warmup" in requests else requests
     rows = rows[(rows.get("status") == STATUS_OK) & (rows["passed"].map(optional_flag) == False)]  # noqa: E712
-    try:
-        tasks = load_tasks()
-    except (TaskError, OSError):
-        tasks = {}
     out = []
     for row in rows.to_dict("records"):
-        spec = tasks.get(load_pass(str(row["task"]))[0])
-        variant = next((v for v in spec.variants if v.id == str(row["variant"])), None) if spec else None
-        out.append({"set": row["task"], "item": row["variant"],
-                    "expected": expected_answer(variant.expected) if variant else "",
+        out.append({"set": row["task"], "item": row["variant"], "expected": expected_for(row["task"], row["variant"]),
                     "answer read": _short(str(row.get("answer_read") or "")),
                     "raw answer": _short(str(row.get("response_text") or "")),
                     "checker": str(row.get("check_detail") or "")})
     return pd.DataFrame(out, columns=WRONG_COLUMNS)
 
 
-def show_wrong(requests: pd.DataFrame) -> pd.DataFrame:
-    """Display wrong_items, one table per set headed '<set>: k of n wrong'; returns the frame."""
+def wrong_html(requests: pd.DataFrame) -> list[str]:
+    """wrong_items as HTML, one table per set headed '<set>: k of n wrong' (a line where none is wrong)."""
     wrong = wrong_items(requests)
     scored = requests[requests["passed"].map(optional_flag).notna()] if len(requests) and "passed" in requests \
         else pd.DataFrame(columns=["task"])
     if "is_warmup" in scored:
         scored = scored[~scored["is_warmup"].map(flag)]
     if wrong.empty:
-        display(HTML(f"<i>No wrong answers among {len(scored)} scored answers.</i>"))
-        return wrong
-    for name, group in wrong.groupby("set", sort=False):
-        display(HTML(f"<h4>{html.escape(str(name))}: {len(group)} of {int((scored['task'] == name).sum())} "
-                     f"wrong</h4>" + group.drop(columns="set").to_html(index=False, escape=True)))
-    return wrong
+        return [f"<i>No wrong answers among {len(scored)} scored answers.</i>"]
+    return [f"<h4>{html.escape(str(name))}: {len(group)} of {int((scored['task'] == name).sum())} wrong</h4>"
+            + group.drop(columns="set").to_html(index=False, escape=True)
+            for name, group in wrong.groupby("set", sort=False)]
+
+
+def show_wrong(requests: pd.DataFrame) -> pd.DataFrame:
+    """Display wrong_html, a table per set; returns wrong_items' frame."""
+    for block in wrong_html(requests):
+        display(HTML(block))
+    return wrong_items(requests)

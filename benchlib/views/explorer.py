@@ -2,10 +2,11 @@
 Each deployment is named as every view names it (suites.study.deployment_name: model · server · settings · host).
 
 Pure functions (list_runs, list_requests, load_request, request_metrics, request_verdict) hold the logic;
-build() turns one request into display objects (prompt, media, answer, metrics, verdict, the telemetry
-timeline from benchlib.views.timeline), render() displays them, and Explorer wires them to ipywidgets dropdowns for
-notebooks/explore.ipynb. The default request of a task is its first scored (measured) one, not a warm-up. The
-notebook lists the selected suite's wrong answers per set beside it (benchlib.views.evidence.show_wrong).
+build() turns one request into display objects (prompt, media, the answer beside the expected one and the checker's
+reasoning, metrics, the telemetry timeline from benchlib.views.timeline), render() displays them, and Explorer wires
+them to ipywidgets dropdowns for notebooks/explore.ipynb: every section it shows (the request, the items the
+deployment got wrong in the suite: benchlib.views.evidence.wrong_html) follows the dropdowns. The default request
+of a task is its first scored (measured) one, not a warm-up.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any, Iterable, Mapping
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import mistune
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Audio, Image, Markdown, display
 
 from benchlib.config import metrics
+from benchlib.views import evidence
 from benchlib.views.evidence import Media, request_media, video_frames
 from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
@@ -277,6 +280,22 @@ def _media_objects(item: Media) -> list[Any]:
                  f"at 1 fps<br>{tags}")]
 
 
+def answer_beside(row: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
+    """The response, and beside it what it was checked against: the expected answer (the task file's), the answer
+    the checker read out of the text, and the checker's verdict with its score and its reasoning (check_detail) —
+    why an answer scored 0.5, say. An unscored request shows the response alone."""
+    response = _pre(row.get("response_text", ""), "Response")
+    if not verdict["checker"]:
+        return response
+    expected = evidence.expected_for(str(row.get("task")), str(row.get("variant")))
+    side = _pre(expected, "Expected answer", empty="none in the task file")
+    if row.get("answer_read"):
+        side += _pre(row["answer_read"], "Answer the checker read")
+    side += _pre(verdict["detail"], f"Checker: {verdict['summary']}", empty="no reasoning recorded")
+    return (f"<div style='display:flex;gap:12px;align-items:flex-start'><div style='flex:3;min-width:0'>{response}"
+            f"</div><div style='flex:2;min-width:0'>{side}</div></div>")
+
+
 def build(row: Mapping[str, Any], show_timeline: bool = True) -> list[Any]:
     """One request as display objects: header, prompt, media, response (and reasoning), metrics, verdict,
     timeline. Nothing is displayed here, so a widget can build first and swap its output in one step."""
@@ -302,15 +321,13 @@ def build(row: Mapping[str, Any], show_timeline: bool = True) -> list[Any]:
         objects.append(Markdown(f"*Media: {media['note']}*"))
     if row.get("status") != STATUS_OK and row.get("error_message"):
         objects.append(HTML(_pre(row["error_message"], f"Error ({row.get('error_kind') or 'failed'})")))
-    objects.append(HTML(_pre(row.get("response_text", ""), "Response")))
+    objects.append(HTML(answer_beside(row, verdict)))
     if row.get("reasoning_text"):
         objects.append(HTML(_pre(row.get("reasoning_text", ""), "Reasoning (kept apart from the answer)")))
     tool_calls = row.get("tool_calls")
     if tool_calls:
         objects.append(HTML(_pre(json.dumps(tool_calls, indent=2, ensure_ascii=False), "Tool calls")))
     objects.append(request_metrics(row))
-    objects.append(Markdown(f"**Checker verdict:** {verdict['summary']}" +
-                            (f"\n\n> {verdict['detail']}" if verdict["detail"] else "")))
     if show_timeline and row.get("path"):
         objects.append(figure_image(telemetry_figure(row["path"], row)))
     return objects
@@ -324,8 +341,46 @@ def render(row: Mapping[str, Any], show_timeline: bool = True) -> list[Any]:
     return objects
 
 
+_MARKDOWN = mistune.create_markdown(escape=False, plugins=["table"])
+
+
+def as_html(objects: list[Any]) -> str:
+    """Display objects as one HTML block (Markdown rendered, images inline, tables as HTML): what a display handle
+    can swap whole when the selection changes."""
+    parts = []
+    for obj in objects:
+        if isinstance(obj, Markdown):
+            parts.append(_MARKDOWN(obj.data))
+        elif isinstance(obj, Image):
+            parts.append(f"<img src='data:image/{obj.format or 'png'};base64,"
+                         f"{base64.b64encode(obj.data).decode('ascii')}' style='max-width:100%'/>")
+        elif isinstance(obj, pd.DataFrame):
+            parts.append(obj.to_html(index=False, escape=True))
+        elif hasattr(obj, "_repr_html_"):  # HTML, Audio
+            parts.append(obj._repr_html_())
+        else:
+            parts.append(f"<pre>{html.escape(str(obj))}</pre>")
+    return "\n".join(parts)
+
+
+class Shown:
+    """One section's content as one HTML object (as_html), with its text kept for a reader without a browser."""
+
+    def __init__(self, html_text: str):
+        self.html = html_text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+SECTIONS = ("request", "wrong")  # what Explorer.show draws below the dropdowns, each following them
+
+
 class Explorer:
-    """Dropdowns host → model → suite → task → request; each change refills the next ones and redraws."""
+    """Dropdowns host → model → suite → task → request; each change refills the next ones and redraws every section
+    shown (show): the selected request and the items the selected deployment got wrong in the selected suite. A
+    section is a display handle, so the notebook's output under it is plain HTML that an exported or headless
+    notebook keeps, and a live kernel swaps it when a dropdown changes."""
 
     def __init__(self, outputs_dir: str | Path | None = None, show_timeline: bool = True):
         self.root = _root(outputs_dir)
@@ -338,7 +393,9 @@ class Explorer:
         self.suite = widgets.Dropdown(description="suite", layout=layout)
         self.task = widgets.Dropdown(description="task", layout=layout)
         self.request = widgets.Dropdown(description="request", layout=widgets.Layout(width="480px"))
-        self.output = widgets.Output()
+        self.status = widgets.HTML()
+        self._handles: dict[str, Any] = {}
+        self.rendered: dict[str, str] = {}  # each section's HTML as last drawn
         self._busy = False
         self._fill(self.host, choices(self.runs)["hosts"])
         self._on_host()
@@ -348,7 +405,7 @@ class Explorer:
         self.task.observe(lambda _: self._on_task(), names="value")
         self.request.observe(lambda _: self._redraw(), names="value")
         self.widget = widgets.VBox([widgets.HBox([self.host, self.model, self.suite]),
-                                    widgets.HBox([self.task, self.request]), self.output])
+                                    widgets.HBox([self.task, self.request]), self.status])
 
     @staticmethod
     def _fill(dropdown: Any, options: Iterable[Any], value: str | None = None) -> None:
@@ -371,7 +428,8 @@ class Explorer:
         if self._busy:
             return
         self._busy = True
-        self._fill(self.suite, choices(self.runs, self.host.value, self.model.value)["suites"])
+        # the suite and task picked stay picked where the next deployment has them: one set compared across two
+        self._fill(self.suite, choices(self.runs, self.host.value, self.model.value)["suites"], self.suite.value)
         self._busy = False
         self._on_suite()
 
@@ -382,7 +440,7 @@ class Explorer:
             if self.suite.value else None
         self._frame = read_suite(path) if path else pd.DataFrame()
         self._busy = True
-        self._fill(self.task, list_requests(self._frame)["tasks"] if len(self._frame) else [])
+        self._fill(self.task, list_requests(self._frame)["tasks"] if len(self._frame) else [], self.task.value)
         self._busy = False
         self._on_task()
 
@@ -428,12 +486,29 @@ class Explorer:
                 f"{self._deployment(self.model.value)} · {self.suite.value} · {self.task.value} · "
                 f"{self.request.value}")
 
+    def section(self, name: str) -> str:
+        """A section's HTML for the current selection: 'request' (build) or 'wrong' (the selected deployment's wrong
+        answers in the selected suite, per set: evidence.wrong_html)."""
+        if name == "request":
+            row = self.selection()
+            return as_html([Markdown(f"*{self.describe()}*")] if row is None else
+                           build(row, show_timeline=self.show_timeline))
+        if name == "wrong":
+            if self._frame.empty:
+                return f"<i>{html.escape(self.describe())}</i>"
+            heading = f"<h3>{html.escape(self._deployment(self.model.value))} · {html.escape(str(self.suite.value))}</h3>"
+            return heading + "".join(evidence.wrong_html(self._frame))
+        raise ValueError(f"no section {name!r} (have: {', '.join(SECTIONS)})")
+
+    def show(self, name: str) -> None:
+        """Display a section here; from now on every change of a dropdown redraws it in place."""
+        self.rendered[name] = self.section(name)
+        self._handles[name] = display(Shown(self.rendered[name]), display_id=True)
+
     def _redraw(self) -> None:
         if self._busy:
             return
-        row = self.selection()  # build everything first (the figure as a closed PNG), then swap the output
-        objects = [Markdown(self.describe())] if row is None else build(row, show_timeline=self.show_timeline)
-        with self.output:
-            self.output.clear_output(wait=True)
-            for obj in objects:
-                display(obj)
+        self.status.value = html.escape(self.describe())
+        for name, handle in self._handles.items():  # each built whole first (the figure a closed PNG), then swapped
+            self.rendered[name] = self.section(name)
+            handle.update(Shown(self.rendered[name]))

@@ -52,6 +52,12 @@ def client_error(out_dir: Path | None) -> str:
     return error_note(manifest.get("client_calibration")) if isinstance(manifest, dict) else ""
 
 
+def invalid_note(row: Any) -> str:
+    """'INVALID text · basic_qa: error rate 33% above 20%': why a task's row is not valid (analysis.summary's note)."""
+    note = "" if is_missing(row.get("note")) else str(row.get("note") or "")
+    return f"INVALID {row.get('suite', '')} · {row['task']}: {note or 'see summary.csv'}"
+
+
 def console_table(summary: pd.DataFrame) -> str:
     """Plain-text per-task table for the terminal: requests sent and failed, decode tok/s mean±sd, TTFT mean and p50,
     e2e p50 (each percentile with its 95 % interval; '–' where n is too small to bound it: percentile_note),
@@ -62,8 +68,7 @@ def console_table(summary: pd.DataFrame) -> str:
             f"{fmt(row.get('decode_tps_mean'), '.1f')}±{fmt(row.get('decode_tps_sd'), '.1f')}"
         status = "" if flag(row.get("valid", True)) else " INVALID"
         if status:
-            note = "" if is_missing(row.get("note")) else str(row.get("note") or "")
-            notes.append(f"INVALID {row.get('suite', '')} · {row['task']}: {note or 'see summary.csv'}")
+            notes.append(invalid_note(row))
         if row.get("n_ok", 0) == 0 and row.get("n_unsupported", 0):
             status = " not supported"
         scored = row.get("n_scored")

@@ -46,7 +46,7 @@ def test_a_rerun_is_within_noise_and_a_slowed_deployment_is_a_regression(params_
     err = capsys.readouterr().err
     assert "regression: fake-model @ test-host · text · decode_tps" in err
     report = (tmp_path / "as" / "compare.md").read_text()
-    assert "slower (regression: more than 30 %)" in report and "| paired |" in report
+    assert "| **slower (regression: more than 30 %) (paired)** |" in report  # how it was compared, beside the word
     page = (tmp_path / "as" / "compare.html").read_text()
     assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page
     slowed = compare.compare(compare.read_root(str(a)), compare.read_root(str(slow)))
@@ -119,3 +119,89 @@ def test_a_requests_csv_that_is_a_fifo_a_device_or_another_table_is_named(tmp_pa
     csv.parent.mkdir(parents=True)
     make(csv)
     assert _refused(tmp_path, capsys, a, tmp_path / "b").startswith(f"error: {csv}: {says}")
+
+
+# ------------------------------------------------------------------------------------------------ read at a glance
+
+def _deployment_root(tmp_path, name, host, model, decode_tps, passed, failed=0):
+    """A results root with a text suite (8 measured requests at `decode_tps`, `failed` more that failed, a warm-up)
+    and a quality suite (one graded answer per entry of `passed`) of one deployment."""
+    rows = [RequestRecord(run_id="r", host=host, model=model, suite="text", task="basic_qa", repeat=i,
+                          request_key=f"t{i}", decode_tps=decode_tps * (1 + 0.01 * (i % 3)), ttft_s=0.1,
+                          e2e_s=1.0).to_row() for i in range(8)]
+    rows += [RequestRecord(run_id="r", host=host, model=model, suite="text", task="basic_qa", repeat=10 + i,
+                           request_key=f"f{i}", status="failed", error_kind="http_500").to_row() for i in range(failed)]
+    rows.append(RequestRecord(run_id="r", host=host, model=model, suite="text", task="basic_qa", repeat=0,
+                              is_warmup=True, request_key="w0", decode_tps=1.0).to_row())
+    graded = [RequestRecord(run_id="r", host=host, model=model, suite="quality", task="arithmetic", variant=f"s{i}",
+                            repeat=0, request_key=f"q{i}", decode_tps=decode_tps, ttft_s=0.1, e2e_s=1.0,
+                            checker="reasoning_gym", passed=ok, score=float(ok)).to_row()
+              for i, ok in enumerate(passed)]
+    for suite, frame in (("text", rows), ("quality", graded)):
+        folder = tmp_path / name / host / model / suite
+        folder.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(frame).to_csv(folder / "requests.csv", index=False)
+    return tmp_path / name
+
+
+@pytest.fixture
+def two_names(tmp_path):
+    """SmolLM2 measured behind a user's server (A: my-server/SmolLM2) and in the default study (B: local-cpu/
+    smollm2+demo), B three times slower with 2 of its 10 text requests failed and 5 of 20 graded answers right
+    where A had 15; plus a deployment only A has."""
+    a = _deployment_root(tmp_path, "a", "my-server", "SmolLM2", 30.0, [True] * 15 + [False] * 5)
+    _deployment_root(tmp_path, "a", "my-server", "other-model", 10.0, [True])
+    b = _deployment_root(tmp_path, "b", "local-cpu", "smollm2+demo", 10.0, [True] * 5 + [False] * 15, failed=2)
+    return a, b
+
+
+def test_compare_pairs_one_deployment_under_two_names_when_told(two_names, tmp_path, capsys):
+    a, b = two_names
+    assert cli_main(["compare", str(a), str(b), "--out", str(tmp_path / "apart")]) == 0
+    apart = (tmp_path / "apart" / "compare.md").read_text()
+    assert "0 metrics on 0 deployment(s) measured in both" in apart and "--same A_NAME=B_NAME pairs them" in apart
+    assert cli_main(["compare", str(a), str(b), "--same", "SmolLM2=local-cpu/smollm2+demo",
+                     "--out", str(tmp_path / "paired")]) == 0
+    report = (tmp_path / "paired" / "compare.md").read_text()
+    assert "7 metrics on 1 deployment(s) measured in both" in report  # the text suite has no accuracy
+    assert "| my-server/SmolLM2 (B: local-cpu/smollm2+demo) | text | decode rate |" in report
+    printed = capsys.readouterr().out
+    assert "my-server/SmolLM2 (B: local-cpu/smollm2+demo) · text · decode rate: 30.3 tok/s (n 8) → 10.1 tok/s" in \
+        printed  # the changes that go one way, each on a line of its own
+    for wrong in ("nobody=smollm2+demo", "SmolLM2=nobody", "SmolLM2"):
+        assert cli_main(["compare", str(a), str(b), "--same", wrong, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith(f"error: --same {wrong}"), err
+
+
+def test_compare_reads_at_a_glance(two_names, tmp_path):
+    """Matched rows first, the rest counted after; every value with its unit; accuracy in % beside its change in
+    percentage points; failed requests counted; a one-line headline; better and worse said and coloured."""
+    a, b = two_names
+    sent_a, sent_b = compare.read_sent(str(a)), compare.read_sent(str(b))
+    sent_b = compare.same(sent_b, compare.parse_same(["SmolLM2=smollm2+demo"], sent_a, sent_b))
+    table = compare.with_requests(compare.compare(compare.measured(sent_a), compare.measured(sent_b)), sent_a, sent_b)
+    text = table[(table["suite"] == "text") & (table["deployment"] == "SmolLM2")].iloc[0]
+    assert (text["sent_a"], text["failed_a"], text["sent_b"], text["failed_b"]) == (8, 0, 10, 2)  # warm-ups left out
+    report = compare.to_markdown(table, "A", "B")
+    lines = report.splitlines()
+    assert lines[2] == ("**B against A: 7 metrics on 1 deployment(s) measured in both — 0 better, 3 worse, 4 with no "
+                        "clear change; 7 rows of 1 deployment(s) in one study only, listed after the table.**")
+    rows = [line for line in lines if line.startswith("| my-server/")]
+    assert len(rows) == 7 and lines.index(rows[-1]) < lines.index("## In one study only (not compared)")
+    assert "- only in A: 7 rows: my-server/other-model (quality, text)" in lines
+    decode = next(r for r in rows if "| text | decode rate |" in r).split(" | ")
+    assert decode[3:5] == ["30.3 tok/s (n 8)", "10.1 tok/s (n 8)"]
+    assert decode[5].startswith("-66.7 % [") and decode[6] == "slower (paired)"  # the analysis's word, compared how
+    assert decode[7:] == ["8 sent, 0 failed", "10 sent, 2 failed |"]
+    ttft = next(r for r in rows if "| text | time to first token |" in r).split(" | ")
+    assert ttft[3] == "100 ms (n 8)"
+    accuracy = next(r for r in rows if "| quality | accuracy |" in r).split(" | ")
+    assert accuracy[3:5] == ["75.0 % (n 20)", "25.0 % (n 20)"] and accuracy[5].startswith("-50.0 pp [")
+    assert accuracy[6] == "worse (paired)"
+    page = compare.to_html(table, "A", "B")
+    assert "<p class='headline'>B against A: 7 metrics" in page
+    assert '<td class="worse">-66.7 % [' in page and '<td class="worse">slower (paired)</td>' in page
+    assert page.index("<details><summary>7 rows in one study only") > page.index("</table>")
+    assert compare.tone("better beyond noise") == "better" and compare.tone("within noise") == ""
+    assert compare.tone("faster (×1.8)") == "better" and compare.tone("slower") == "worse"  # the words to come too

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import host, paired
-from benchlib.analysis.deployments import deployment_overview
+from benchlib.analysis.deployments import deployment_figures
 
 
 def requests(system: str, tps: list[float], ttft_s: list[float], graded: list[bool], smoke: list[bool]) -> pd.DataFrame:
@@ -80,13 +80,21 @@ def test_energy_compared_within_one_boundary_only():
     assert row["better"] == host.NOT_MEASURED and "different energy boundaries" in row["note"]
 
 
-def test_the_terminal_overview_keeps_graded_and_smoke_accuracy_apart():
+def test_each_deployments_figures_keep_graded_and_smoke_accuracy_apart():
     summary = pd.DataFrame({"model": ["m"] * 3, "suite": ["text", "text", "quality"],
                             "task": ["basic_qa", "reasoning", "arithmetic"],
                             "checker": ["contains", "contains", "reasoning_gym"],
-                            "n_scored": [3, 3, 15], "n_passed": [3, 3, 2],
-                            "decode_tps_mean": [30.0, 40.0, 35.0], "ttft_s_mean": [0.1, 0.1, 0.2]})
-    row = deployment_overview(summary).iloc[0]
-    assert row["graded sets accuracy"].startswith("13% [") and row["graded sets accuracy"].endswith("(n 15)")
-    assert row["smoke tasks accuracy"].startswith("100% [") and row["smoke tasks accuracy"].endswith("(n 6)")
-    assert row["decode tok/s"] == 35.0 and row["TTFT ms"] == 100.0  # the text suite's tasks
+                            "n_scored": [3, 3, 15], "n_passed": [3, 3, 2]})
+    requests = pd.DataFrame({"system": ["m"] * 5, "suite": ["text"] * 4 + ["quality"], "is_warmup": [True] + [False] * 4,
+                             "task": ["basic_qa", "basic_qa", "basic_qa", "reasoning", "arithmetic"],
+                             "status": ["ok", "ok", "ok", "failed", "ok"], "decode_tps": [99.0, 30.0, 40.0, None, 5.0],
+                             "ttft_s": [0.5, 0.1, 0.2, None, 0.3]})
+    row = deployment_figures(summary, requests).iloc[0]
+    assert (row["graded_passed"], row["graded_scored"], row["smoke_passed"], row["smoke_scored"]) == (2, 15, 6, 6)
+    assert row["graded_lo"] < 2 / 15 < row["graded_hi"]
+    # the text suite's measured requests, the mean of its tasks' means with the interval the thresholds are judged on
+    assert row["decode_tps"] == 35.0 and row["ttft_ms"] == pytest.approx(150.0)
+    assert row["decode_tps_lo"] < 35.0 < row["decode_tps_hi"]
+    assert (row["sent"], row["failed"]) == (4, 1)  # the warm-up is not counted
+    assert np.isnan(row["tokens_per_joule"])  # no window measured energy
+

@@ -114,18 +114,19 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
 
 
 def write_graded(root: Path, passed: list[bool], variant: str = "", task: str = "arithmetic",
-                 plan: list[dict] | None = None, cut: int = 0) -> Path:
+                 plan: list[dict] | None = None, cut: int = 0, seed: str = "s1") -> Path:
     """The quality suite of a synthetic deployment (variant as in write_synthetic_run): one graded item per entry of
     `passed` (the set's first items, scored by its graded checker), then `cut` items whose answers the server cut
-    (failed, stream_cut), and `plan` as its quality_plan.csv's looks."""
+    (failed, stream_cut), and `plan` as its quality_plan.csv's looks. Items are named '<seed>-0000', …: seed
+    's2024' names the shipped set's own items (their expected answers in its task file)."""
     records = []
     for index, ok in enumerate(passed):
-        record = _record("quality", "text", task, f"s1-{index:04d}", index, 20.0, 90_000_000_000 + index * 10**9,
+        record = _record("quality", "text", task, f"{seed}-{index:04d}", index, 20.0, 90_000_000_000 + index * 10**9,
                          passed=ok)
         record.checker = "reasoning_gym"
         records.append(record)
     for index in range(len(passed), len(passed) + cut):
-        record = _record("quality", "text", task, f"s1-{index:04d}", index, None, 0, status="failed", passed=None)
+        record = _record("quality", "text", task, f"{seed}-{index:04d}", index, None, 0, status="failed", passed=None)
         record.error_kind, record.error_message = "stream_cut", "[DONE] after 1 chunks but no finish_reason"
         records.append(record)
     folder = root / SYN_HOST / (f"{SYN_MODEL}+{variant}" if variant else SYN_MODEL) / "quality"

@@ -50,8 +50,8 @@ def test_a_killed_study_resumes_without_repeating_a_request(fake_server, tmp_pat
 
     again = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "■ deployment 1/2: fake-a · fake · study-host — done earlier" in again.stdout
-    assert "■ deployment 2/2: fake-b · fake · study-host · suites text" in again.stdout
+    assert "■ deployment 1/2: fake-a — done earlier" in again.stdout  # by their short labels after the plan
+    assert "■ deployment 2/2: fake-b · suites text" in again.stdout
     for csv in (first_csv, second_csv):
         requests = read_requests(csv)
         assert len(requests) == 9 and requests["request_key"].is_unique, f"{csv}: a request was lost or redone"

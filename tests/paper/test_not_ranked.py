@@ -11,6 +11,7 @@ from benchlib.analysis.failures import GRADED_FAILED
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
 CUT = f"{SYN_MODEL} · {SYN_SERVER} · cut · {SYN_HOST}"
+CUT_LABEL = f"{SYN_MODEL} · cut"  # how the summary names it, the deployments table keying it to its full name
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,11 @@ def test_a_deployment_whose_graded_sets_failed_is_not_ranked_and_the_summary_say
     assert not frontier.loc[frontier["system"] == CUT, "on_frontier"].any()
     assert not frontier.loc[frontier["system"] == CUT, "eligible"].any()
     first = assembled.summary.blocks[0]
-    assert first.heading == "Not ranked" and CUT in first.sentences[0].text and "5 answered" in first.sentences[0].text
+    assert first.heading == "Not ranked" and first.sentences[0].text.startswith(f"**{CUT_LABEL}**: ")
+    assert "5 answered" in first.sentences[0].text
+    assert assembled.summary.verdict == (f"One deployment of ours ranked, {SYN_MODEL}: nothing on this host to compare "
+                                         f"it with; not ranked: {CUT_LABEL} (its graded answers failed); the table "
+                                         "and the regimes below say how it stands.")
     # with one deployment left, there is no pair to rank on this host
     assert "on_this_host" not in assembled.tables or CUT not in set(assembled.tables["on_this_host"].data["a"]) | \
         set(assembled.tables["on_this_host"].data["b"])

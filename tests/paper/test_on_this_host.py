@@ -5,18 +5,20 @@ the terminal, the summary and the frontier give one paired verdict, on the grade
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 from dataclasses import asdict
 
 import pytest
 
-from benchlib.views import run_summary
 from benchlib import paper
+from benchlib.views import run_summary
 from benchlib.analysis import frontier, paired, sequential
 from benchlib.config.formatting import fmt
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
 FAST = SYN_SYSTEM
 SLOW = f"{SYN_MODEL} · {SYN_SERVER} · slow · {SYN_HOST}"
+FAST_LABEL, SLOW_LABEL = SYN_MODEL, f"{SYN_MODEL} · slow"  # the summary's names: the deployments table keys them
 RIGHT, ITEMS = 18, 30  # the fast one gets 18 of 30 graded items right, the slow one none: 18 vs 0 discordant
 WEAK = 6  # the undecided study: 6 vs 0 discordant, p = 0.031 — a fixed-sample "beats" at 5 %, not at alpha 0.01
 
@@ -57,23 +59,23 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     first = assembled.summary.blocks[0]
     assert first.heading == "On this host" and len(first.sentences) <= 10
     ranking, pair, smoke, plan = (s.text for s in first.sentences)
-    assert ranking.endswith(f": 1. **{FAST}** (2), 2. **{SLOW}** (0).")
+    assert ranking.endswith(f": 1. **{FAST_LABEL}** (2), 2. **{SLOW_LABEL}** (0).")
     p = paired.mcnemar_exact(RIGHT, 0)
-    assert pair.startswith(f"**{FAST}** against **{SLOW}**: decode speed 31.0 [")
+    assert pair.startswith(f"**{FAST_LABEL}** against **{SLOW_LABEL}**: decode speed 31.0 [")
     # decided prompt by prompt: the slow one decodes at half the rate on each of the same 6 prompts
-    assert (f"tok/s ({FAST} faster: decode rate ratio 2.00× [2.00×–2.00×] on the same 6 prompts (paired sign-flip "
+    assert (f"tok/s ({FAST_LABEL} faster: decode rate ratio 2.00× [2.00×–2.00×] on the same 6 prompts (paired sign-flip "
             "test, tasks weighted equally))") in pair
     assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
-            and f"p = {fmt(p, '.2g')} ({FAST} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
+            and f"p = {fmt(p, '.2g')} ({FAST_LABEL} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
                 "items, 18 (" in pair)
     assert "energy not compared (no energy reading on this host)" in pair
     assert "time to first token 50.0 [50.0–50.0] vs 50.0 [50.0–50.0] ms (equivalent within ±10%: " in pair
-    assert pair.endswith(f"— **{FAST}** dominates **{SLOW}** (faster decode, better answers; equivalent on time to "
+    assert pair.endswith(f"— **{FAST_LABEL}** dominates **{SLOW_LABEL}** (faster decode, better answers; equivalent on time to "
                          "first token).")
     assert smoke.startswith("Beside the verdict, not part of it — the seeds' smoke tasks: "
-                            f"{FAST} 100% vs {SLOW} 75% on 8 items (undecided)")
-    assert plan == (f"Graded items: **{FAST}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
-                    f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW}** 30 sent, 30 "
+                            f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items (undecided)")
+    assert plan == (f"Graded items: **{FAST_LABEL}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
+                    f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW_LABEL}** 30 sent, 30 "
                     f"answered, 30 scored (fixed size).")
 
 
@@ -153,18 +155,26 @@ def test_a_plan_that_stopped_undecided_is_no_verdict_anywhere(undecided):
 def test_ineligibility_in_words(built):
     _, assembled = built
     text = assembled.summary.markdown()
-    assert (f"**{SLOW}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
+    assert (f"**{SLOW_LABEL}** — accuracy 0% [0%–11%] (graded sets) is below the 50% accuracy floor that the workstation "
             "regime asks") in text
     assert "< floor" not in text and "accuracy_workstation 0%" not in text
+    # the regimes table says it in a few words, what both share once
+    regimes = assembled.tables["regimes"].data.set_index("regime_key")
+    assert regimes.loc["edge", "ours"] == ("not eligible (both): no tokens/s per watt or peak temperature measured; "
+                                           f"{SLOW_LABEL} also accuracy 0%, below the 50% floor")
 
 
 def test_the_terminal_gives_the_same_speed_words(built):
     """`frontier-bench study`'s terminal: the speed verdict the report's "On this host" gives, word for word."""
     root, assembled = built
     suites = sorted(p for p in (root / SYN_HOST).glob("*/*") if p.is_dir() and "archived" not in p.name)
-    decode, ttft = run_summary.speed_lines(suites)
+    lines = run_summary.closing_lines(suites, root / "summary.txt")
+    whole = [line for line in lines if line.startswith("  decode speed: ") or line.startswith("  time to first")]
+    decode, ttft = (" ".join([line, *takewhile(lambda row: row.startswith("      "), lines[lines.index(line) + 1:])])
+                    .replace("      ", "").strip() for line in whole)
     table = assembled.tables["on_this_host"].data.set_index("axis")
-    assert decode == f"  decode speed, {FAST} vs {SLOW}: {FAST} faster — {table.loc['decode_tps', 'rule']}"
-    assert ttft.startswith(f"  time to first token, {FAST} vs {SLOW}: equivalent within ±10% — time to first token "
-                           "ratio 1.00× [1.00×–1.00×] on the same 6 prompts")
+    # the report's words by the short labels, its evidence up to the tasks'
+    assert decode == f"decode speed: {FAST_LABEL} faster — {table.loc['decode_tps', 'rule'].split('; per task')[0]}"
+    assert ttft.startswith("time to first token: equivalent within ±10% — time to first token ratio 1.00× "
+                           "[1.00×–1.00×] on the same 6 prompts")
     assert not any("tie" in line for line in (decode, ttft))

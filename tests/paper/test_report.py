@@ -24,6 +24,7 @@ from benchlib.analysis.weights import read_gguf
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper import summary as summary_text
+from benchlib.paper.report_html import GLANCE_END, OPEN_ROWS, report_html
 from benchlib.paper import systems
 from benchlib.suites.study import deployment_label, recorded_deployment_name
 from benchlib.views import explorer as explore
@@ -34,6 +35,8 @@ from tests.suites.test_ladder import tiny_gguf
 
 FAST = SYN_SYSTEM  # every text answer right, full speed
 SLOW = f"{SYN_MODEL} · {SYN_SERVER} · slow · {SYN_HOST}"  # the study's grid point "slow": half the speed
+# how the summary and the first screen name them, the deployments table keying each to its full name once
+FAST_LABEL, SLOW_LABEL = SYN_MODEL, f"{SYN_MODEL} · slow"
 # Debian's chromium, installed by `make test` (Makefile: .venv/.chromium); Playwright drives it, no browser download
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -89,41 +92,38 @@ def test_the_summary_says_which_local_deployment_wins_how_sure_and_why_not(two):
     assert "On the frontier: **Gemma 4 E2B @ RTX 3090 host** [seed 000]" in work
     # among ours the fast one wins; the slow one is beaten on speed, and on quality the paired verdict is undecided
     # (8 of 8 against 6 of the same 8 items: the difference's interval includes 0), not two Wilson intervals
-    assert f"Of ours, **{FAST}** wins: avg_decode_tps ↑ 25.5" in work
+    assert f"Of ours, **{FAST_LABEL}** wins: avg_decode_tps ↑ 25.5" in work
     assert "accuracy_workstation ↑ 100% [68%–100%] (measured)" in work
     assert "overall dominated by Gemma 4 E2B @ RTX 3090 host" in work
-    assert f"Of ours, beaten: **{SLOW}** by {FAST} (better on avg_decode_tps; neither better on" in work
+    assert f"Of ours, beaten: **{SLOW_LABEL}** by {FAST_LABEL} (better on avg_decode_tps; neither better on" in work
     assert "accuracy_workstation (undecided, paired on the same items)" in work
-    assert f"{FAST} 100% vs {SLOW} 75% on 8 items, difference +25% [" in work
+    assert f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items, difference +25% [" in work
     assert "undecided (the difference's interval includes 0)" in work
     assert "Would flip if tokens/s per watt were judged too (higher is better): Phi-4 Multimodal @ RTX 3090 host" \
         in work  # the change in words, not 'add tps_per_w ↑'
     flip = next(line for line in work.splitlines() if line.startswith("- Would flip if"))
     assert "tps_per_w" not in flip and "↑" not in flip
     assert "more single changes flip it" in work
-    # no energy sensor: neither can be judged on the edge regime, and the summary says so with each one's quality
-    edge = _section(report, "### Energy- and thermal-constrained edge inference (tps_per_w ↑, peak_temp_c ↓, "
-                            "context_window_k ↑, accuracy_edge ↑)")
-    assert "None of our 2 deployments is eligible, so none of ours wins this regime" in edge
-    assert f"**{SLOW}** — no tokens/s per watt or peak temperature measured (accuracy 67% [30%–90%], measured)" \
-        in edge
-    assert f"**{FAST}** — no tokens/s per watt or peak temperature measured (accuracy 100% [61%–100%], measured)" \
-        in edge
+    # no energy sensor: neither can be judged on the edge regime; the regimes table says so in a few words, where a
+    # paragraph once did
+    assert "### Energy- and thermal-constrained edge inference" not in report
+    regimes = two.tables["regimes"].data.set_index("regime_key")
+    assert regimes.loc["edge", "on its frontier"] == "Qwen3.5-4B @ GB10 DGX Spark [seed 000]"
+    assert regimes.loc["edge", "ours"] == "not eligible (both): no tokens/s per watt or peak temperature measured"
+    assert regimes.loc["workstation", "ours"].startswith(f"{FAST_LABEL}: dominated by Gemma 4 E2B @ RTX 3090 host")
     # where the quality floor is what excludes one, its interval stands beside the floor, said in words
     below = SimpleNamespace(system=SLOW, dominated_by="not eligible: no tps_per_w; accuracy_edge 67% < floor 80%")
     assert summary_text._reason(frontier.REGIMES["edge"], below, two.tables["_systems"].data) == \
         ("no tokens/s per watt measured; accuracy 67% [30%–90%] (measured) is below the 80% accuracy floor that the "
          "edge regime asks")
-    serving = _section(report, "### Multi-user serving on one box (serving_tps ↑, max_concurrency_ok ↑, "
-                               "max_context_ok_k ↑, accuracy_serving ↑)")
-    assert "No system is on the frontier: none is eligible." in serving and "Robust:" in serving
-    assert ("Not eligible among the published: **Gemma 4 E2B @ RTX 3090 host** [seed 000] — no most concurrent "
-            "streams without a failure") in serving
+    assert regimes.loc["serving", "on its frontier"] == "none: no system is eligible"
     # per deployment: its thresholds PASS/FAIL, and where it sits under its roofline
     each = _section(report, "### Each of our deployments")
-    assert f"**{SLOW}**: WAIT under the heros_swap thresholds (its params set none) — tok/s 15.5 [" in each
+    assert f"**{SLOW_LABEL}**: WAIT (a threshold fails) under the heros_swap thresholds (its params set none) — tok/s " \
+        "15.5 [" in each
     assert "(n 6) vs ≥40 tok/s: FAIL; memory 1.5 vs ≤25 GB: PASS" in each  # the whole interval below 40
-    assert f"**{FAST}** decodes 25.5 tok/s (its speed tasks' average); no bandwidth ceiling: bandwidth unknown" in each
+    assert f"**{FAST_LABEL}** decodes 25.5 tok/s (its speed tasks' average); no bandwidth ceiling: bandwidth unknown" \
+        in each
 
 
 def test_without_runs_the_summary_says_so_and_judges_the_published(tmp_path):
@@ -135,16 +135,18 @@ def test_without_runs_the_summary_says_so_and_judges_the_published(tmp_path):
 
 
 def test_frontier_bench_paper_ends_with_the_summary_and_the_pages_it_wrote(two, tmp_path, monkeypatch, capsys):
-    """What `frontier-bench paper` (and run, study after their suites) prints once the notebook has written the
-    paper: the summary, then where report.md and report.html are. The notebook itself runs in test_assembly."""
+    """What `frontier-bench paper` prints once the notebook has written the paper: the summary's title and verdict,
+    then where the report is (run and study end on their own summary instead). The notebook runs in test_assembly."""
     out = tmp_path / "out"
     monkeypatch.setattr(cli, "PAPER_OUT_DIR", out)
     monkeypatch.setattr(cli, "execute_notebook", lambda *args, **kwargs: shutil.copytree(two.settings.out_dir, out))
     assert cli.cmd_paper(argparse.Namespace(quiet=True, roots=[str(tmp_path)])) == 0
     printed = capsys.readouterr().out
-    assert printed.index("SUMMARY: WHICH DEPLOYMENT FOR WHAT, AND HOW SURE") < printed.index("✓ paper written")
-    assert f"  • Of ours, {FAST} wins: avg_decode_tps ↑ 25.5" in printed
-    assert "report.html (one self-contained page: open it in a browser)" in printed and str(out) in printed
+    assert printed.index("SUMMARY: WHICH DEPLOYMENT FOR WHAT, AND HOW SURE") < printed.index(two.summary.verdict) \
+        < printed.index("✓ paper written")
+    assert "•" not in printed  # the sentences behind the verdict are in the report and summary.txt
+    assert f"report: {out / 'report.html'} (open it in a browser" in printed
+    assert all(len(line) <= 120 for line in printed.splitlines())
 
 
 # ------------------------------------------------------------------------------------------------ report.html
@@ -205,6 +207,55 @@ def test_report_html_is_one_self_contained_page_in_a_real_browser(two):
     # wide tables scroll inside their own box; the page itself never scrolls sideways
     assert facts["bare"] == 0 and any(s["scroll"] > s["shown"] for s in facts["scrollers"])
     assert facts["pageWidth"] <= facts["viewport"]
+
+
+FOLD = 900  # the first screen of a 1400 × 900 window
+
+
+def first_screen(page_path: Path, shot: Path) -> dict:
+    """report.html in headless Chromium at 1400 × 900: the boxes of the verdict, the first screen's figure and its
+    first table (the deployments'), and a screenshot of what the window shows."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1400, "height": FOLD})
+        page.goto(page_path.resolve().as_uri(), wait_until="load")
+        found = {name: page.locator(selector).first for name, selector in
+                 (("verdict", "p.verdict"), ("figure", ".glance img"), ("table", ".glance table"))}
+        facts = {name: {**(item.bounding_box() or {}), "text": item.inner_text() if name != "figure" else "",
+                        "loaded": item.evaluate("e => e.naturalWidth || 1")} for name, item in found.items()}
+        page.screenshot(path=str(shot))
+        browser.close()
+    return facts
+
+
+def test_the_first_screen_shows_the_verdict_the_figure_and_the_table(two, tmp_path):
+    """A reader sees, without scrolling, the verdict in one sentence, the "On this host" figure at a readable size
+    and one row per deployment with its figures and intervals."""
+    facts = first_screen(two.settings.out_dir / "report.html", tmp_path / "first-screen.png")
+    for name in ("verdict", "figure", "table"):
+        box = facts[name]
+        assert box.get("height", 0) > 0 and box["y"] + box["height"] <= FOLD, f"{name} below the fold: {box}"
+    assert facts["verdict"]["text"] == two.summary.verdict
+    assert facts["verdict"]["text"].startswith(f"On this host, {FAST_LABEL} dominates {SLOW_LABEL} (faster decode")
+    assert facts["figure"]["loaded"] > 1 and facts["figure"]["height"] >= 150  # drawn, and big enough to read
+    rows = facts["table"]["text"].splitlines()
+    assert rows[0].split("\t")[:3] == ["deployment", "decode tok/s [95% CI]", "TTFT ms [95% CI]"]
+    assert [row.split("\t")[0] for row in rows[1:]] == [FAST_LABEL, SLOW_LABEL]
+    assert all("[" in cell for row in rows[1:] for cell in row.split("\t")[1:3])  # each figure with its interval
+    assert (tmp_path / "first-screen.png").stat().st_size > 10_000
+
+
+def test_a_long_table_is_folded_under_its_title_but_never_on_the_first_screen(tmp_path):
+    def table(rows: int) -> str:
+        return "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | x |" for i in range(rows))
+    markdown = (f'# Report\n\n<div class="glance">\n\n{table(20)}\n\n{GLANCE_END}\n\n## Section\n\n### Long\n\n'
+                f"{table(20)}\n\n### Short\n\n{table(OPEN_ROWS)}\n")
+    page = report_html(markdown, tmp_path)
+    first, rest = page.split(GLANCE_END)
+    assert "<details" not in first and first.count("<tr>") == 21  # the first screen's table stays open
+    assert rest.count('<details class="long"><summary>20 rows</summary>') == 1
+    assert rest.index("Long</h3>") < rest.index("<details") < rest.index("Short</h3>")  # its title above it
+    assert rest.split("Short</h3>")[1].count("<details") == 0
 
 
 def test_the_browser_check_catches_a_page_that_is_not_self_contained(tmp_path):

@@ -57,6 +57,6 @@ def test_a_notebook_a_full_disk_kept_out_is_never_done_nor_pointed_at(params_for
     executed = params.suite_dir("text") / "text.ipynb"
     assert not executed.exists() and "text" in failed
     assert "✓" not in out and "warning: the executed notebook" in err
-    after = out.split("▶", 1)[1].split("\n", 1)[1]  # after the "▶ … → text.ipynb" line (the pre-flight's are before)
-    assert "text.ipynb" not in after  # never pointed at
+    after = out.split("▶", 1)[1].split("\n", 1)[1]  # after the "▶ text: executing … into <folder>/" line (the
+    assert "text.ipynb" not in after  # pre-flight's lines are before it): never pointed at
     assert ("no executed notebook was written" if error else "its executed notebook could not be written") in out

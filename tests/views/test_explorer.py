@@ -15,7 +15,7 @@ from benchlib.views import timeline
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.suites.notebooks import execute_notebook
 
-from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SYSTEM, write_synthetic_run
+from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +151,10 @@ def test_explore_notebook_runs_through_papermill(root, tmp_path):
     cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    markdown = " ".join("".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {}))
-    assert f"{SYN_SYSTEM} · text · basic_qa · repeat 0" in markdown  # the first scored request, its deployment named
-    assert any("image/png" in o.get("data", {}) for o in outputs)  # the timeline
+    shown = " ".join("".join(o["data"]["text/html"]) for o in outputs if "text/html" in o.get("data", {}))
+    assert f"{SYN_SYSTEM} · text · basic_qa · repeat 0" in shown  # the first scored request, its deployment named
+    assert "<img src='data:image/png;base64," in shown  # the timeline, inline in the section's HTML
+    assert f"<h3>{SYN_SYSTEM} · text</h3>" in shown and "basic_qa: 1 of 3 wrong" in shown  # the items got wrong
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
     source = json.loads(notebook.read_text(encoding="utf-8"))
     dirty = [c for c in source["cells"] if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
@@ -186,3 +187,67 @@ def test_progress_ends_with_a_plain_count(capsys):
     with progress_bar(3, "text · m", enabled=True) as bar:
         bar.update(2)
     assert "text · m: 2/3 requests done (1 not sent)" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------ sections follow
+
+SLOW = f"{SYN_MODEL} · {SYN_SERVER} · slow · {SYN_HOST}"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Two deployments that answered the shipped arithmetic set's first three items: the base one got item 1 wrong,
+    the slow one items 0 and 1."""
+    root = write_synthetic_run(tmp_path_factory.mktemp("outputs"), with_media=False, text_passed=True)
+    write_synthetic_run(root, variant="slow", speed=0.5, with_media=False)
+    write_graded(root, [True, False, True], seed="s2024")
+    write_graded(root, [False, False, True], variant="slow", seed="s2024")
+    return root
+
+
+class Handle:
+    """What IPython's display(…, display_id=True) gives: the notebook output a section swaps when it changes."""
+
+    def __init__(self, shown):
+        self.shown = [shown]
+
+    def update(self, shown):
+        self.shown.append(shown)
+
+
+def test_every_section_follows_the_dropdowns(graded, monkeypatch):
+    """The request and the items got wrong are redrawn in place when another deployment, suite or request is picked
+    (they once kept showing the first deployment)."""
+    monkeypatch.setattr(explore, "display", lambda shown, display_id=None: Handle(shown))
+    explorer = explore.Explorer(graded, show_timeline=False)
+    explorer.select(suite="quality")
+    explorer.show("request")
+    explorer.show("wrong")
+    request, wrong = explorer._handles["request"], explorer._handles["wrong"]
+    assert f"<h3>{SYN_SYSTEM} · quality</h3>" in wrong.shown[-1].html and "arithmetic: 1 of 3 wrong" in wrong.shown[-1].html
+    assert f"{SYN_SYSTEM} · quality · arithmetic · repeat 0" in request.shown[-1].html
+    explorer.model.value = f"{SYN_MODEL} [slow]"  # another deployment: both sections follow
+    assert f"<h3>{SLOW} · quality</h3>" in wrong.shown[-1].html and "arithmetic: 2 of 3 wrong" in wrong.shown[-1].html
+    assert f"{SLOW} · quality · arithmetic · repeat 0" in request.shown[-1].html
+    assert explorer.rendered["wrong"] == wrong.shown[-1].html
+    explorer.request.value = explorer.request.options[2]  # another request: the request section follows
+    assert f"{SLOW} · quality · arithmetic · repeat 2" in request.shown[-1].html
+    explorer.suite.value = "text"  # another suite: the items got wrong are the text suite's
+    assert f"<h3>{SLOW} · text</h3>" in wrong.shown[-1].html and "arithmetic" not in wrong.shown[-1].html
+
+
+def test_the_answer_is_shown_beside_the_expected_one_and_the_checkers_reasoning(graded):
+    from benchlib.config.tasks import load_tasks
+
+    item = load_tasks()["arithmetic"].variants[1]
+    row = explore.load_request(graded, SYN_HOST, SYN_MODEL, "quality", "arithmetic", 1)
+    row["answer_read"], row["score"] = "12", 0.5
+    row["check_detail"] = "read last_number: '12'; basic_arithmetic score 0.50 (partial credit)"
+    html = explore.answer_beside(row, explore.request_verdict(row))
+    response, side = html.split("</div><div style='flex:2;min-width:0'>")
+    assert "Response" in response and "answer to arithmetic" in response
+    assert side.index("Expected answer") < side.index(str(item.expected["answer"])) < side.index("Answer the checker read")
+    assert "Checker: reasoning_gym: FAIL (score 0.50)" in side and "score 0.50 (partial credit)" in side
+    unscored = explore.load_request(graded, SYN_HOST, SYN_MODEL, "text", "basic_qa", 0)
+    unscored["checker"] = ""
+    assert "Expected answer" not in explore.answer_beside(unscored, explore.request_verdict(unscored))
