@@ -267,7 +267,7 @@ $(VENV)/.chromium: | $(PY)
 	  --no-install-recommends chromium >/dev/null; }
 	@touch $@
 
-# The real node_exporter tests/measure/test_exporters.py scrapes (telemetry.source: exporters): Debian's
+# The real node_exporter tests/measure/telemetry/test_exporters.py scrapes (telemetry.source: exporters): Debian's
 # prometheus-node-exporter. The tests start their own on a free port; a service the package may start is stopped.
 $(VENV)/.node-exporter: | $(PY)
 	@command -v prometheus-node-exporter >/dev/null 2>&1 || { echo "Installing prometheus-node-exporter (apt)…"; \
@@ -276,9 +276,9 @@ $(VENV)/.node-exporter: | $(PY)
 	  { $(SUDO) systemctl disable --now prometheus-node-exporter; } >/dev/null 2>&1 || true; }
 	@touch $@
 
-# The IPMI BMC simulator tests/measure/test_bmc_emulators.py starts (telemetry.bmc.protocol ipmi): OpenIPMI's ipmi_sim,
+# The IPMI BMC simulator tests/measure/telemetry/test_bmc_emulators.py starts (telemetry.bmc.protocol ipmi): OpenIPMI's ipmi_sim,
 # from Debian's openipmi, and libopenipmi-dev's headers, against which the tests compile the DCMI module ipmi_sim
-# loads (tests/measure/ipmi_sim_dcmi.c). The tests start their own on a free loopback port; no init script is used.
+# loads (tests/measure/telemetry/ipmi_sim_dcmi.c). The tests start their own on a free loopback port; no init script is used.
 $(VENV)/.openipmi: | $(PY)
 	@{ command -v ipmi_sim && [ -e /usr/include/OpenIPMI/mcserv.h ]; } >/dev/null 2>&1 || { \
 	  echo "Installing openipmi and libopenipmi-dev (apt) for ipmi_sim…"; \

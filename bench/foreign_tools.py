@@ -1,6 +1,6 @@
 """The same server measured by AIPerf (and GuideLLM and vllm bench serve, where given) and by our client, one after
 the other: TTFT, ITL and end-to-end medians side by side, the other tools' figures read through `frontier-bench
-import-results`' reader (benchlib.measure.foreign), so what is compared is what an import puts in requests.csv.
+import-results`' reader (benchlib.interchange.readers), so what is compared is what an import puts in requests.csv.
 
 The server is tests/fakes/servers.py in its own process at its defaults (TTFT 50 ms, one token every 10 ms, 16
 tokens), so each tool's medians can also be read against the schedule. ITL here is the median gap between chunks
@@ -29,24 +29,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchlib.config.params import validate  # noqa: E402
-from benchlib.measure import calibration, foreign  # noqa: E402
-from benchlib.measure import event_loop as aio  # noqa: E402
+from benchlib.measure.selfcheck import calibration  # noqa: E402
+from benchlib.interchange import readers
+from benchlib.measure.pacing import event_loop as aio  # noqa: E402
 from bench.measure_accuracy import start_fake_server  # noqa: E402  (the same fake server, started one way)
 
 TOKENIZER = ROOT / "tests" / "fixtures" / "word-tokenizer"
 
 
-def aiperf(binary: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
+def aiperf(binary: str, url: str, n: int, out: Path) -> readers.ForeignRun:
     subprocess.run([binary, "profile", "--model", "fake-model", "--url", url, "--endpoint-type", "chat", "--streaming",
                     "--tokenizer", str(TOKENIZER), "--request-count", str(n), "--concurrency", "1",
                     "--warmup-request-count", "2", "--synthetic-input-tokens-mean", "16",
                     "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", "16", "--output-tokens-stddev",
                     "0", "--random-seed", "7", "--workers-max", "1", "--ui-type", "none", "--artifact-dir", str(out)],
                    check=True, capture_output=True, timeout=600)
-    return foreign.read("aiperf", out)
+    return readers.read("aiperf", out)
 
 
-def guidellm(binary: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
+def guidellm(binary: str, url: str, n: int, out: Path) -> readers.ForeignRun:
     target = out / "benchmarks.json"
     subprocess.run([binary, "run", "--backend", f"kind=openai_http,target={url},model=fake-model",
                     "--profile", "kind=synchronous", "--constraint", f"kind=max_requests,count={n}",
@@ -54,10 +55,10 @@ def guidellm(binary: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
                     "--data", "kind=synthetic_text,prompt_tokens=16,output_tokens=16", "--seed", "kind=static,value=7",
                     "--output", f"kind=json,path={target}", "--disable-console-interactive"],
                    check=True, capture_output=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return foreign.read("guidellm", target)
+    return readers.read("guidellm", target)
 
 
-def vllm_bench(python: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
+def vllm_bench(python: str, url: str, n: int, out: Path) -> readers.ForeignRun:
     """vllm bench serve through tests/fixtures/vllm-bench/vllm_bench_serve.py (its README says why)."""
     subprocess.run([python, str(ROOT / "tests" / "fixtures" / "vllm-bench" / "vllm_bench_serve.py"),
                     "--backend", "openai-chat", "--base-url", url, "--endpoint", "/v1/chat/completions",
@@ -66,7 +67,7 @@ def vllm_bench(python: str, url: str, n: int, out: Path) -> foreign.ForeignRun:
                     "--max-concurrency", "1", "--seed", "7", "--temperature", "0", "--disable-tqdm", "--save-result",
                     "--save-detailed", "--result-dir", str(out), "--result-filename", "result.json"],
                    check=True, capture_output=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return foreign.read("vllm-bench", out / "result.json")
+    return readers.read("vllm-bench", out / "result.json")
 
 
 def ours(url: str, n: int) -> list:

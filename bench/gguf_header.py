@@ -1,4 +1,4 @@
-"""Time to read a GGUF file's tensor table: benchlib.measure.gguf_header against gguf.GGUFReader, on the packaged
+"""Time to read a GGUF file's tensor table: benchlib.measure.models.gguf_header against gguf.GGUFReader, on the packaged
 models (Gemma 3 270M: 262,144-token vocabulary; SmolLM2-135M: 49,152), median of --repeats, and whether both give
 the same tensor table.
 
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gguf  # noqa: E402
 
-from benchlib.measure.gguf_header import read_header  # noqa: E402
+from benchlib.measure.models.gguf_header import read_header  # noqa: E402
 from benchlib.measure.servers.llama_cpp import default_model_path, packaged_model_path  # noqa: E402
 
 MODELS = {"Gemma 3 270M Q4_K_M": default_model_path,

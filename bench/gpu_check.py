@@ -14,7 +14,7 @@ so everything they need is packed here first and every phase there runs under it
 
 Part 1 installs the wheels offline into .gpu-work/site (first on PYTHONPATH; the machine's own PyTorch, numpy and
 pandas stay visible), builds llama-server with CUDA for the card's architecture only (or unpacks the binary built
-here), writes a random-weights ~4B llama in BF16 on the machine (benchlib.measure.servers.random_model), serves it
+here), writes a random-weights ~4B llama in BF16 on the machine (benchlib.measure.models.random_model), serves it
 fully offloaded and runs the text and load suites through the project's runner with telemetry.source local on the
 real NVML. The telemetry check against a known PyTorch load (bench/gpu_telemetry_check.py) follows in part 1 when
 the binary came built, else in part 2; the part where SmolLM2's last piece arrives joins it and runs the same suites

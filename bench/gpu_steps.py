@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib.config.params import load_params  # noqa: E402
 from benchlib.config.paths import outputs_root  # noqa: E402
-from benchlib.measure.servers import llama_server, random_model  # noqa: E402
+from benchlib.measure.servers import llama_server  # noqa: E402
+from benchlib.measure.models import random_model
 from benchlib.measure.servers.llama_cpp import packaged_model_path  # noqa: E402
 from benchlib.records import store  # noqa: E402
 from benchlib.suites import runner  # noqa: E402
@@ -37,7 +38,7 @@ from benchlib.suites.load import run_load  # noqa: E402
 
 # What the GPU side imports (probe): the suites, the load sweeps, the servers, the model writer, the store, NVML.
 GPU_MODULES = ("benchlib.suites.runner", "benchlib.suites.load", "benchlib.measure.servers.llama_server",
-               "benchlib.measure.servers.random_model", "benchlib.records.store", "benchlib.measure.telemetry",
+               "benchlib.measure.models.random_model", "benchlib.records.store", "benchlib.measure.telemetry",
                "benchlib.analysis.load_levels", "pynvml", "yaml")
 
 # The two deployments of a GPU check. Both behind llama-server, every layer on the GPU (-ngl 99), 64 slots sharing

@@ -30,11 +30,11 @@ server: {kind: openai, software: fake, base_url: "http://127.0.0.1:18431", model
 CHILD = """
 import sys
 from pathlib import Path
-from benchlib.suites import foreign_run
+from benchlib.interchange import import_run
 if sys.argv[3] == "own":
     import pandas as pd
-    foreign_run.analysis.summarize_requests = lambda rows, **kw: pd.DataFrame([{"n_requests": len(rows)}])
-done = foreign_run.import_results("vllm-bench", sys.argv[1], sys.argv[2], root=Path(sys.argv[4]))
+    import_run.analysis.summarize_requests = lambda rows, **kw: pd.DataFrame([{"n_requests": len(rows)}])
+done = import_run.import_results("vllm-bench", sys.argv[1], sys.argv[2], root=Path(sys.argv[4]))
 print(len(done.summary))
 """
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar papa".split()

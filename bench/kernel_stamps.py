@@ -1,5 +1,5 @@
 """Whether this host stamps received segments before a process asks, and how long a client's first connection
-waits for the kernel's receive stamps (benchlib.measure.wire.kernel_stamps_on).
+waits for the kernel's receive stamps (benchlib.measure.http.wire.kernel_stamps_on).
 
     python bench/kernel_stamps.py              # 5 fresh processes, one after another
     python bench/kernel_stamps.py --processes 20 --pause 2
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ONE = """
 import json, socket, sys, time
 sys.path.insert(0, sys.argv[1])
-from benchlib.measure import wire
+from benchlib.measure.http import wire
 
 def queued_segment_stamped() -> bool:
     with socket.create_server(("127.0.0.1", 0)) as listener, socket.create_connection(listener.getsockname()) as c:

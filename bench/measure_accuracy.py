@@ -44,9 +44,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib.measure import event_loop as aio  # noqa: E402
-from benchlib.measure import calibration  # noqa: E402
-from benchlib.measure.backends import ChatRequest  # noqa: E402
+from benchlib.measure.pacing import event_loop as aio  # noqa: E402
+from benchlib.measure.selfcheck import calibration  # noqa: E402
+from benchlib.measure.client.backends import ChatRequest  # noqa: E402
 from benchlib.config.params import validate  # noqa: E402
 from benchlib.records.rows import RequestRecord  # noqa: E402
 

@@ -3,7 +3,7 @@
 Setup: tests/fakes/servers.py's fake server in its own process answers every request quickly (first token after
 2 ms, 2 tokens 1 ms apart), so the server never holds the client back. The rate sweep's own path drives it:
 `Session.execute(..., offsets=...)` (a dispatcher sleeps until each scheduled instant and starts the request
-there; each row is appended and fsynced as it finishes), with arrivals from benchlib.measure.workload (Poisson,
+there; each row is appended and fsynced as it finishes), with arrivals from benchlib.measure.traffic.workload (Poisson,
 seeded) and a cap of 256 requests in flight. Per rate it prints:
 
     requests, ok              sent and succeeded
@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.measure_accuracy import bench_params, start_fake_server  # noqa: E402
-from benchlib.measure.backends import ChatRequest  # noqa: E402
-from benchlib.measure import client_health as health  # noqa: E402
+from benchlib.measure.client.backends import ChatRequest  # noqa: E402
+from benchlib.measure.selfcheck import client_health as health  # noqa: E402
 from benchlib.analysis import serving  # noqa: E402
-from benchlib.measure import workload  # noqa: E402
+from benchlib.measure.traffic import workload  # noqa: E402
 from benchlib.suites.runner import Planned, open_session  # noqa: E402
 
 FAKE = {"ttft": 0.002, "itl": 0.001, "tokens": 2}

@@ -4,7 +4,7 @@ Setup: a minimal HTTP/1.1 server (a raw asyncio protocol in its own process, bel
 once with a canned four-event SSE stream (one content delta, the finish, usage, [DONE]), so the server never
 holds the client back and costs far less CPU per request than the client does. The rate sweep's own sender
 sends each level: benchlib.suites.load.rate.send_level with a level plan from rate.open_plan — one worker is
-Session.execute on the background loop, two are benchlib.measure.workers processes at one common schedule,
+Session.execute on the background loop, two are benchlib.measure.traffic.workers processes at one common schedule,
 their rows scored and appended by this process. Arrivals are Poisson (seeded), at most 256 in flight. Per
 (workers, offered rate) it prints the sweep's own figures for the level (benchlib.analysis.serving):
 
@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 from bench.measure_accuracy import bench_params  # noqa: E402
 from benchlib.analysis import serving  # noqa: E402
 from benchlib.config.params import RateParams, SloParams  # noqa: E402
-from benchlib.measure import workload  # noqa: E402
-from benchlib.measure.backends import ChatRequest  # noqa: E402
+from benchlib.measure.traffic import workload  # noqa: E402
+from benchlib.measure.client.backends import ChatRequest  # noqa: E402
 from benchlib.suites.load import rate as load_rate  # noqa: E402
 from benchlib.suites.runner import Planned, open_session  # noqa: E402
 

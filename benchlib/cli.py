@@ -26,15 +26,16 @@ from benchlib.config.identity import key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
-from benchlib.measure.servers.quantize import QuantizeError
+from benchlib.measure.models.quantize import QuantizeError
 from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
 from benchlib.records.secrets import cut, redact_url
-from benchlib.measure import foreign
+from benchlib.interchange import readers
 from benchlib.published import hardware
-from benchlib.suites import fleet, foreign_run, ladder, llmd_report, study
+from benchlib.suites import fleet, ladder, study
+from benchlib.interchange import import_run, llmd_export
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
@@ -405,11 +406,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
-    """Another tool's results as a run folder of the params file's deployment (benchlib.suites.foreign_run); exit 2
+    """Another tool's results as a run folder of the params file's deployment (benchlib.interchange.import_run); exit 2
     with one line naming the file and the record when they cannot be read, nothing written."""
     try:
-        done = foreign_run.import_results(args.tool, args.path, args.params, fresh=args.fresh)
-    except (foreign.ForeignError, ParamsError, RunConflict, OSError) as exc:
+        done = import_run.import_results(args.tool, args.path, args.params, fresh=args.fresh)
+    except (readers.ForeignError, ParamsError, RunConflict, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     run = done.run
     what = f"{run.tool} {run.version or '(version unknown)'}"
@@ -426,8 +427,8 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """A run folder in another tool's format (llm-d's Benchmark Report v0.2), validated before it is written."""
     try:
-        target = llmd_report.export(Path(args.run_folder), Path(args.output) if args.output else None)
-    except (llmd_report.ExportError, OSError) as exc:
+        target = llmd_export.export(Path(args.run_folder), Path(args.output) if args.output else None)
+    except (llmd_export.ExportError, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0])
     print(f"written: {_display(str(target))} (llm-d Benchmark Report v0.2, validated against its schema)")
     return 0
@@ -565,15 +566,15 @@ def build_parser() -> argparse.ArgumentParser:
     imp.set_defaults(func=cmd_import)
     imr = sub.add_parser("import-results", help="another tool's results (AIPerf, GuideLLM, vllm bench serve) as a run "
                                                 "of the params file's deployment, marked measured-by-<tool>")
-    imr.add_argument("--from", dest="tool", required=True, choices=foreign.TOOLS)
+    imr.add_argument("--from", dest="tool", required=True, choices=readers.TOOLS)
     imr.add_argument("path", help="AIPerf artifact folder, GuideLLM benchmarks.json or vllm bench serve result JSON")
     imr.add_argument("--params", required=True, help="params/<deployment>.yaml: the deployment that was measured")
     imr.add_argument("--fresh", action="store_true", help="archive an earlier import of other files and replace it")
     imr.set_defaults(func=cmd_import_results)
     exp = sub.add_parser("export", help="write a run folder in another tool's format (validated)")
-    exp.add_argument("--format", required=True, choices=llmd_report.FORMATS)
+    exp.add_argument("--format", required=True, choices=llmd_export.FORMATS)
     exp.add_argument("run_folder", help="outputs/<host>/<model>/<suite>/")
-    exp.add_argument("-o", "--output", help=f"where to write (default: <run folder>/{llmd_report.REPORT_NAME})")
+    exp.add_argument("-o", "--output", help=f"where to write (default: <run folder>/{llmd_export.REPORT_NAME})")
     exp.set_defaults(func=cmd_export)
     node = sub.add_parser("fleet-node", help="start (or print) a fleet node's `ray start`: bound to the address you "
                           "name, ports pinned, Ray's token authentication on (docs/fleet.md)")

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import yaml
 
-from benchlib.measure import event_loop as aio
-from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.config.params import validate
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import RequestRecord

@@ -52,7 +52,7 @@ FILES = (
          ("benchlib.measure.telemetry.files:TELEMETRY_COLUMNS",)),
     File("server_metrics.csv, server_metrics_windows.csv", "the server's own /metrics per window; "
          "server_metrics.csv adds the client-side cross-checks",
-         ("benchlib.measure.prometheus:SERVER_METRICS_COLUMNS", "benchlib.analysis.crosscheck:SERVER_CHECK_COLUMNS")),
+         ("benchlib.measure.servers.prometheus:SERVER_METRICS_COLUMNS", "benchlib.analysis.crosscheck:SERVER_CHECK_COLUMNS")),
     File("sweep_concurrency.csv", "the load suite's concurrency levels, one row per level",
          ("benchlib.analysis.load_levels:CONCURRENCY_COLUMNS", "benchlib.analysis.load_levels:LEVEL_ENERGY_COLUMNS",
           "benchlib.analysis.load_levels:LEVEL_SERVER_COLUMNS", "benchlib.analysis.load_levels:STEADY_COLUMNS",

@@ -35,8 +35,8 @@ from benchlib import cli
 from benchlib.analysis.serving import RATE_TASK
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.measure.backends import ChatRequest
-from benchlib.measure.workers import split_jobs
+from benchlib.measure.client.backends import ChatRequest
+from benchlib.measure.traffic.workers import split_jobs
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import RequestRecord, read_requests

@@ -6,7 +6,7 @@ log(tok/s) = a + b·log(GB/token) by least squares (scipy's linregress) and repo
 - b with its 95 % interval: −1 is the law; a shallower slope means part of the time does not scale with the bytes
   read (compute, dequantization, sampling, the HTTP stream);
 - the effective bandwidth, B_eff = geometric mean over rungs of tok/s × GB/token (the fit with b fixed at −1), with
-  a 95 % bootstrap interval over rungs; beside it the host's measured read bandwidth (benchlib.measure.bandwidth) and the
+  a 95 % bootstrap interval over rungs; beside it the host's measured read bandwidth (benchlib.measure.capacity.bandwidth) and the
   share of it decode reaches.
 
 Bytes per token come from each rung's GGUF tensor table (benchlib.analysis.weights), not a nominal bits-per-weight. Decode

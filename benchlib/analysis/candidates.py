@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from benchlib.analysis.plan import Candidate, kv_bytes_per_token
 from benchlib.analysis.roofline import bytes_per_param
 from benchlib.analysis.weights import read_gguf
-from benchlib.measure.gguf_header import read_header
+from benchlib.measure.models.gguf_header import read_header
 
 GB = 1e9
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}  # torch names

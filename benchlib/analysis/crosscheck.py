@@ -279,7 +279,7 @@ SERVER_CHECK_COLUMNS = (  # each line's comment is its columns' meaning (docs/co
 
 
 def check_server_metrics(windows: pd.DataFrame, requests: pd.DataFrame, slack_s: float = 0.0) -> pd.DataFrame:
-    """The server's /metrics windows (benchlib.measure.prometheus) beside the client's view of the same requests.
+    """The server's /metrics windows (benchlib.measure.servers.prometheus) beside the client's view of the same requests.
 
     For each window, the requests that started and ended inside it (start_ns/e2e_s; the scrapes bracket the
     window's requests, so no slack is needed, and a request failing within milliseconds of the next window's

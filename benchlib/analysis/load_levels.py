@@ -11,7 +11,7 @@ import pandas as pd
 from benchlib.config import metrics
 from benchlib.analysis.failures import WHAT_IT_DID
 from benchlib.analysis import stats
-from benchlib.measure.client_health import HEALTH_COLUMNS
+from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
 from benchlib.records.schema import flag, number, numeric_column
 
@@ -306,7 +306,7 @@ LEVEL_SERVER_COLUMNS = ["server_ttft_mean_ms",  # the server's mean TTFT over th
 
 
 def level_server_metrics(levels: pd.DataFrame, server: pd.DataFrame | None, task: str, key: str) -> pd.DataFrame:
-    """Each level's figures from the server's /metrics (benchlib.measure.prometheus), from the window of the same
+    """Each level's figures from the server's /metrics (benchlib.measure.servers.prometheus), from the window of the same
     name: mean TTFT the server measured, peak requests running and waiting, peak KV-cache usage, preemptions
     and generation tokens. Empty cells where the server has no /metrics."""
     out = levels.copy()

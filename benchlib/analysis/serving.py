@@ -27,7 +27,7 @@ of an open-loop level, the achieved rate of a closed-loop one, which sends as fa
 SCHEDULE RULE. An open-loop level is `client_bound` (one client process could not hold its schedule) when its
 schedule lag p99 (the maximum below 100 requests) exceeds min(5 ms, half the mean gap between arrivals):
 then the server saw a different arrival process than the one asked for. A level sent by several workers
-(benchlib.measure.workers) is judged on the lag of all its requests; `worker_lag_ms` gives each worker's
+(benchlib.measure.traffic.workers) is judged on the lag of all its requests; `worker_lag_ms` gives each worker's
 p50/p99 (p99: the maximum below 100 requests), worker 0 first.
 
 OVERSATURATION RULE. An open-loop level is `oversaturated` (its queue kept growing: run longer, it would fail
@@ -73,7 +73,7 @@ from scipy import stats as scipy_stats
 
 from benchlib.config import metrics
 from benchlib.analysis import stats
-from benchlib.measure.client_health import CLIENT_LAG_P99_MS, HEALTH_COLUMNS
+from benchlib.measure.selfcheck.client_health import CLIENT_LAG_P99_MS, HEALTH_COLUMNS
 from benchlib.analysis.load_levels import failure_text, measured_rows
 from benchlib.records.schema import numeric_column
 from benchlib.config.params import SloParams
@@ -259,7 +259,7 @@ def oversaturation(rows: pd.DataFrame, w0: float, w1: float) -> str:
 
 
 def worker_lags(rows: pd.DataFrame, workers: int) -> str:
-    """Each worker's schedule lag 'p50/p99' ms, worker 0 first (benchlib.measure.workers WORKER SPLIT: request
+    """Each worker's schedule lag 'p50/p99' ms, worker 0 first (benchlib.measure.traffic.workers WORKER SPLIT: request
     `repeat` went to worker repeat mod workers; p99 is the maximum below 100 requests, as in the SCHEDULE RULE);
     '' for one worker."""
     if workers <= 1 or "repeat" not in rows:

@@ -4,7 +4,7 @@ Measured rows are the non-warm-up ones. Timing and throughput statistics use sta
 accuracy is the share passed among ok rows that were scored (passed not empty). error_rate is
 failed ÷ (ok + failed): 'unsupported' rows mark a missing capability, not an error.
 
-A row whose server token counts are implausible (benchlib.measure.timing.check_counts: its `implausible_counts`,
+A row whose server token counts are implausible (benchlib.measure.client.timing.check_counts: its `implausible_counts`,
 or, for rows written elsewhere, a completion or prompt count that is not a whole number >= 0, a completion count
 above timing.completion_limit or a prompt count above timing.MAX_CONTEXT_TOKENS) is counted in n_implausible and kept out of every figure computed from token counts
 (TOKEN_METRICS, completion_tokens_sum); a task where more than max_error_rate of the ok rows have one is invalid.
@@ -20,7 +20,7 @@ import pandas as pd
 
 from benchlib.config import metrics
 from benchlib.analysis import stats
-from benchlib.measure.timing import BUDGET_SLACK, MAX_CONTEXT_TOKENS, PROMPT_FIELDS, TOKENS_PER_DELTA
+from benchlib.measure.client.timing import BUDGET_SLACK, MAX_CONTEXT_TOKENS, PROMPT_FIELDS, TOKENS_PER_DELTA
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag, json_value, number, numeric_column, optional_flag
 

@@ -9,7 +9,7 @@ so it is read in full after all. KV-cache reads (which grow with the context) ar
 For Gemma 3 270M this matters: 170 MiB of its 235 MiB Q4_K_M tensors are the Q8_0 embedding table (262,144 tokens ×
 640), so active parameters × 0.61 bytes (4.85 bits) gives 0.165 GB per token where 0.247 GB are read.
 
-Read from the file's tensor table (benchlib.measure.gguf_header, which steps over the vocabulary that the `gguf`
+Read from the file's tensor table (benchlib.measure.models.gguf_header, which steps over the vocabulary that the `gguf`
 package's reader spends ~13 s on); results are still memoised beside the caller's cache (see `read_cached`)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import gguf
 
-from benchlib.measure.gguf_header import read_header
+from benchlib.measure.models.gguf_header import read_header
 from benchlib.records.rows import write_atomic
 
 EMBEDDING = "token_embd.weight"

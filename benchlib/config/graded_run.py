@@ -50,7 +50,7 @@ class GradedRunSettings(Section):
         "then sent one at a time")
 
     preflight_in_flight: int | None = Field(
-        None, ge=1, le=4096, description="Set by the pre-flight (benchlib.measure.preflight), not by hand: how many "
+        None, ge=1, le=4096, description="Set by the pre-flight (benchlib.measure.servers.preflight), not by hand: how many "
         "graded items the server serves at once without cutting or refusing one; caps the automatic "
         "graded_in_flight")
 

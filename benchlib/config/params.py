@@ -464,7 +464,7 @@ def task_set_hash(directory: Path | None = None) -> str:
 
 # The layers whose code decides what is sent, how it is timed, what is recorded and how it is scored: a change
 # there makes a new run, a change to analysis, the published data, views or the paper does not.
-MEASURING_LAYERS = ("config", "records", "measure", "scoring", "suites")
+MEASURING_LAYERS = ("config", "records", "measure", "scoring", "interchange", "suites")
 
 
 def code_version(root: Path | None = None) -> str:

@@ -48,7 +48,7 @@ class SharedPrefixParams(Section):
 
 
 class TraceParams(Section):
-    """Replay of a Mooncake-format JSONL trace (benchlib.measure.traces), open loop at its own timestamps."""
+    """Replay of a Mooncake-format JSONL trace (benchlib.measure.traffic.traces), open loop at its own timestamps."""
 
     enabled: bool = Field(False, description="Run the trace replay")
     path: str = Field("testdata/traces/synthetic_mooncake.jsonl", min_length=1,

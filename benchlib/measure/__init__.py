@@ -1,9 +1,11 @@
-"""The measurement layer: everything that touches a server or a sensor while a run is under way — the lean
-HTTP client (wire, http_response, sse), how a request is timed (timing), the protocol backends (backends), request
-payloads (payloads), the servers this tool starts itself (servers/), the server's own Prometheus metrics
-(prometheus), telemetry (telemetry/: how a window's energy is computed lives in telemetry/windows), the client's
-own health (event_loop, client_health), load schedules (workload, prompt_fitting; traces: Mooncake trace files),
-provenance, and the deadline and size cap of one-shot requests (bounded: scrapes, probes, tokenizer calls).
+"""The measurement layer: everything that touches a server or a sensor while a run is under way, one room per
+concern (each room's __init__ says what it holds and which rooms it may import):
+
+    pacing/     when each request leaves          http/       bytes on the wire
+    client/     one request as the API sees it    selfcheck/  the client measuring itself
+    traffic/    what a level sends                models/     model files, no server started
+    servers/    which server this is, its probes  capacity/   the host's bandwidth and compute
+    telemetry/  power, energy, memory, heat       provenance  what was measured, on what
 
 May import: config, records.
 """

@@ -7,7 +7,7 @@ The CLI copies the manifest into the executed notebook's metadata, so it travels
   host       Python, OS, CPU, cores, memory; `gpu`: name, driver, CUDA, memory and theoretical memory bandwidth
              per GPU when NVML works
   bandwidth  the host's memory bandwidth, labelled by source (declared in params, NVML's theoretical figure, or
-             measured on a host without a GPU) and the one the roofline uses (benchlib.measure.bandwidth.record)
+             measured on a host without a GPU) and the one the roofline uses (benchlib.measure.capacity.bandwidth.record)
   packages   versions of the packages that shape a result
   server     what the server says about itself, per kind (each probe best-effort, a failure is recorded):
              vLLM GET /version, /v1/models · SGLang GET /get_server_info, /get_model_info, /v1/models ·
@@ -17,7 +17,7 @@ The CLI copies the manifest into the executed notebook's metadata, so it travels
              `state_before` / `state_after` are Ollama /api/ps snapshots (size, size_vram, context length,
              expiry) taken when the run started and when it ended, so a model that was not resident, spilled
              out of VRAM or was unloaded in between (keep_alive) shows. Each probe is bounded
-             (benchlib.measure.bounded: PROBE_TIMEOUT_S for the whole answer, PROBE_MAX_BYTES for its size).
+             (benchlib.measure.http.bounded: PROBE_TIMEOUT_S for the whole answer, PROBE_MAX_BYTES for its size).
 
 Secrets never enter: params hold only the *name* of the API-key variable; values under key-like names
 (api_key, token, secret, password, authorization) are replaced by "***" wherever they appear (params,
@@ -43,9 +43,10 @@ from typing import Any, Callable
 
 import httpx
 
-from benchlib.measure import bandwidth, preflight
-from benchlib.measure.bounded import fetch, within
-from benchlib.measure.failures import RequestFailed
+from benchlib.measure.capacity import bandwidth
+from benchlib.measure.servers import preflight
+from benchlib.measure.http.bounded import fetch, within
+from benchlib.measure.http.failures import RequestFailed
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
 from benchlib.measure.servers.whisper import model_folder
 from benchlib.config.params import BenchParams, code_version, task_set_hash

@@ -182,7 +182,7 @@ def fig_latency(tables: Mapping[str, Table], runs: Runs) -> plt.Figure:
     ttft = _bar_frame(long[long["source"] == THIS_RUN], "ttft", runs, "ttft_s")
     notes = sorted({str(n) for n in runs.meta.get("client_error", pd.Series(dtype=object)) if str(n or "")
                     and str(n) != "nan"})
-    # the client's own error bar (measure/calibration) under the TTFT axis, as each run's manifest recorded it
+    # the client's own error bar (measure/selfcheck/calibration) under the TTFT axis, as each run's manifest recorded it
     return _task_bars([Panel(e2e, "end-to-end latency (s), lower is better",
                              "End-to-end latency by task (000 §5; our runs hatched)"
                              + (f"\nthis run: {NO_RUNS}" if runs.empty else ""), ".2f",

@@ -19,7 +19,7 @@ from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline, weights
 from benchlib.analysis.plan import read_plans
-from benchlib.measure import calibration
+from benchlib.measure.selfcheck import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.identity import short_labels
@@ -356,7 +356,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
 
 
 def _client_error(recorded: Any) -> dict[str, Any]:
-    """The client's calibrated TTFT and ITL error (p99 ms, measure/calibration) the run's manifest recorded."""
+    """The client's calibrated TTFT and ITL error (p99 ms, measure/selfcheck/calibration) the run's manifest recorded."""
     recorded = recorded if isinstance(recorded, Mapping) else {}
     return {"client_ttft_err_p99_ms": number((recorded.get("ttft_ms") or {}).get("p99")),
             "client_itl_err_p99_ms": number((recorded.get("itl_ms") or {}).get("p99")),
@@ -384,7 +384,7 @@ def _weights_read(model: Mapping[str, Any]) -> dict[str, Any]:
 
 def _bandwidth(host_p: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:
     """The run's memory bandwidth: the params' figure, else the one its manifest recorded (NVML's theoretical
-    figure on a GPU host, the measured read bandwidth on a CPU host; benchlib.measure.bandwidth), with its source."""
+    figure on a GPU host, the measured read bandwidth on a CPU host; benchlib.measure.capacity.bandwidth), with its source."""
     declared = number(host_p.get("memory_bandwidth_gbs"))
     if not math.isnan(declared):
         return {"memory_bandwidth_gbs": declared, "bandwidth_source": "declared"}

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from benchlib.analysis import deployments
-from benchlib.measure import bandwidth
+from benchlib.measure.capacity import bandwidth
 from benchlib.measure.telemetry import boundary
 from benchlib.analysis import frontier, paired
 from benchlib.config import metrics
@@ -173,7 +173,7 @@ def run_systems(runs: Runs) -> pd.DataFrame:
             "memory_kind": _memory_kind(info.get("mem_source", "")),
             "energy_note": (f"no energy: {info.get('energy_reason')}" if info.get("energy_reason") else
                             "tok/s/W = average decode tok/s ÷ mean task-window power; tok/J = tokens ÷ window energy"),
-            "client_error": info.get("client_error", ""),  # measure/calibration, from the run's manifest
+            "client_error": info.get("client_error", ""),  # measure/selfcheck/calibration, from the run's manifest
             **_energy_boundary(runs, row["host"], row["model"]),
             **_node_energy(runs, row["host"], row["model"]),
             **_sweep_figures(runs, row["host"], row["model"]),

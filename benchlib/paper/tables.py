@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.measure import bandwidth
+from benchlib.measure.capacity import bandwidth
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.analysis import bandwidth_law
 from benchlib.analysis.frontier import node_flips
@@ -244,7 +244,7 @@ def latency_accuracy_table(long: pd.DataFrame, systems: pd.DataFrame, catalog: p
 
 def client_error_note(systems: pd.DataFrame) -> str:
     """' Client error ±x ms TTFT, ±y ms ITL (p99, calibrated on this host): <system>; …' from each run's manifest
-    (measure/calibration); "" when no run recorded one."""
+    (measure/selfcheck/calibration); "" when no run recorded one."""
     if "client_error" not in systems:
         return ""
     notes: dict[str, list[str]] = {}

@@ -1,4 +1,4 @@
-"""Files from outside — another tool's results (benchlib.measure.foreign), a request trace (benchlib.measure.traces) —
+"""Files from outside — another tool's results (benchlib.interchange.readers), a request trace (benchlib.measure.traffic.traces) —
 read within bounds, so no file can hang a reader, fill its memory or end it in a traceback:
 
     regular files only   the file is opened without blocking and refused unless it is a regular file: a FIFO

@@ -5,7 +5,7 @@ line naming the file, the column, the value and the request, and nothing is writ
     durations   ttft_s, ttfo_s, e2e_s, tpot_s and every inter-token gap of itl_s: finite, >= 0 and at most
                 MAX_SECONDS (10^6 s: run.deadline_s ends a request within a day). A gap may be as low as
                 -GAP_SLACK_S: our client stamps each read with the kernel's receive time converted to the monotonic
-                clock by an offset read afresh each time (benchlib.measure.wire), so two reads microseconds apart
+                clock by an offset read afresh each time (benchlib.measure.http.wire), so two reads microseconds apart
                 may swap by the conversion's error; a gap below that is no stamping error
     rates       decode_tps, prefill_tps: finite, >= 0 and at most MAX_RATE (10^6 tok/s decoding one stream)
     start       started_at_unix: finite, >= 0 (0: not known, as in a vLLM import) and at most MAX_STAMP_S

@@ -66,7 +66,7 @@ class RequestRecord:
     request_kind: str = "chat"  # chat | transcription (server.api; a transcription sends the clip alone: prompt empty)
     audio_s: float | None = None  # transcription: seconds of audio sent (the server's usage.seconds, else the file's)
     status: str = STATUS_OK  # ok, failed, or unsupported (the deployment does not take that input)
-    # why a request failed (benchlib/measure/failures.py lists the kinds: connection_refused, read_timeout, http_404,
+    # why a request failed (benchlib/measure/http/failures.py lists the kinds: connection_refused, read_timeout, http_404,
     # stream_cut, deadline_exceeded, response_too_large, …; check_error on an ok row: the checker raised), the
     # server's own message (long ones cut, marked …[cut]) and the HTTP status
     error_kind: str = ""
@@ -90,7 +90,7 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
     token_source: str = ""  # usage | server_log | client_deltas (only when the server gives none) | an importing tool
-    implausible_counts: str = ""  # server counts left out of every figure, and why (benchlib.measure.timing)
+    implausible_counts: str = ""  # server counts left out of every figure, and why (benchlib.measure.client.timing)
     # what the client saw: a streamed chunk is not a token
     client_deltas: int = 0
     client_content_deltas: int = 0

@@ -1,5 +1,5 @@
 """One load level sent from several client nodes of a Ray cluster: the level's requests dealt to worker actors as
-benchlib.measure.workers deals them to worker processes (WORKER SPLIT, split_jobs), one actor per job, each pinned
+benchlib.measure.traffic.workers deals them to worker processes (WORKER SPLIT, split_jobs), one actor per job, each pinned
 to a node by its host resource (`host:<name>`, benchlib.suites.fleet) or by node id (the load suite's sweep.nodes,
 benchlib.suites.load.fleet_levels, from inside a deployment that holds its host's resource whole).
 
@@ -32,11 +32,11 @@ except ImportError:
     ray = None
     NodeAffinitySchedulingStrategy = None
 
-from benchlib.measure.backends import make_backend
-from benchlib.measure.client_health import client_cpu_s, health_figures
-from benchlib.measure.event_loop import LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
+from benchlib.measure.client.backends import make_backend
+from benchlib.measure.selfcheck.client_health import client_cpu_s, health_figures
+from benchlib.measure.pacing.event_loop import LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
 from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR, ClockOffset, measure_offset
-from benchlib.measure.workers import WorkerJob, send_job
+from benchlib.measure.traffic.workers import WorkerJob, send_job
 from benchlib.records.rows import RequestRecord
 from benchlib.suites.fleet import host_resource
 

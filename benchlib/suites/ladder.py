@@ -1,8 +1,8 @@
 """The quantization ladder study: one embedded model at several quantizations, each run as its own deployment.
 
 `frontier-bench ladder [PARAMS]` (`make ladder`): from the embedded params (default params/embedded.yaml), make each
-rung's GGUF with llama.cpp's quantizer (benchlib.measure.servers.quantize, cached per source hash and type), read the bytes each
-reads per token from its tensor table (benchlib.analysis.weights), measure the host's memory bandwidth (benchlib.measure.bandwidth),
+rung's GGUF with llama.cpp's quantizer (benchlib.measure.models.quantize, cached per source hash and type), read the bytes each
+reads per token from its tensor table (benchlib.analysis.weights), measure the host's memory bandwidth (benchlib.measure.capacity.bandwidth),
 write outputs/<host>/ladder.json, then run the suites on each rung (its own model name, e.g. gemma3-270m-q2_k,
 and output folder) and the paper, whose ladder table and figure fit the bandwidth law (benchlib.analysis.bandwidth_law).
 
@@ -18,12 +18,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchlib.measure import bandwidth
+from benchlib.measure.capacity import bandwidth
 from benchlib.measure.provenance import cpu_model
 from benchlib.measure.servers.llama_cpp import model_path_of
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import cache_dir, ladder_file
-from benchlib.measure.servers.quantize import LADDER_TYPES, check_type, file_sha256, make_rung
+from benchlib.measure.models.quantize import LADDER_TYPES, check_type, file_sha256, make_rung
 from benchlib.records.rows import write_atomic
 from benchlib.analysis.weights import read_cached
 

@@ -20,7 +20,7 @@ import pandas as pd
 from benchlib.analysis.failures import FailureReport, failure_report
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
-from benchlib.measure import preflight
+from benchlib.measure.servers import preflight
 from benchlib.records import store
 from benchlib.records.rows import RequestLog, read_requests, write_atomic
 from benchlib.suites.run_folder import (RunConflict, check_unlocked, prepare_out_dir, results_root, run_lock,

@@ -25,21 +25,21 @@ from typing import Any, Iterator
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchlib.measure import event_loop as aio
+from benchlib.measure.pacing import event_loop as aio
 from benchlib.analysis import summary as analysis
 from benchlib.analysis import crosscheck
 from benchlib.analysis import transcription
 from benchlib.measure import provenance as manifest
-from benchlib.measure import calibration
+from benchlib.measure.selfcheck import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
 from benchlib.suites import latency_looks, quality_looks
 from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
 from benchlib.records.secrets import scrub_fields
-from benchlib.measure import payloads as media_builders
-from benchlib.measure.backends import Backend, ChatRequest, make_backend
-from benchlib.measure.transcription import TranscriptionRequest
-from benchlib.measure.timing import compute_rates
+from benchlib.measure.client import payloads as media_builders
+from benchlib.measure.client.backends import Backend, ChatRequest, make_backend
+from benchlib.measure.client.transcription import TranscriptionRequest
+from benchlib.measure.client.timing import compute_rates
 from benchlib.scoring.answers import strip_thinking
 from benchlib.scoring.echo import strip_echo
 from benchlib.scoring.graded import CODE_CHECKERS, stop_refusal
@@ -47,7 +47,7 @@ from benchlib.measure.servers.llama_cpp import EmbeddedServer
 from benchlib.measure.servers.llama_server import LlamaServer
 from benchlib.measure.servers.vllm import VllmServer
 from benchlib.measure.servers.whisper import WhisperServer
-from benchlib.measure.payloads import UnsupportedMedia
+from benchlib.measure.client.payloads import UnsupportedMedia
 from benchlib.config.params import BenchParams, task_set_hash
 
 from benchlib.records.rows import (
@@ -60,7 +60,7 @@ from benchlib.records.rows import (
     request_key,
     write_csv_atomic,
 )
-from benchlib.measure.prometheus import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
+from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
 from benchlib.config.tasks import Task, Variant, load_pass, tasks_for, under_load
 from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, WindowKind
 
@@ -144,7 +144,7 @@ class Session:
             thinking=p.run.thinking)
 
     def build(self, task: Task, variant: Variant, record: RequestRecord) -> ChatRequest | TranscriptionRequest:
-        """Messages for one task variant; media go through benchlib.measure.payloads's payload builders. A speech
+        """Messages for one task variant; media go through benchlib.measure.client.payloads's payload builders. A speech
         model (server.api transcription) gets the variant's audio file alone, for tasks whose answer is its
         transcript (Task.transcribes); any other task is unsupported there, with the reason."""
         run = self.params.run

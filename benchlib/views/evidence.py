@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import pandas as pd
 from IPython.display import HTML, Audio, display
 
-from benchlib.measure.payloads import sample_frames
+from benchlib.measure.client.payloads import sample_frames
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag, number, optional_flag
 from benchlib.scoring.checkers import call_parts

@@ -13,7 +13,7 @@ import pandas as pd
 import seaborn as sns
 
 from benchlib.config.formatting import is_missing, quantity
-from benchlib.measure.client_health import HEALTH_COLUMNS
+from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS
 from benchlib.analysis.load_levels import flag_column
 from benchlib.records.schema import numeric_column
 from benchlib.analysis.serving import max_slo_rate

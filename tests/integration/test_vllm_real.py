@@ -19,17 +19,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchlib.measure import event_loop as aio
-from benchlib.measure import preflight, provenance
-from benchlib.measure.backends import ChatRequest, make_backend
+from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.servers import preflight
+from benchlib.measure import provenance
+from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.analysis.crosscheck import flag_record
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.measure.servers.vllm import DEFAULT_VLLM_PYTHON, VllmServer
-from benchlib.measure.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
+from benchlib.measure.traffic.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.config.params import EmbeddedParams
 from benchlib.records.rows import RequestRecord
 from benchlib.suites.runner import run_suite
-from benchlib.measure.prometheus import SERVER_METRICS_CSV
+from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
 
 from tests.helpers import make_params
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchlib.records import secrets
-from benchlib.measure import bandwidth
+from benchlib.measure.capacity import bandwidth
 from benchlib.measure import provenance as manifest
 
 from tests.fakes.fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNvml

@@ -97,3 +97,36 @@ def test_modules_are_small_and_say_what_they_hold(module, path):
 def test_every_module_lives_in_a_layer_folder():
     stray = [m for m, _ in modules() if m and "." not in m and m not in layer_folders() and m != ENTRY]
     assert not stray, f"modules outside a layer folder: {stray}"
+
+
+def measure_rooms() -> list[str]:
+    return sorted(p.parent.name for p in (BENCHLIB / "measure").glob("*/__init__.py"))
+
+
+def allowed_rooms(room: str) -> set[str]:
+    """The rooms of measure/ named on the 'Rooms of measure/ it may import:' line of the room's docstring."""
+    doc = ast.get_docstring(ast.parse((BENCHLIB / "measure" / room / "__init__.py").read_text(encoding="utf-8")))
+    match = re.search(r"^Rooms of measure/ it may import: (.+?)\.?$", doc or "", re.M)
+    assert match, f"benchlib/measure/{room}/__init__.py: its docstring has no 'Rooms of measure/ it may import:' line"
+    return set() if match.group(1).startswith("nothing") else {w.strip() for w in match.group(1).split(",")}
+
+
+def test_the_rooms_of_measure_import_one_way():
+    """measure/ is one room per concern; a room imports only the rooms its docstring names, and those never import
+    it back (provenance, the one module at measure's top, may import every room)."""
+    rooms = measure_rooms()
+    assert {"pacing", "http", "client", "servers", "telemetry"} <= set(rooms)
+    allowed = {room: allowed_rooms(room) for room in rooms}
+    for room, names in allowed.items():
+        assert names <= set(rooms) and room not in names
+        for lower in names:
+            assert room not in allowed[lower] and allowed[lower] <= names, f"measure/{room} and measure/{lower}"
+    for room in rooms:
+        for path in (BENCHLIB / "measure" / room).rglob("*.py"):
+            for target, node in benchlib_imports(ast.parse(path.read_text(encoding="utf-8"))):
+                parts = target.split(".")
+                if parts[0] == "measure" and len(parts) > 1 and parts[1] != room:
+                    assert parts[1] in allowed[room], (f"{path.relative_to(BENCHLIB)}:{node.lineno} imports "
+                                                       f"benchlib.{target}, a room measure/{room} may not import")
+    loose = sorted(p.name for p in (BENCHLIB / "measure").glob("*.py"))
+    assert loose == ["__init__.py", "provenance.py"], f"modules of measure/ outside a room: {loose}"

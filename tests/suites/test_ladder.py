@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchlib.measure import bandwidth
+from benchlib.measure.capacity import bandwidth
 from benchlib.analysis import bandwidth_law
 from benchlib.suites import ladder
 from benchlib.measure.servers.llama_cpp import default_model_path
@@ -24,7 +24,7 @@ from benchlib.paper import assembly as report
 from benchlib.paper.runs import load_runs
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.measure.servers.quantize import QuantizeError, derived_from, make_rung
+from benchlib.measure.models.quantize import QuantizeError, derived_from, make_rung
 from benchlib.analysis.weights import read_cached, read_gguf
 
 from tests.helpers import ladder_params

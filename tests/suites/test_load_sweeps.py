@@ -16,12 +16,12 @@ import time
 import pandas as pd
 import pytest
 
-from benchlib.measure import event_loop as aio
+from benchlib.measure.pacing import event_loop as aio
 from benchlib.suites.load import concurrency as load_concurrency
 from benchlib.suites.load import context as load_context
-from benchlib.measure import client_health as load_health
+from benchlib.measure.selfcheck import client_health as load_health
 from benchlib.analysis import load_levels
-from benchlib.measure import prompt_fitting as load_prompts
+from benchlib.measure.traffic import prompt_fitting as load_prompts
 from benchlib.records.rows import read_requests
 from benchlib.suites.runner import open_session
 

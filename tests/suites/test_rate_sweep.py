@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.measure.backends import ChatRequest
+from benchlib.measure.client.backends import ChatRequest
 from benchlib.suites.load import rate as load_rate
 from benchlib.analysis import serving
-from benchlib.measure import workload
+from benchlib.measure.traffic import workload
 from benchlib.config.params import LengthParams, ParamsError, SloParams
 from benchlib.records.rows import read_requests
 from benchlib.suites.runner import Planned, open_session

@@ -1,4 +1,4 @@
-"""Open-loop levels sent from several worker processes (benchlib.measure.workers) against the fake server: the
+"""Open-loop levels sent from several worker processes (benchlib.measure.traffic.workers) against the fake server: the
 split, the merged rows (every request once, in requests.csv, scored by the parent), the common schedule (each
 request due at t0 + its planned offset in whichever worker sends it), the per-worker lag columns, and resume.
 
@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import serving
-from benchlib.measure import workers, workload
-from benchlib.measure.backends import ChatRequest
+from benchlib.measure.traffic import workers, workload
+from benchlib.measure.client.backends import ChatRequest
 from benchlib.records.rows import RequestRecord, read_requests
 from benchlib.suites.load import rate as load_rate
 from benchlib.suites.runner import open_session

@@ -14,7 +14,7 @@ import pytest
 from benchlib.config.params import ParamsError, TelemetryParams
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.telemetry import Telemetry
-from benchlib.measure.traces import TraceError, read_trace
+from benchlib.measure.traffic.traces import TraceError, read_trace
 from benchlib.records.rows import read_requests
 from benchlib.suites import runner
 from benchlib.suites.load import workloads

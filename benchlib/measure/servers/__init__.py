@@ -1,3 +1,6 @@
-"""Servers this tool starts on the local machine, one engine per module behind the same interface
-(start on a free 127.0.0.1 port, wait until ready, report timings, stop with the whole process group).
+"""Which server this is and what it does: the servers this tool starts itself (llama_cpp, llama_server,
+vllm, whisper, whisper_app), the pre-flight that asks a user's server what it serves and how it takes
+overlapping requests (preflight), and the server's own Prometheus metrics (prometheus).
+
+Rooms of measure/ it may import: pacing, http, client, models.
 """

@@ -11,9 +11,9 @@ the build's wall and CPU seconds.
 
 The lifecycle is EmbeddedServer's (free 127.0.0.1 port, own process group, PR_SET_PDEATHSIG, bounded wait on
 /v1/models with the log tail, group stop, log beside the results); what differs is the command: `--metrics` (its
-/metrics is scraped like vLLM's: benchlib.measure.prometheus), the chat template (Gemma's packaged GGUF carries none:
+/metrics is scraped like vLLM's: benchlib.measure.servers.prometheus), the chat template (Gemma's packaged GGUF carries none:
 the project's template file, as vLLM gets it), and with server.embedded.mmproj: random a random-weights projector
-(benchlib.measure.servers.projector) so images and audio go through mtmd. Per-request server timings come in the
+(benchlib.measure.models.projector) so images and audio go through mtmd. Per-request server timings come in the
 stream itself (the last chunk's `timings`, read by the chat backend), not from the log."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 from benchlib.config.params import EmbeddedParams
 from benchlib.config.paths import PROJECT_ROOT, cache_dir
 from benchlib.measure.servers.llama_cpp import EmbeddedServer, EmbeddedServerError, ServerTimings
-from benchlib.measure.servers.projector import projector_for
+from benchlib.measure.models.projector import projector_for
 
 LLAMA_LOCK = PROJECT_ROOT / "requirements" / "llama.txt"
 BUILD_INCLUDE = PROJECT_ROOT / "tools" / "llama_server_build.cmake"
@@ -289,7 +289,7 @@ class LlamaServer(EmbeddedServer):
                 *TEMPLATES[self.settings.chat_format], *projector, *self.settings.llama_server_args]
 
     def read_new_timings(self, expected: int = 1, wait_s: float = 0.5) -> list[ServerTimings]:
-        return []  # llama-server sends each request's timings in its last stream chunk (benchlib.measure.backends)
+        return []  # llama-server sends each request's timings in its last stream chunk (benchlib.measure.client.backends)
 
 
 def main(argv: list[str]) -> int:

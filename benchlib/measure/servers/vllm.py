@@ -22,7 +22,7 @@ from pathlib import Path
 from benchlib.measure.servers.llama_cpp import EmbeddedServer, EmbeddedServerError, ServerTimings
 from benchlib.config.params import EmbeddedParams
 from benchlib.config.paths import PROJECT_ROOT, cache_dir
-from benchlib.measure.servers.quantize import file_sha256
+from benchlib.measure.models.quantize import file_sha256
 
 CONVERTER = PROJECT_ROOT / "tools" / "gguf_to_hf.py"
 
@@ -94,4 +94,4 @@ class VllmServer(EmbeddedServer):
         return {}
 
     def read_new_timings(self, expected: int = 1, wait_s: float = 0.5) -> list[ServerTimings]:
-        return []  # vLLM logs no per-request timings; its /metrics are read instead (benchlib.measure.prometheus)
+        return []  # vLLM logs no per-request timings; its /metrics are read instead (benchlib.measure.servers.prometheus)

@@ -38,6 +38,8 @@ server's host). A server on another host with source local gets no sensor cells 
 
 Part of the measurement layer: imports params and schema only; tokens per joule (which needs requests)
 is analysis and lives in benchlib.analysis.summary.
+
+Rooms of measure/ it may import: pacing, http.
 """
 
 from benchlib.measure.telemetry.common import KINDS, WindowKind

@@ -6,7 +6,7 @@ What each protocol offers is declared as data (REDFISH_FIELDS, IPMI_POWER_NAMES)
 - Redfish: the first chassis (or telemetry.bmc.chassis) that reports power; its EnvironmentMetrics (EnergyJoules or
   EnergykWh, an energy counter; PowerWatts) and its older Power resource (PowerControl[0].PowerConsumedWatts, else
   PowerMetrics.AverageConsumedWatts, a rolling average over IntervalInMin). Every request goes through
-  benchlib.measure.bounded.fetch (deadline and size cap), as every other probe here does; the resources are plain
+  benchlib.measure.http.bounded.fetch (deadline and size cap), as every other probe here does; the resources are plain
   JSON at fixed links, so the reader walks them itself: sushy's Power model has no PowerControl and neither sushy
   nor the DMTF redfish library bounds an answer's size (docs/energy.md says more).
 - IPMI over RMCP+ (python-ipmi, no ipmitool needed): DCMI Get Power Reading where the BMC answers it; a BMC without
@@ -39,7 +39,7 @@ import pyipmi.interfaces
 from pyipmi.errors import CompletionCodeError
 
 from benchlib.config.telemetry_source import BmcParams
-from benchlib.measure.bounded import fetch
+from benchlib.measure.http.bounded import fetch
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.measure.telemetry.common import NAN, sensor_status
 from benchlib.measure.telemetry.node_energy import NodeEnergy, counter_energy, power_energy, smallest_step

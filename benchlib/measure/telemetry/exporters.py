@@ -5,8 +5,8 @@ older DCGM_FI_DEV_CLOCK_THROTTLE_REASONS; labels gpu, UUID, device, modelName, H
 (node_cpu_seconds_total, node_memory_MemAvailable_bytes, node_rapl_*_joules_total, node_hwmon_temp_celsius,
 node_thermal_zone_temp, node_uname_info).
 
-Parsed with prometheus_client's exposition parser, as the servers' /metrics are (benchlib.measure.prometheus),
-and fetched with benchlib.measure.bounded.fetch. An exporter's text carries no timestamp of this host's clock:
+Parsed with prometheus_client's exposition parser, as the servers' /metrics are (benchlib.measure.servers.prometheus),
+and fetched with benchlib.measure.http.bounded.fetch. An exporter's text carries no timestamp of this host's clock:
 each scrape's values are placed at the midpoint of its request and answer, within half its round trip.
 Energy comes from the counter where the exporter has one (the DCGM total-energy counter, node_exporter's RAPL
 package counters) and otherwise from integrated DCGM power, labelled so in the window row. DCGM refreshes its
@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchlib.measure.bounded import fetch
+from benchlib.measure.http.bounded import fetch
 from benchlib.records.secrets import redact_url
 from benchlib.measure.telemetry.clock import url_host
 from benchlib.measure.telemetry.common import NAN, sensor_status

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import httpx
 
 from benchlib.config.params import TelemetryParams
-from benchlib.measure.bounded import fetch
+from benchlib.measure.http.bounded import fetch
 from benchlib.records.secrets import redact_url
 from benchlib.measure.telemetry.bmc import node_status_missing
 from benchlib.measure.telemetry.clock import ClockOffset, measure_offset, url_host
@@ -59,7 +59,7 @@ class AgentError(RuntimeError):
 
 class AgentSource:
     """The telemetry agent on the server's host, over HTTP with a Bearer token; every request is bounded
-    (deadline and size) by benchlib.measure.bounded.fetch."""
+    (deadline and size) by benchlib.measure.http.bounded.fetch."""
 
     label = "agent"
 

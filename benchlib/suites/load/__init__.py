@@ -35,7 +35,7 @@ them on): multi-turn conversations (task "multiturn", variant "t<turn>", repeat 
 carrying the whole history with the model's own answers, think time between turns, up to max_concurrency
 conversations at once; shared prefixes (task "prefix": k run-unique prefix texts × m suffixes, seeded interleaved
 order); a Mooncake JSONL trace replayed open loop at its scaled timestamps (task "trace", repeat = its line; prompts
-built from the hash_ids' blocks, benchlib.measure.traces). Seeded and resumable like the rate sweep. Per workload:
+built from the hash_ids' blocks, benchlib.measure.traffic.traces). Seeded and resumable like the rate sweep. Per workload:
 TTFT/ITL/e2e p50 and p99, goodput under sweep.slo, cache-hit share (cached ÷ prompt tokens the server reported, and
 vLLM's prefix-cache counters from /metrics), energy from the workload's window; per turn, TTFT median with its
 bootstrap interval (turn 1 against the later, cached turns); per replayed request, planned vs actual send offset.

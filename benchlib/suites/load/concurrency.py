@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from benchlib.analysis.attribution import level_attribution
-from benchlib.measure.backends import ChatRequest
-from benchlib.measure.client_health import HEALTH_COLUMNS, client_health
+from benchlib.measure.client.backends import ChatRequest
+from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS, client_health
 from benchlib.analysis.load_levels import (
     CONCURRENCY_CSV,
     CONCURRENCY_TASK,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.suites.load.concurrency import read_previous, row_identity, simple_request
-from benchlib.measure.client_health import client_health
+from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import (
     CONTEXT_CSV,
@@ -21,7 +21,7 @@ from benchlib.analysis.load_levels import (
     level_server_metrics,
     level_window,
 )
-from benchlib.measure.prompt_fitting import (
+from benchlib.measure.traffic.prompt_fitting import (
     CONTEXT_INSTRUCTION,
     ServerTokenizer,
     context_targets,

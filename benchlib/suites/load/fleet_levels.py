@@ -6,7 +6,7 @@ NODES. The first client node is the one the deployment runs on (its host's node)
 alive nodes that carry no `host:` resource (client-only nodes) first, then other hosts' nodes, in node-id order.
 Actors are pinned by node id: a host's resource is held whole by the deployment running there.
 
-WHERE. The level's requests are dealt by WORKER SPLIT (benchlib.measure.workers.split_jobs), one worker actor per
+WHERE. The level's requests are dealt by WORKER SPLIT (benchlib.measure.traffic.workers.split_jobs), one worker actor per
 node. An open-loop level keeps its schedule (each worker sends its requests at t0 + offset, t0 aligned through the
 measured clock offsets); a concurrency level sends every request at t0, each worker holding its share of the
 level's streams in flight. Every raw row comes back, its instants on this process's clock, and is scored and
@@ -33,7 +33,7 @@ try:  # the fleet extra is optional (benchlib.suites.fleet says how to install i
 except ImportError:
     ray = None
 
-from benchlib.measure.workers import merged_health, split_jobs
+from benchlib.measure.traffic.workers import merged_health, split_jobs
 from benchlib.records.rows import write_csv_atomic
 from benchlib.suites import fleet_load
 from benchlib.suites.fleet import INSTALL_HINT, RAY_ENV, RESOURCE_PREFIX

@@ -4,7 +4,7 @@ Levels (params sweep.rate; rules in benchlib.analysis.serving):
     sync        closed loop, one request at a time, min_requests requests: the synchronous rate
     throughput  closed loop at max_concurrency, max(min_requests, 4 × max_concurrency) requests
     r<rate>     open loop at each rate between the two (SWEEP RATES), or at each of sweep.rate.rates when given
-                (then sync and throughput are not run): arrivals drawn by benchlib.measure.workload, capped at
+                (then sync and throughput are not run): arrivals drawn by benchlib.measure.traffic.workload, capped at
                 max_concurrency in flight, rate × duration_s requests (at least min_requests)
 Each request's prompt is fitted to a drawn server-counted length (the server's tokenizer and the chat
 template's tokens from the context sweep's calibration request; without a tokenizer a chars-per-token
@@ -12,7 +12,7 @@ estimate, and `prompt_exact_share` shows it) and its max_tokens is a drawn outpu
 shared_prefix > 0 every prompt starts with the same text of that share of the mean prompt length, the unique
 request id after it, so a server's prefix cache can take it (cached_tokens shows whether it did).
 
-Workers (sweep.rate.workers, benchlib.measure.workers): an open-loop level with more than one worker is sent
+Workers (sweep.rate.workers, benchlib.measure.traffic.workers): an open-loop level with more than one worker is sent
 from that many processes at one common schedule (started before its window opens); the rows come back to this
 process, which scores and appends them as they arrive. The count is resolved per level ("auto": by its offered
 rate) and kept in rate_plan.json, so a resume splits a level as before.
@@ -34,14 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.measure.backends import ChatRequest
+from benchlib.measure.client.backends import ChatRequest
 from benchlib.suites.load.concurrency import read_previous, row_identity
 from benchlib.suites.load.context import calibrate
 from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
-from benchlib.measure.client_health import client_health
+from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import level_energy, level_server_metrics, level_steady, level_window
-from benchlib.measure.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
+from benchlib.measure.traffic.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.analysis.serving import (
     RATE_COLUMNS,
     RATE_CSV,
@@ -54,8 +54,8 @@ from benchlib.analysis.serving import (
     search_next,
     sweep_rates,
 )
-from benchlib.measure.workers import WorkerPool, merged_health, resolve_workers, split_jobs
-from benchlib.measure.workload import lengths, level_size, offsets
+from benchlib.measure.traffic.workers import WorkerPool, merged_health, resolve_workers, split_jobs
+from benchlib.measure.traffic.workload import lengths, level_size, offsets
 from benchlib.config.params import RateParams
 from benchlib.records.rows import write_atomic, write_csv_atomic
 from benchlib.suites.runner import Planned, progress_bar
@@ -226,7 +226,7 @@ def send_level(session: Any, plan: dict[str, Any], items: list[Planned], due: li
                bar: Any) -> dict[str, Any]:
     """Send a level's pending requests inside its window; returns its client health. With nodes > 1 (sweep.nodes)
     it goes out from that many Ray nodes (fleet_levels); else an open-loop level with more than one worker goes
-    through benchlib.measure.workers (processes started before the window opens); their records are scored and
+    through benchlib.measure.traffic.workers (processes started before the window opens); their records are scored and
     appended here, in batches, as they arrive."""
     cap, window = int(plan["max_concurrency"]), level_window(RATE_TASK, plan["level"])
     nodes = client_nodes(session)

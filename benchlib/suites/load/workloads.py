@@ -13,7 +13,7 @@ prefix      `prefixes` × `suffixes` requests: each prompt is one of k prefix te
             run-unique), then a tail of its own up to prefix_tokens + suffix_tokens (template included); sent in a
             seeded interleaved order (or grouped), closed loop at max_concurrency. Task "prefix", variant
             "p<prefix>", repeat = the suffix's index.
-trace       a Mooncake JSONL trace (benchlib.measure.traces) replayed open loop at its scaled offsets through the
+trace       a Mooncake JSONL trace (benchlib.measure.traffic.traces) replayed open loop at its scaled offsets through the
             same dispatcher as the rate sweep's open-loop levels (Session.execute with offsets): each record keeps
             the instant it was due, so replay accuracy is planned vs actual offset per request. Task "trace",
             variant the trace's name, repeat = its line number.
@@ -46,12 +46,12 @@ from benchlib.analysis.serving import meets_slo, pooled_gaps, slo_text
 from benchlib.config import metrics
 from benchlib.config.params import SloParams, WorkloadParams
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.measure.backends import ChatRequest
-from benchlib.measure.client_health import HEALTH_COLUMNS, client_health
-from benchlib.measure.prompt_fitting import CONTEXT_MARGIN, ServerTokenizer, context_window, filler_words, \
+from benchlib.measure.client.backends import ChatRequest
+from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS, client_health
+from benchlib.measure.traffic.prompt_fitting import CONTEXT_MARGIN, ServerTokenizer, context_window, filler_words, \
     fit_to_tokens
-from benchlib.measure.traces import TraceRequest, read_trace, reuse_share, scaled_tokens, send_offsets, whole_blocks
-from benchlib.measure.workload import rng_for
+from benchlib.measure.traffic.traces import TraceRequest, read_trace, reuse_share, scaled_tokens, send_offsets, whole_blocks
+from benchlib.measure.traffic.workload import rng_for
 from benchlib.records.rows import STATUS_OK, write_atomic, write_csv_atomic
 from benchlib.records.schema import numeric_column
 from benchlib.suites.load.concurrency import read_previous, row_identity
