@@ -138,7 +138,7 @@ def read_manifest(suite_dir: Path) -> dict:
 
 
 def take_preflight(params: BenchParams, notebooks: list[str], root: Path) -> BenchParams:
-    """A user's server is asked first (measure.preflight): its findings printed and kept in the deployment's
+    """A user's server is asked first (measure.servers.preflight): its findings printed and kept in the deployment's
     folder; the params the suites run with come back. An embedded server has none (a stale record is removed)."""
     folder = params.suite_dir("x", root).parent
     if params.server.kind == "embedded" and not params.server.base_url:
