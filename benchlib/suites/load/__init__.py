@@ -49,8 +49,8 @@ workload_replay.csv and workload_plan.json.
 Modules here: concurrency (the concurrency sweep), context (the prompt-length sweep), rate (the rate sweep),
 workloads (multi-turn, shared prefix, trace replay), suite (run_load: the sweeps and workloads on one server
 start, then the suite summary). What they build on lives in its layer: measure.selfcheck.client_health,
-measure.traffic.prompt_fitting, measure.traffic.workload, measure.traffic.traces; analysis.load_levels, analysis.serving; the notebook's
-figures and tables in views.load_display.
+measure.traffic (prompt_fitting, workload, traces); analysis.load_levels, analysis.serving; the notebook's figures
+and tables in views.load_display.
 """
 
 from benchlib.suites.load.concurrency import run_concurrency_sweep
