@@ -418,7 +418,8 @@ def cmd_import_results(args: argparse.Namespace) -> int:
         print(f"already imported (same files, run {done.run_id}): {_display(str(done.out_dir))}")
         return 0
     rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
-    print(f"imported {rows} measured by {what} → {_display(str(done.out_dir))}/")
+    found = "" if args.tool else f" (read as {run.tool}'s files: --from to say otherwise)"
+    print(f"imported {rows} measured by {what}{found} → {_display(str(done.out_dir))}/")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
     return 0
@@ -566,7 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.set_defaults(func=cmd_import)
     imr = sub.add_parser("import-results", help="another tool's results (AIPerf, GuideLLM, vllm bench serve) as a run "
                                                 "of the params file's deployment, marked measured-by-<tool>")
-    imr.add_argument("--from", dest="tool", required=True, choices=readers.TOOLS)
+    imr.add_argument("--from", dest="tool", choices=readers.TOOLS,
+                     help="the tool that wrote PATH (default: found from the file: "
+                          + "; ".join(f"{t}: {r.FILES}" for t, r in readers.READERS.items()) + ")")
     imr.add_argument("path", help="AIPerf artifact folder, GuideLLM benchmarks.json or vllm bench serve result JSON")
     imr.add_argument("--params", required=True, help="params/<deployment>.yaml: the deployment that was measured")
     imr.add_argument("--fresh", action="store_true", help="archive an earlier import of other files and replace it")

@@ -2,7 +2,7 @@
 `compare` and the explorer read them like ours.
 
 The deployment is the params file's, marked: its server.variant gains `measured-by-<tool>`, so the folder is
-outputs/<host>/<model>+measured-by-<tool>/<tool>/ and every view names it "… · measured-by-<tool> · host", beside
+outputs/<host>/<model>_measured-by-<tool>/<tool>/ and every view names it "… · measured-by-<tool> · host", beside
 (never merged into) the same deployment measured by us. The folder holds requests.csv (the tool's requests as our
 rows), summary.csv (benchlib.analysis.summary over them; an import of aggregates only gets one row of the tool's
 own figures, its note saying what it cannot give), manifest.json (the params, the tool, its version, command line
@@ -160,11 +160,12 @@ def _manifest(run: readers.ForeignRun, params: BenchParams, run_id: str, suite: 
     })
 
 
-def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: bool = False,
+def import_results(tool: str | None, path: str | Path, params_file: str | Path, fresh: bool = False,
                    root: Path | None = None) -> Imported:
-    """Read `tool`'s results at `path` and write them as the params file's deployment, measured by that tool
-    (ForeignError, ParamsError, RunConflict: one line, nothing written)."""
+    """Read `tool`'s results at `path` (None: the tool readers.detect finds) and write them as the params file's
+    deployment, measured by that tool (ForeignError, ParamsError, RunConflict: one line, nothing written)."""
     base = load_params(params_file)
+    tool = tool or readers.detect(path)
     run = readers.read(tool, path)
     params = marked(base, tool)
     suite = tool
