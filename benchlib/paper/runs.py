@@ -22,7 +22,7 @@ from benchlib.analysis.plan import read_plans
 from benchlib.measure import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
-from benchlib.config.identity import short_labels
+from benchlib.config.identity import Deployment, short_labels
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.config.graded_run import reduced_note
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
@@ -32,7 +32,6 @@ from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.suites.latency_looks import LATENCY_PLAN_CSV
 from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
-from benchlib.suites.study import recorded_deployment_name
 
 
 def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -320,7 +319,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         return int(pd.to_numeric(mine.get(column, pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
 
     return {
-        "host": host, "model": model, "system": recorded_deployment_name(params, host, model),
+        "host": host, "model": model, "system": Deployment.from_recorded(params, host, model).name,
         "settings": str(server_p.get("variant") or ""), "source": THIS_RUN,
         "hardware": str(host_p.get("hardware") or ""), "accelerator": str(host_p.get("accelerator") or ""),
         "cpu": str(manifest.get("cpu") or ""), "memory_gb": number(host_p.get("memory_gb")),
