@@ -274,8 +274,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _say(f"written: {_display(str(out / 'compare.md'))} (the whole table), {_display(str(out / 'compare.html'))}")
     regressed = table[table["regression"]]
     for r in regressed.itertuples():
-        print(f"regression: {r.deployment} @ {r.host} · {r.suite} · {r.metric} {r.change:+.1f}{r.unit} "
-              f"[{r.change_lo:+.1f}, {r.change_hi:+.1f}]", file=sys.stderr)
+        print(f"regression: {Deployment.published(r.deployment, r.host)} · {r.suite} · {r.metric} "
+              f"{r.change:+.1f}{r.unit} [{r.change_lo:+.1f}, {r.change_hi:+.1f}]", file=sys.stderr)
     return 1 if len(regressed) else 0
 
 
