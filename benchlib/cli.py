@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from benchlib.analysis import compare as comparison
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
-from benchlib.config.identity import key_lines, short_labels
+from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(f"--only: unknown notebook(s) {', '.join(unknown)} (known: {', '.join(NOTEBOOK_ORDER)})")
     started = time.monotonic()
     _say(f"Frontier Bench · {args.params} · run id {params.identity()}")
-    name = study.deployment_label(params)  # its full name once, the short label the closing summary names it by
+    name = Deployment.from_params(params).name  # its full name once, the short label the closing summary names it by
     _say(f"  {key_lines(short_labels([name]))[0]}")
     try:
         failed, suite_dirs = run_notebooks(params, args.params, notebooks, args.fresh, progress=not args.quiet)
@@ -275,8 +275,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _say(f"written: {_display(str(out / 'compare.md'))} (the whole table), {_display(str(out / 'compare.html'))}")
     regressed = table[table["regression"]]
     for r in regressed.itertuples():
-        print(f"regression: {r.deployment} @ {r.host} · {r.suite} · {r.metric} {r.change:+.1f}{r.unit} "
-              f"[{r.change_lo:+.1f}, {r.change_hi:+.1f}]", file=sys.stderr)
+        print(f"regression: {Deployment.published(r.deployment, r.host)} · {r.suite} · {r.metric} "
+              f"{r.change:+.1f}{r.unit} [{r.change_lo:+.1f}, {r.change_hi:+.1f}]", file=sys.stderr)
     return 1 if len(regressed) else 0
 
 

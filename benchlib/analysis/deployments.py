@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis import frontier, paired, stats
-from benchlib.config import metrics
+from benchlib.config import identity, metrics
 from benchlib.records.schema import flag
 
 # The long format's columns: our rows and the published reference rows (paper/reference/*.csv) alike.
@@ -125,7 +125,7 @@ def systems_from_summary(summary: pd.DataFrame, context_window_k: Mapping[str, f
         avg_tps = float(tps.mean()) if tps.notna().any() else np.nan
         rows.append({
             **ident,
-            "system": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
+            "system": identity.keys(group).iloc[0],
             "avg_decode_tps": avg_tps,
             "avg_power_w": float(power.mean()) if len(power) else np.nan,
             "tps_per_w": metrics.tps_per_watt(avg_tps, float(power.mean()) if len(power) else np.nan),
@@ -150,7 +150,7 @@ def task_accuracy(summary: pd.DataFrame) -> pd.DataFrame:
     a graded scorer), frontier.UNDER_LOAD for its pass under load (kept off every quality axis), else "measured"."""
     if summary.empty or "n_scored" not in summary:
         return pd.DataFrame(columns=frontier.QUALITY_LONG_COLUMNS)
-    system = [" @ ".join(str(v) for v in pair) for pair in zip(summary.get("model", ""), summary.get("host", ""))]
+    system = identity.keys(summary).tolist()
     checkers = summary["checker"] if "checker" in summary else pd.Series("", index=summary.index)
     basis = [{paired.SMOKE: "measured"}.get(b, b) for b in map(paired.basis_of, summary["task"].astype(str), checkers)]
     return pd.DataFrame({"system": system, "task": summary["task"],
@@ -198,7 +198,7 @@ def decision_inputs(summary: pd.DataFrame, model_memory_gb: Mapping[str, float] 
             vision_works = np.nan
         rows.append({
             **ident, **_speed_intervals(requests, ident, speed_suite),
-            "candidate": " @ ".join(str(ident[k]) for k in ("model", "host") if k in ident),
+            "candidate": identity.keys(group).iloc[0],
             "decode_tps": float(pd.to_numeric(speed["decode_tps_mean"], errors="coerce").mean()) if len(speed) else np.nan,
             "ttft_ms": float(pd.to_numeric(speed["ttft_s_mean"], errors="coerce").mean()) * 1e3 if len(speed) else np.nan,
             "model_memory_gb": memory,

@@ -14,6 +14,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from benchlib.config import identity
 from benchlib.records.rows import STATUS_FAILED, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag
 from benchlib.records.secrets import cut
@@ -122,12 +123,12 @@ def failure_report(requests: pd.DataFrame, suite: str, threshold: float,
                          graded_failed=int((graded_rows["status"] == STATUS_FAILED).sum()) if len(graded_rows) else 0)
 
 
-OUTCOME_COLUMNS = ["host", "model", "graded_sent", "graded_answered", "graded_scored", "graded_failed",
+OUTCOME_COLUMNS = ["host", "model", "system", "graded_sent", "graded_answered", "graded_scored", "graded_failed",
                    "graded_failures"]
 
 
 def graded_outcome(requests: pd.DataFrame, graded_sets: Iterable[str]) -> pd.DataFrame:
-    """Per deployment (host, model): its graded requests sent, answered, scored and failed (with the kinds), warm-ups
+    """Per deployment (host, model; system its key, config.identity): its graded requests sent, answered, scored and failed (with the kinds), warm-ups
     left out — the counts a reader is shown, and what decides whether a deployment is ranked (not_ranked)."""
     sets = set(graded_sets)
     if not len(requests) or "task" not in requests:
@@ -140,9 +141,9 @@ def graded_outcome(requests: pd.DataFrame, graded_sets: Iterable[str]) -> pd.Dat
         failed = group[group["status"] == STATUS_FAILED]
         kinds = failed.get("error_kind", pd.Series(dtype=object)).fillna("").astype(str).replace("", "unknown")
         scored = group["passed"].notna() if "passed" in group else pd.Series(False, index=group.index)
-        out.append({"host": host, "model": model, "graded_sent": len(group),
-                    "graded_answered": int((group["status"] == "ok").sum()), "graded_scored": int(scored.sum()),
-                    "graded_failed": len(failed),
+        out.append({"host": host, "model": model, "system": identity.keys(group).iloc[0],
+                    "graded_sent": len(group), "graded_answered": int((group["status"] == "ok").sum()),
+                    "graded_scored": int(scored.sum()), "graded_failed": len(failed),
                     "graded_failures": ", ".join(f"{k} {n}" for k, n in kinds.value_counts().items())})
     return pd.DataFrame(out, columns=OUTCOME_COLUMNS)
 

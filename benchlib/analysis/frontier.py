@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis import paired, speed_verdicts, stats
+from benchlib.config import identity
 from benchlib.config.tasks import load_pass
 from benchlib.measure.telemetry.boundary import DIFFERENT as DIFFERENT_BOUNDARY
 from benchlib.records.schema import flag, number
@@ -234,7 +235,7 @@ def speed_columns(systems: pd.DataFrame, requests: pd.DataFrame | None,
                   exclude_suites: Sequence[str] = ("quality",)) -> pd.DataFrame:
     """Add `<axis>_prompts` for each PROMPT_AXES axis: each system's {(task, variant, repeat): value} over the
     measured requests its figure averages (ok, not warm-up, the quality suite and graded passes under load left
-    out), named like systems_from_summary's rows ("model @ host"); None for a system without any."""
+    out), keyed like systems_from_summary's rows (config.identity.keys); None for a system without any."""
     out = systems.copy()
     if requests is None or not len(requests) or not {"model", "host", "task"} <= set(requests.columns):
         return out
@@ -246,7 +247,7 @@ def speed_columns(systems: pd.DataFrame, requests: pd.DataFrame | None,
     if "is_warmup" in rows:
         rows = rows[~rows["is_warmup"].map(flag)]
     rows = rows[[load_pass(str(t))[1] == 1 for t in rows["task"]]] if len(rows) else rows
-    rows = rows.assign(system=rows["model"].astype(str) + " @ " + rows["host"].astype(str))
+    rows = rows.assign(system=identity.keys(rows))
     for axis, column in PROMPT_AXES.items():
         maps = []
         for name in out["system"].astype(str):

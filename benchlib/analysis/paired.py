@@ -49,6 +49,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from benchlib.analysis import sequential, stats
+from benchlib.config import identity
 from benchlib.config.tasks import load_pass
 from benchlib.records.schema import flag, optional_flag
 from benchlib.scoring.graded import GRADED_CHECKERS
@@ -179,8 +180,8 @@ def compare(a: Mapping[object, bool], b: Mapping[object, bool], a_name: str = "A
 
 
 def item_results(requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per scored, measured answer: system (a `system` column where the rows carry one, else 'model @ host'
-    as the summaries name it), task, item ('<variant>#<repeat>'), passed (bool) and basis (`basis_of`). Warm-ups,
+    """One row per scored, measured answer: system (the deployment's key, config.identity.keys, as the
+    summaries key it), task, item ('<variant>#<repeat>'), passed (bool) and basis (`basis_of`). Warm-ups,
     failed and unscored rows are left out; a key recorded twice keeps its last row."""
     needed = {"task", "variant", "repeat", "passed"} | ({"system"} if "system" in requests else {"model", "host"})
     if requests is None or requests.empty or not needed <= set(requests.columns):
@@ -192,7 +193,7 @@ def item_results(requests: pd.DataFrame) -> pd.DataFrame:
         rows = rows[rows["status"] == "ok"]
     passed = rows["passed"].map(optional_flag)
     rows = rows[passed.notna()].assign(passed=passed[passed.notna()].astype(bool))
-    system = rows["system"] if "system" in rows else rows["model"].astype(str) + " @ " + rows["host"].astype(str)
+    system = identity.keys(rows)
     out = pd.DataFrame({"system": system.astype(str),
                         "task": rows["task"].astype(str),
                         "item": rows["variant"].astype(str) + "#" + rows["repeat"].astype(str),

@@ -50,6 +50,7 @@ import pandas as pd
 
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.deployments import task_accuracy
+from benchlib.config import identity
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag
 
@@ -446,7 +447,7 @@ def qualities(meta: pd.DataFrame, summary: pd.DataFrame, regime: str) -> dict[st
     graded = graded[graded["modality"].fillna("text").replace("", "text").isin(frontier.REGIMES[regime].graded)]
     out = {}
     for key, group in meta[meta["weights_file"].astype(bool)].groupby("weights_file", sort=False):
-        mine = graded[graded["system"].isin([f"{m} @ {h}" for m, h in zip(group["model"], group["host"])])]
+        mine = graded[graded["system"].isin(identity.keys(group))]
         scored = int(pd.to_numeric(mine["scored"]).sum())
         if scored:
             passed = int(pd.to_numeric(mine["passed"]).sum())

@@ -1,5 +1,11 @@
-"""How a person is shown several deployments at once: each full name (model · server · settings · host, as
-suites.study.deployment_name writes it) said once, and a short label after it.
+"""A deployment's one identity, and how a person is shown several at once.
+
+    DEPLOYMENT   host, model, server, settings (server.variant: a study's grid point). Its name, model · server ·
+                 settings · host with the parts not known left out, is how every view prints it and the one key
+                 every layer joins on (analysis, paper, views, compare, the study, interchange): rows that carry a
+                 `system` column are keyed by it, rows with only model and host by Deployment(model, host=host).
+                 The published reference numbers know a deployment only by model and host and name it
+                 'model @ host' (Deployment.published), the form the paper prints them in.
 
     SHORT LABEL RULE  the parts every deployment shares are said once (shared_part) and left out of each label;
                       a settings part ("demo,n_threads=1") loses the comma-separated settings all share; what is
@@ -13,10 +19,72 @@ report's first screen), always beside a key back to the full names."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from benchlib.config.params import BenchParams
 
 SEPARATOR = " · "
+PUBLISHED_SEPARATOR = " @ "
 MIN_WORDS = 2  # "gemma3-270m", not "gemma3": the model's size is what a reader tells two small models apart by
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One deployment (DEPLOYMENT): what ran, where, served how."""
+
+    model: str
+    server: str = ""
+    settings: str = ""
+    host: str = ""
+
+    @property
+    def name(self) -> str:
+        """model · server · settings · host, the parts not known left out."""
+        return SEPARATOR.join(str(p) for p in (self.model, self.server, self.settings, self.host) if p)
+
+    @property
+    def key(self) -> str:
+        """What every layer joins this deployment's rows on: its name, so no layer translates."""
+        return self.name
+
+    @classmethod
+    def from_params(cls, params: BenchParams) -> Deployment:
+        server = params.server
+        return cls(server.model, server.software or server.kind, server.variant, params.host.name)
+
+    @classmethod
+    def from_recorded(cls, params: Mapping[str, Any], host: str = "", model: str = "") -> Deployment:
+        """From the params a manifest records (plain sections); `host` and `model` (the folder names) stand in for
+        what they lack."""
+        server, host_p = params.get("server") or {}, params.get("host") or {}
+        return cls(str(server.get("model") or model), str(server.get("software") or server.get("kind") or ""),
+                   str(server.get("variant") or ""), str(host_p.get("name") or host))
+
+    @staticmethod
+    def published(model: str, host: str) -> str:
+        """The key of a deployment the published reference numbers know only by model and host."""
+        return f"{model}{PUBLISHED_SEPARATOR}{host}"
+
+    @staticmethod
+    def model_of(key: str) -> str:
+        """The model a key names, in either form."""
+        key = str(key)
+        if PUBLISHED_SEPARATOR in key:
+            return key.split(PUBLISHED_SEPARATOR)[0]
+        return (parts(key) or [key])[0]
+
+
+def keys(rows: pd.DataFrame) -> pd.Series:
+    """Each row's deployment key: its `system` column where the rows carry one, else Deployment(model, host=host)."""
+    if "system" in rows:
+        return rows["system"].astype(str)
+    models = rows["model"] if "model" in rows else pd.Series("", index=rows.index)
+    hosts = rows["host"] if "host" in rows else pd.Series("", index=rows.index)
+    return pd.Series([Deployment(str(m), host=str(h)).key for m, h in zip(models, hosts)], index=rows.index,
+                     dtype=object)
 
 
 def parts(name: str) -> list[str]:

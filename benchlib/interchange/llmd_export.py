@@ -35,11 +35,11 @@ import pandas as pd
 
 from benchlib.analysis import stats
 from benchlib.analysis import summary as analysis
+from benchlib.config.identity import Deployment
 from benchlib.records import plausible
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests, write_atomic
 from benchlib.records.schema import json_value, number, read_csv
 from benchlib.records.secrets import shareable
-from benchlib.suites.study import recorded_deployment_name
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "llm-d" / "br_v0_2_json_schema.json"
 REPORT_NAME = "benchmark_report_v0.2.json"
@@ -223,7 +223,7 @@ def build_report(folder: Path) -> dict[str, Any]:
     tool = str(measured_by.get("tool") or "frontier-bench")
     tool_version = str(measured_by.get("version") or (manifest.get("code_version") if tool == "frontier-bench" else "")
                        or "unknown")
-    name = recorded_deployment_name(params, host, folder.parent.name)
+    name = Deployment.from_recorded(params, host, folder.parent.name).name
     version = (manifest.get("packages") or {}).get(str(server.get("software") or "")) or \
         (manifest.get("server") or {}).get("version") or "unknown"
     host_p = params.get("host") or {}

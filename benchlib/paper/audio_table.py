@@ -14,6 +14,7 @@ import pandas as pd
 
 from benchlib.analysis.transcription import clip_rows, corpus_rows
 from benchlib.config.formatting import fmt
+from benchlib.config.identity import Deployment
 from benchlib.config.tasks import load_tasks
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, seed_rows, source_label
@@ -36,8 +37,9 @@ def _seed_rows(ref: pd.DataFrame) -> list[dict]:
     rows = []
     for (model, host), group in cells.groupby(["model", "host"], sort=False):
         value = {metric: float(hit["value"].iloc[0]) for metric, hit in group.groupby("metric")}
-        correct = reported[(reported["system"] == f"{model} @ {host}") & (reported["task"] == TASK)]
-        rows.append({"deployment": f"{model} @ {host}", "kind": "LLM with native audio input",
+        name = Deployment.published(model, host)
+        correct = reported[(reported["system"] == name) & (reported["task"] == TASK)]
+        rows.append({"deployment": name, "kind": "LLM with native audio input",
                      "source": source_label(str(group["source"].iloc[0])), "clips": math.nan,
                      "corpus_wer": math.nan, "max_clip_wer": math.nan,
                      "e2e_mean_s": value.get("e2e_latency", math.nan), "rtf_mean": math.nan,

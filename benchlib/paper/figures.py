@@ -30,7 +30,6 @@ def _bar_frame(long: pd.DataFrame, metric: str, runs: Runs, request_col: str | N
     if request_col and len(runs.requests):
         req = runs.requests
         ok = req[(req["status"] == STATUS_OK) & ~req["is_warmup"].astype(bool)].copy()
-        ok["system"] = runs.named(ok)
         ok["value"] = pd.to_numeric(ok[request_col], errors="coerce")
         ok = ok.dropna(subset=["value"])
         valid = rows[rows["source"] == THIS_RUN][["task_id", "system"]].drop_duplicates()
@@ -339,7 +338,7 @@ def fig_load(runs: Runs) -> plt.Figure | None:
             no_runs_note(ax, f"no {kind} sweep yet" if frame is None else
                          wrap(f"sweep_{kind}.csv: no {ylabel}" + (f" — {reason}" if reason else ""), 60), "center")
             continue
-        data = frame.assign(system=runs.named(frame))
+        data = frame
         long = data.melt(id_vars=["system", xcol] + (["knee"] if "knee" in data else []), value_vars=present,
                          var_name="metric", value_name="value").dropna(subset=["value"])
         long["metric"] = long["metric"].map(lambda m: LOAD_METRIC_NAMES.get(m, m))

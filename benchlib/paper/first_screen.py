@@ -29,11 +29,8 @@ def deployments_table(runs: Runs, judged: Table | None) -> Table | None:
     (`judged`); None without runs."""
     if runs.empty or runs.summary.empty:
         return None
-    names = runs.names
-    summary = runs.summary.assign(model=runs.named(runs.summary))
-    requests = runs.requests.assign(system=runs.named(runs.requests)) if len(runs.requests) else runs.requests
-    figures = deployment_figures(summary, requests)
-    figures = figures[figures["deployment"].isin(set(names.values()))].reset_index(drop=True)
+    figures = deployment_figures(runs.summary.assign(model=runs.summary["system"]), runs.requests)
+    figures = figures[figures["deployment"].isin(set(runs.systems))].reset_index(drop=True)
     labels = runs.labels
     verdicts = judged.data[judged.data["source"] == THIS_RUN].set_index("candidate") if judged is not None \
         and len(judged.data) else pd.DataFrame(columns=["verdict", "thresholds_used"])

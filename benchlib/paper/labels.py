@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.transforms import Bbox
 
+from benchlib.config.identity import Deployment
 from benchlib.paper.runs import source_label
 from benchlib.paper.settings import THIS_RUN
 
@@ -197,7 +198,7 @@ def overlap(a: Bbox, b: Bbox) -> float:
 
 
 def short(system: str) -> str:
-    return system.split(" @ ")[0]
+    return Deployment.model_of(system)
 
 
 def short_model(model: str) -> str:

@@ -49,14 +49,14 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
     """Every pair of our deployments, axis by axis (analysis.host.head_to_head); None with fewer than two."""
     if runs.empty or runs.requests.empty:
         return None
-    requests = runs.requests.assign(system=runs.named(runs.requests))
+    requests = runs.requests
     ours = systems[systems["source"] == THIS_RUN] if len(systems) and "source" in systems else systems
     if "excluded" in ours:  # nothing is ranked on answers it did not get (analysis.failures.not_ranked)
         ours = ours[~ours["excluded"].map(lambda v: isinstance(v, str) and v.startswith(GRADED_FAILED))]
         requests = requests[requests["system"].isin(ours["system"])]
     margins = dict(zip(runs.meta["system"], pd.to_numeric(runs.meta["equivalence_margin"], errors="coerce"))) \
         if "equivalence_margin" in runs.meta else {}
-    frame = host.head_to_head(requests, ours, runs.plans(), {k: v for k, v in margins.items() if v == v})
+    frame = host.head_to_head(requests, ours, runs.compare_plans, {k: v for k, v in margins.items() if v == v})
     if frame.empty:
         return None
     display = pd.DataFrame({
@@ -116,7 +116,7 @@ def quality_plan_table(runs: Runs) -> Table | None:
             name = runs.name(host_name, model)
             if name in planned:
                 continue
-            mine = items[items["system"] == f"{model} @ {host_name}"]
+            mine = items[items["system"] == name]
             sent = counts(host_name, model)
             rows.append({**sent, "system": name, "plan": "fixed", "planned_n": max(len(group), sent["sent"]),
                          "used_n": len(mine), "looks": 1,

@@ -90,13 +90,12 @@ def paired_table(runs: Runs) -> Table | None:
     if graded.empty or runs.requests.empty:
         return None
     items = paired.item_results(runs.requests)
-    items["system"] = items["system"].map(runs.names).fillna(items["system"])
     sets = sorted({str(t) for t in graded["task"] if load_pass(str(t))[1] == 1})
     rows = []
     for name in sets:
         rows += [{"set": name, **row} for row in paired.pairwise(items, tasks=[name]).to_dict("records")]
     # THE verdict (ONE BASIS): every set's items pooled; a pair a compare plan compared gets the plan's verdict
-    verdicts = paired.verdicts(items, runs.plans())
+    verdicts = paired.verdicts(items, runs.compare_plans)
     rows += [{"set": paired.ALL_SETS, **row} for row in
              verdicts[verdicts["basis"] == paired.GRADED].drop(columns="basis").to_dict("records")]
     for row in paired.under_load(items).to_dict("records"):

@@ -22,7 +22,7 @@ from benchlib.analysis.plan import read_plans
 from benchlib.measure.selfcheck import calibration
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
-from benchlib.config.identity import short_labels
+from benchlib.config.identity import Deployment, short_labels
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.config.graded_run import reduced_note
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
@@ -32,7 +32,6 @@ from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.suites.latency_looks import LATENCY_PLAN_CSV
 from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
-from benchlib.suites.study import recorded_deployment_name
 
 
 def load_reference_sets(sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -62,7 +61,7 @@ def column_label(system: str, source: str, server: str = "") -> str:
 @dataclass
 class Runs:
     """Every run under an outputs root: per-task summaries, trimmed request rows, windows, one meta row per
-    host × model, the load sweeps and quantization ladders (outputs/<host>/ladder.json) when present."""
+    host × model (every frame's `system` the deployment's name, config.identity's key), the load sweeps and quantization ladders (outputs/<host>/ladder.json) when present."""
 
     root: Path
     summary: pd.DataFrame
@@ -76,7 +75,7 @@ class Runs:
     ladders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=bandwidth_law.LADDER_COLUMNS))
     quality_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each quality_plan.csv's looks (host, model)
     latency_plans: pd.DataFrame = field(default_factory=pd.DataFrame)  # each latency_plan.csv's looks (host, model)
-    # each compare plan's last look, system and against keyed 'model @ host' (quality_looks.compare_plans)
+    # each compare plan's last look, system and against by the deployments' names (quality_looks.compare_plans)
     compare_plans: pd.DataFrame = field(default_factory=pd.DataFrame)
     plan_records: list[dict] = field(default_factory=list)  # outputs/<host>/plan.json's records (plan.read_plans)
 
@@ -89,35 +88,16 @@ class Runs:
         return self.meta["system"].tolist() if len(self.meta) else []
 
     @property
-    def names(self) -> dict[str, str]:
-        """'model @ host', as the analysis layer keys a deployment (its join key), → the deployment's name."""
-        return {f"{m.model} @ {m.host}": m.system for m in self.meta.itertuples()} if len(self.meta) else {}
-
-    @property
     def labels(self) -> dict[str, str]:
         """Each deployment's name → its short label among ours (config.identity's SHORT LABEL RULE): how the
         report's first screen, its summary and its figures name it, beside a key to the full names."""
         return short_labels(self.systems)
 
     def name(self, host: str, model: str) -> str:
-        """The name of our deployment `model` (model[ [variant]]) on `host`: model · server · settings · host."""
-        return self.names.get(f"{model} @ {host}", f"{model} @ {host}")
-
-    def plans(self) -> pd.DataFrame:
-        """The compare plans with both deployments by name: what paired.verdicts reads to give a pair the verdict
-        its plan reached."""
-        plans = self.compare_plans
-        if plans is None or not len(plans):
-            return pd.DataFrame()
-        names = self.names
-        return plans.assign(system=plans["system"].map(lambda key: names.get(key, key)),
-                            against=plans["against"].map(lambda key: names.get(key, key)))
-
-    def named(self, frame: pd.DataFrame) -> pd.Series:
-        """The deployment name of every row of a frame with host and model columns."""
-        names = self.names
-        return pd.Series([names.get(f"{m} @ {h}", f"{m} @ {h}") for m, h in zip(frame["model"], frame["host"])],
-                         index=frame.index, dtype=object)
+        """The name (config.identity: the deployment's key) of our deployment `model` (model[ [variant]]) on
+        `host`, as every frame's `system` column holds it."""
+        hit = self.meta[(self.meta["host"] == host) & (self.meta["model"] == model)] if len(self.meta) else self.meta
+        return str(hit["system"].iloc[0]) if len(hit) else Deployment(model, host=host).name
 
 
 META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "accelerator", "cpu", "memory_gb",
@@ -131,7 +111,7 @@ META_COLUMNS = ["host", "model", "system", "settings", "source", "hardware", "ac
                 "equivalence_margin"]
 
 
-REQUEST_KEEP = ["host", "model", "suite", "modality", "task", "variant", "repeat", "status", "error_kind", "is_warmup",
+REQUEST_KEEP = ["host", "model", "system", "suite", "modality", "task", "variant", "repeat", "status", "error_kind", "is_warmup",
                 "checker", "decode_tps", "ttft_s", "e2e_s", "completion_tokens", "passed", "concurrency", "prompt_tokens",
                 "prefill_tps",
                 "request_kind", "audio_s", "rtf", "response_text"]  # the audio table's transcripts
@@ -215,36 +195,49 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 continue
             seen[key] = shown
             dirs.append(path)
+    manifests = {path: _read_json(path / "manifest.json") for path in dirs}
+    names: dict[tuple[str, str], str] = {}
+    for path in sorted(dirs, key=lambda p: not manifests[p]):  # a folder with a manifest names its deployment
+        params = manifests[path].get("params") or {}
+        host, model = _host_model(path, params)
+        names.setdefault((host, model), Deployment.from_recorded(params, host, model).name)
+
+    def name_of(path: Path) -> str:
+        params = (manifests.get(path) or _read_json(path / "manifest.json")).get("params") or {}
+        host, model = _host_model(path, params)
+        return names.get((host, model)) or Deployment.from_recorded(params, host, model).name
+
     summaries, requests, windows, load = [], [], [], {"concurrency": [], "context": [], "rate": []}
     plans, latency = [], []
     per_system: dict[tuple[str, str], dict[str, Any]] = {}
     for path in dirs:
-        manifest = _read_json(path / "manifest.json")
+        manifest = manifests[path]
         params = manifest.get("params") or {}
         host, model = _host_model(path, params)
+        ident = {"host": host, "model": model, "system": names[(host, model)]}
         if path.name == "load":  # sweeps only: concurrency > 1 and long prompts are not per-task speed rows
             for kind in ("concurrency", "context", "rate"):
                 frame = _read_csv(path / f"sweep_{kind}.csv")
                 if len(frame):
-                    load[kind].append(frame.assign(host=host, model=model))
+                    load[kind].append(frame.assign(**ident))
             continue
         summary, reqs, wins = _suite_summary(path, params)
         looks = _read_csv(path / QUALITY_PLAN_CSV)  # a sized quality plan's looks
         if len(looks):
-            plans.append(looks.assign(host=host, model=model))
+            plans.append(looks.assign(**ident))
         sized = _read_csv(path / LATENCY_PLAN_CSV)  # a sized latency plan's looks
         if len(sized):
-            latency.append(sized.assign(host=host, model=model, suite=path.name))
+            latency.append(sized.assign(**ident, suite=path.name))
         if summary.empty and reqs.empty:
             continue
         for frame in (summary, reqs):
             if len(frame):
-                frame["host"], frame["model"] = host, model
+                frame["host"], frame["model"], frame["system"] = host, model, ident["system"]
                 frame["suite"] = frame["suite"] if "suite" in frame else path.name
         summaries.append(summary)
         requests.append(reqs)
         if len(wins):
-            windows.append(wins.assign(host=host, model=model, suite=path.name))
+            windows.append(wins.assign(**ident, suite=path.name))
         entry = per_system.setdefault((host, model), {"manifest": manifest, "suites": [], "paths": set(),
                                                       "run_ids": set(), "windows": []})
         if manifest and not entry["manifest"]:
@@ -258,11 +251,12 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         if len(wins):
             entry["windows"].append(wins)
     summary = pd.concat([s for s in summaries if len(s)], ignore_index=True) if any(len(s) for s in summaries) \
-        else pd.DataFrame(columns=["host", "model", "suite", "modality", "task"] + analysis.SUMMARY_COLUMNS)
+        else pd.DataFrame(columns=["host", "model", "system", "suite", "modality", "task"] + analysis.SUMMARY_COLUMNS)
     reqs = pd.concat([r for r in requests if len(r)], ignore_index=True) if any(len(r) for r in requests) \
         else pd.DataFrame(columns=REQUEST_KEEP)
     wins = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame()
-    meta = pd.DataFrame([_meta_row(host, model, entry, summary) for (host, model), entry in per_system.items()],
+    meta = pd.DataFrame([_meta_row(host, model, names[(host, model)], entry, summary)
+                         for (host, model), entry in per_system.items()],
                         columns=META_COLUMNS)
     ladders = [bandwidth_law.read_ladders(root) for _, root in local]
     found = [frame for frame in ladders if len(frame)]
@@ -272,7 +266,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
                 roots=[shown for shown, _ in local], duplicates=duplicates,
                 quality_plans=pd.concat(plans, ignore_index=True) if plans else pd.DataFrame(),
                 latency_plans=pd.concat(latency, ignore_index=True) if latency else pd.DataFrame(),
-                compare_plans=compare_plans(dirs, _key),
+                compare_plans=compare_plans(dirs, name_of),
                 plan_records=[p for _, root in local for p in read_plans(root)])
 
 
@@ -285,15 +279,11 @@ def _host_model(path: Path, params: Mapping[str, Any]) -> tuple[str, str]:
     return host, f"{model} [{server_p['variant']}]" if server_p.get("variant") else model
 
 
-def _key(path: Path) -> str:
-    """'model @ host' of a suite folder (Runs.names' key)."""
-    host, model = _host_model(path, _read_json(path / "manifest.json").get("params") or {})
-    return f"{model} @ {host}"
 
 
 
 
-def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataFrame) -> dict[str, Any]:
+def _meta_row(host: str, model: str, name: str, entry: Mapping[str, Any], summary: pd.DataFrame) -> dict[str, Any]:
     manifest = entry["manifest"] or {}
     params = manifest.get("params") or {}
     host_p, server_p, run_p = params.get("host") or {}, params.get("server") or {}, params.get("run") or {}
@@ -320,7 +310,7 @@ def _meta_row(host: str, model: str, entry: Mapping[str, Any], summary: pd.DataF
         return int(pd.to_numeric(mine.get(column, pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
 
     return {
-        "host": host, "model": model, "system": recorded_deployment_name(params, host, model),
+        "host": host, "model": model, "system": name,
         "settings": str(server_p.get("variant") or ""), "source": THIS_RUN,
         "hardware": str(host_p.get("hardware") or ""), "accelerator": str(host_p.get("accelerator") or ""),
         "cpu": str(manifest.get("cpu") or ""), "memory_gb": number(host_p.get("memory_gb")),

@@ -19,6 +19,7 @@ from benchlib.analysis import load_levels
 from benchlib.analysis.failures import graded_outcome, not_ranked
 from benchlib.analysis.serving import serving_figures
 from benchlib.config.formatting import is_missing
+from benchlib.config.identity import Deployment
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
 from benchlib.records.schema import flag, number
@@ -135,12 +136,10 @@ def run_systems(runs: Runs) -> pd.DataFrame:
     systems = deployments.systems_from_summary(runs.summary, context_window_k=context,
                                                items=paired.item_results(runs.requests),
                                                requests=runs.requests)
-    systems["system"] = runs.named(systems)  # the analysis layer's 'model @ host' → the deployment's name
     # the compare plans' verdicts, which the frontier gives those pairs (paired.PLAN_COLUMN)
-    systems[paired.PLAN_COLUMN] = systems["system"].map(paired.plans_by_system(paired.plan_pairs(runs.plans())))
+    systems[paired.PLAN_COLUMN] = systems["system"].map(paired.plans_by_system(paired.plan_pairs(runs.compare_plans)))
     meta = runs.meta.set_index("system")
-    outcome = graded_outcome(runs.requests, graded_set_names()).assign(system=lambda f: runs.named(f)) \
-        .set_index("system")
+    outcome = graded_outcome(runs.requests, graded_set_names()).set_index("system")
     out = []
     for row in systems.to_dict("records"):
         info = meta.loc[row["system"]] if row["system"] in meta.index else pd.Series(dtype=object)
@@ -297,7 +296,7 @@ def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | Non
         for r in sel.itertuples():
             na = str(r.value_text).lower() in ("not applicable", "n/a")
             rows.append({"task_id": r.task_id, "task": task_label(r.task_id, catalog), "modality": r.modality,
-                         "system": f"{r.model} @ {r.host}", "model": r.model, "host": r.host, "source": r.source,
+                         "system": Deployment.published(r.model, r.host), "model": r.model, "host": r.host, "source": r.source,
                          "metric": r.metric, "value": r.value, "value_sd": math.nan, "value_lo": math.nan,
                          "value_hi": math.nan, "n": math.nan,
                          "status": "not applicable" if na else "", "value_text": r.value_text})
@@ -310,7 +309,7 @@ def task_metrics_long(ref: pd.DataFrame, runs: Runs, catalog: pd.DataFrame | Non
         else:
             status = ""
         base = {"task_id": r["task"], "task": task_label(r["task"], catalog), "modality": r.get("modality", ""),
-                "system": runs.name(r["host"], r["model"]), "model": r["model"], "host": r["host"], "source": THIS_RUN,
+                "system": r["system"], "model": r["model"], "host": r["host"], "source": THIS_RUN,
                 "n": n_ok, "status": status, "value_text": ""}
         scored = int(number(r.get("n_scored")) or 0)
         for metric, column, sd in (("decode_tps", "decode_tps_mean", "decode_tps_sd"),

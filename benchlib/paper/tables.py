@@ -16,6 +16,7 @@ from benchlib.analysis.frontier import node_flips
 from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.published import arithmetic as seed_arithmetic
+from benchlib.config.identity import Deployment
 from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing, quantity, readable
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
@@ -53,7 +54,7 @@ def setup_table(ref: pd.DataFrame, runs: Runs) -> Table:
     for model, group in (s2.groupby("model", sort=False) if len(s2) else []):
         texts = dict(zip(group["metric"], group["value_text"]))
         params = " / ".join(t for t in (texts.get("params_active", ""), texts.get("params_total", "")) if t)
-        rows.append({"system": f"{model} @ {group['host'].iloc[0]}", "source": group["source"].iloc[0],
+        rows.append({"system": Deployment.published(model, group["host"].iloc[0]), "source": group["source"].iloc[0],
                      "model_id": texts.get("model_id", ""), "parameters": params,
                      "architecture": texts.get("architecture", ""), "context_window": texts.get("context_window", ""),
                      "modalities": texts.get("modalities", ""), "hardware": texts.get("primary_hardware", ""),
@@ -284,7 +285,8 @@ def _average_latency_row(order: list[tuple[str, str]], servers: dict[tuple[str, 
             s = systems[(systems["system"] == system) & (systems["source"] == source)]
             value = float(s["avg_e2e_s"].iloc[0]) if len(s) else math.nan
         else:
-            hit = paper_avg[(paper_avg["model"] + " @ " + paper_avg["host"]) == system] if len(paper_avg) else paper_avg
+            hit = paper_avg[[Deployment.published(m, h) == system for m, h in zip(paper_avg["model"], paper_avg["host"])]] \
+                if len(paper_avg) else paper_avg
             value = float(hit["value"].iloc[0]) if len(hit) else math.nan
         average[f"e2e s · {label}"] = value
         shown_avg[f"e2e s · {label}"] = fmt(value, ".2f")
@@ -338,7 +340,7 @@ def capability_table(ref: pd.DataFrame, runs: Runs, long: pd.DataFrame) -> Table
     s9 = reference.select(paper, "§9") if len(paper) else paper
     for model, group in (s9.groupby("model", sort=False) if len(s9) else []):
         by = {m: g.iloc[0] for m, g in group.groupby("metric")}
-        rows.append({"system": f"{model} @ {group['host'].iloc[0]}", "source": group["source"].iloc[0],
+        rows.append({"system": Deployment.published(model, group["host"].iloc[0]), "source": group["source"].iloc[0],
                      "video": by["video_support"]["value_text"] if "video_support" in by else "",
                      "video_support": by["video_support"]["value"] if "video_support" in by else math.nan,
                      "video_e2e_s": by["e2e_latency"]["value"] if "e2e_latency" in by else math.nan,
@@ -438,7 +440,7 @@ def load_table(runs: Runs, kind: str) -> Table | None:
     if kind not in runs.load:
         return None
     frame, name = runs.load[kind], f"load_{kind}"
-    data = frame.assign(system=runs.named(frame))
+    data = frame
     data = data[["system"] + [c for c in data.columns if c != "system"]]
     display = data[[c for c in LOAD_DISPLAY[kind] if c in data.columns]].copy()
     for column in display.columns:

@@ -15,6 +15,7 @@ from benchlib.analysis import decisions
 from benchlib.analysis import frontier
 from benchlib.config import metrics
 from benchlib.config.formatting import bracket, fmt, short_number
+from benchlib.config.identity import Deployment
 from benchlib.published import reference
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, seed_rows, source_label
@@ -175,7 +176,7 @@ def _paper_agrees_if(published: pd.DataFrame, regime: frontier.Regime) -> str:
     if published.empty or any(a not in published for a in regime.all_axes()):
         return ""
     changes = frontier.sensitivity(published, regime)
-    picks = [[m.split(" @ ")[0] for m in str(f).split("; ")] for f in changes["frontier"]]
+    picks = [[Deployment.model_of(m) for m in str(f).split("; ")] for f in changes["frontier"]]
     if picks[0] == [regime.paper_model]:
         return ""
     order = {"swap": 0, "drop": 1, "add": 2}  # another measure of an axis first: the reading, not the question
@@ -221,7 +222,7 @@ def frontier_text(table: Table, sensitivity: Table | None = None) -> str:
                          + (f" (reproduced if {why})" if why else ""))
         if sensitivity is not None and len(sensitivity.data):
             changes = sensitivity.data[sensitivity.data["regime_key"] == key]
-            for line in frontier.sensitivity_lines(changes, lambda s: s.split(" @ ")[0]) if len(changes) else []:
+            for line in frontier.sensitivity_lines(changes, Deployment.model_of) if len(changes) else []:
                 lines.append(f"  {line}")
             lines += [f"  {note}" for note in changes.get("note", pd.Series(dtype=str)) if note]
         for row in group.itertuples():
@@ -256,7 +257,6 @@ def decisions_table(ref: pd.DataFrame, runs: Runs, thresholds: str = "heros_swap
         frames.append(cands)
     if not runs.empty and len(runs.summary):
         ours = deployments.decision_inputs(runs.summary, requests=runs.requests)
-        ours["candidate"] = [runs.names.get(c, c) for c in ours["candidate"]]  # named as everywhere in the paper
         ours["source"], ours["reported_decision"], ours["section"] = THIS_RUN, "", ""
         frames.append(ours)
     columns = ["candidate", "source", "section", "decode_tps", "ttft_ms", "model_memory_gb", "tools_passed",

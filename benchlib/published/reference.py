@@ -16,6 +16,7 @@ import pandas as pd
 
 from benchlib.analysis import frontier
 from benchlib.config import metrics
+from benchlib.config.identity import Deployment
 from benchlib.analysis.deployments import LONG_COLUMNS
 from benchlib.config.paths import PROJECT_ROOT, REFERENCE_DIR
 
@@ -140,7 +141,7 @@ def paper_systems(ref: pd.DataFrame | None = None) -> pd.DataFrame:
         avg_power = _first(s6, "avg_power")
         vision = s4[(s4["modality"] == "vision") & (s4["metric"] == "decode_tps")]["value"]
         rows.append({
-            "system": f"{model} @ {host}",
+            "system": Deployment.published(model, host),
             "model": model,
             "host": host,
             "server": next((v for v in group["server"] if v), ""),
@@ -205,7 +206,7 @@ def paper_accuracy(ref: pd.DataFrame | None = None) -> pd.DataFrame:
         text = f"{cell.value_text} {cell.note}"
         short = re.match(r"[a-z]+", cell.model.lower()).group()  # "Gemma and Qwen truncated": names by family
         truncated = "truncated" in text.lower() and short in text.lower().split("truncated")[0].split(";")[-1]
-        rows.append({"system": f"{cell.model} @ {cell.host}", "task": task, "passed": float(cell.value),
+        rows.append({"system": Deployment.published(cell.model, cell.host), "task": task, "passed": float(cell.value),
                      "scored": 1.0, "basis": "reported",
                      "note": "reported correct, but the answer was truncated (000 §5)" if truncated else ""})
     return pd.DataFrame(rows, columns=frontier.QUALITY_LONG_COLUMNS)

@@ -19,11 +19,11 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from benchlib.analysis import paired, sequential
+from benchlib.config.identity import Deployment
 from benchlib.config.paths import slug
 from benchlib.config.tasks import load_pass
 from benchlib.records.rows import read_requests, write_csv_atomic
 from benchlib.records.schema import read_csv
-from benchlib.suites.study import recorded_deployment_name
 
 QUALITY_PLAN_CSV = "quality_plan.csv"
 
@@ -39,8 +39,8 @@ def baseline_folder(host_dir: Path, baseline: str, suite: str) -> Path | None:
             manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             manifest = {}
-        names = {model_dir.name, recorded_deployment_name(manifest.get("params") or {}, host_dir.name,
-                                                          model_dir.name)}
+        names = {model_dir.name, Deployment.from_recorded(manifest.get("params") or {}, host_dir.name,
+                                                          model_dir.name).name}
         if baseline in names or slug(baseline) == model_dir.name:
             return folder
     return None

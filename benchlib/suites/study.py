@@ -42,6 +42,7 @@ import psutil
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from benchlib.config import identity
 from benchlib.config.identity import short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, validate
 from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
@@ -125,7 +126,7 @@ class Deployment:
 
     @property
     def label(self) -> str:
-        return deployment_label(self.params)
+        return identity.Deployment.from_params(self.params).name
 
     @property
     def key(self) -> str:
@@ -150,26 +151,6 @@ class Study:
         it by once the study's plan has said each full name."""
         names = short_labels([dep.label for dep in self.deployments])
         return {dep.key: names[dep.label] for dep in self.deployments}
-
-
-def deployment_name(model: str, server: str = "", settings: str = "", host: str = "") -> str:
-    """How every view — the study's plan, the terminal, the explorer, the paper — names a deployment:
-    model · server · settings · host (settings = server.variant, a study's grid point; parts not known left out)."""
-    return " · ".join(str(part) for part in (model, server, settings, host) if part)
-
-
-def deployment_label(params: BenchParams) -> str:
-    """deployment_name of validated params."""
-    return deployment_name(params.server.model, params.server.software or params.server.kind, params.server.variant,
-                           params.host.name)
-
-
-def recorded_deployment_name(params: dict[str, Any], host: str = "", model: str = "") -> str:
-    """deployment_name from the params a manifest records (plain sections); `host` and `model` (the folder
-    names) stand in for what it lacks."""
-    server, host_p = params.get("server") or {}, params.get("host") or {}
-    return deployment_name(str(server.get("model") or model), str(server.get("software") or server.get("kind") or ""),
-                           str(server.get("variant") or ""), str(host_p.get("name") or host))
 
 
 # ---- reading a study file -------------------------------------------------------------------------------------

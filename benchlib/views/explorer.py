@@ -1,5 +1,5 @@
 """Request explorer: pick host → model → suite → task → request and see what was sent and what came back.
-Each deployment is named as every view names it (suites.study.deployment_name: model · server · settings · host).
+Each deployment is named as every view names it (config.identity.Deployment.name: model · server · settings · host).
 
 Pure functions (list_runs, list_requests, load_request, request_metrics, request_verdict) hold the logic;
 build() turns one request into display objects (prompt, media, the answer beside the expected one and the checker's
@@ -29,11 +29,11 @@ from IPython.display import HTML, Audio, Image, Markdown, display
 from benchlib.config import metrics
 from benchlib.views import evidence
 from benchlib.views.evidence import Media, request_media, video_frames
+from benchlib.config.identity import Deployment
 from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import STATUS_OK, read_requests
 from benchlib.records.schema import flag, number
-from benchlib.suites.study import recorded_deployment_name
 from benchlib.views.timeline import telemetry_figure
 
 RUN_COLUMNS = ["host", "model", "deployment", "suite", "path", "n_requests", "modalities"]
@@ -72,7 +72,7 @@ def list_runs(outputs_dir: str | Path | None = None) -> pd.DataFrame:
             model = str(server.get("model") or path.parent.name)
             model += f" [{server['variant']}]" if server.get("variant") else ""
             rows.append({"host": str(host), "model": model,
-                         "deployment": recorded_deployment_name(params, str(host), path.parent.name),
+                         "deployment": Deployment.from_recorded(params, str(host), path.parent.name).name,
                          "suite": path.name, "path": str(path), "n_requests": count,
                          "modalities": ", ".join(server.get("modalities") or [])})
     frame = pd.DataFrame(rows, columns=RUN_COLUMNS)

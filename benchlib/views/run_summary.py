@@ -26,7 +26,7 @@ from benchlib.analysis import decisions, host, paired
 from benchlib.analysis.deployments import decision_inputs, deployment_figures
 from benchlib.config.formatting import bracket, fmt, is_missing
 from benchlib.config.graded_run import reduced_note
-from benchlib.config.identity import key_lines, short_labels
+from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import ParamsError, ThresholdParams, load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
@@ -34,7 +34,6 @@ from benchlib.records.rows import read_requests
 from benchlib.records.schema import flag, read_csv
 from benchlib.suites import quality_looks
 from benchlib.suites.notebooks import shown_path
-from benchlib.suites.study import recorded_deployment_name
 from benchlib.views import glance
 from benchlib.views.suite_report import console_table, invalid_note
 
@@ -56,7 +55,7 @@ def deployment_name_of(suite_dir: Path) -> str:
     """The deployment's full name (model · server · settings · host), from the suite's manifest; the folders' names
     where it has none."""
     params = manifest(suite_dir).get("params") or {}
-    return recorded_deployment_name(params, suite_dir.parent.parent.name, suite_dir.parent.name)
+    return Deployment.from_recorded(params, suite_dir.parent.parent.name, suite_dir.parent.name).name
 
 
 def read_summaries(suite_dirs: Sequence[Path]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import pytest
 from benchlib.analysis import decisions
 from benchlib.analysis import frontier
 from benchlib.published import reference
+from benchlib.config.identity import Deployment
 from benchlib.config.params import ThresholdParams
 
 
@@ -25,7 +26,7 @@ def systems(ref) -> pd.DataFrame:
 
 
 def _model(system: str) -> str:
-    return system.split(" @ ")[0]
+    return Deployment.model_of(system)
 
 
 def test_tps_per_watt_recomputed_from_the_table(systems):

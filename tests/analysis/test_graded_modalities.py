@@ -26,7 +26,7 @@ def test_each_regime_pools_the_graded_sets_of_its_modalities():
     accuracy = task_accuracy(SUMMARY)
     assert accuracy.set_index("task")["modality"].to_dict() == {
         "arithmetic": "text", "count_shapes": "vision", "spoken_sentences": "audio", "basic_qa": "text"}
-    out = frontier.quality_columns(pd.DataFrame({"system": ["m @ h"]}), accuracy).iloc[0]
+    out = frontier.quality_columns(pd.DataFrame({"system": ["m · h"]}), accuracy).iloc[0]
     assert out["accuracy_edge"] == pytest.approx(8 / 10) and out["accuracy_serving"] == pytest.approx(8 / 10)
     assert out["accuracy_audio"] == pytest.approx(5 / 20) and out["accuracy_audio_basis"] == frontier.GRADED
     assert out["accuracy_workstation"] == pytest.approx(15 / 40) and out["accuracy_workstation_tasks"] == 3
@@ -35,8 +35,8 @@ def test_each_regime_pools_the_graded_sets_of_its_modalities():
 
 def test_a_regime_without_graded_sets_of_its_modality_keeps_its_tasks():
     accuracy = task_accuracy(SUMMARY[SUMMARY["task"] != "spoken_sentences"])
-    out = frontier.quality_columns(pd.DataFrame({"system": ["m @ h"]}), accuracy).iloc[0]
+    out = frontier.quality_columns(pd.DataFrame({"system": ["m · h"]}), accuracy).iloc[0]
     assert out["accuracy_audio"] == 1.0 and out["accuracy_audio_basis"] == "measured"  # basic_qa: 3 of 3
     no_modality = accuracy.drop(columns="modality")  # a frame from before modalities: its sets are text
-    assert frontier.quality_columns(pd.DataFrame({"system": ["m @ h"]}), no_modality).iloc[0][
+    assert frontier.quality_columns(pd.DataFrame({"system": ["m · h"]}), no_modality).iloc[0][
         "accuracy_edge"] == pytest.approx(10 / 20)

@@ -52,8 +52,8 @@ def test_item_results_from_request_rows():
         "passed": [True, "false", None, True, ""], "checker": ["reasoning_gym"] * 5})
     items = paired.item_results(rows)
     assert items.to_dict("records") == [
-        {"system": "m @ h", "task": "arithmetic", "item": "s1-0000#0", "passed": True, "basis": paired.GRADED},
-        {"system": "m @ h", "task": "arithmetic", "item": "s1-0001#1", "passed": False, "basis": paired.GRADED}]
+        {"system": "m · h", "task": "arithmetic", "item": "s1-0000#0", "passed": True, "basis": paired.GRADED},
+        {"system": "m · h", "task": "arithmetic", "item": "s1-0001#1", "passed": False, "basis": paired.GRADED}]
     assert paired.item_results(pd.DataFrame()).empty
 
 

@@ -171,22 +171,22 @@ def test_systems_and_decision_inputs_feed_frontier():
     # quality-suite tasks (1000 tok/s here) stay out of the speed average
     assert systems.set_index("model")["avg_decode_tps"].to_dict() == pytest.approx({"fast": 35.0, "slow": 20.0})
     assert systems.set_index("model")["modality_count"].to_dict() == {"fast": 2, "slow": 1}
-    for key, member in (("workstation", "fast @ h"), ("edge", "slow @ h")):
+    for key, member in (("workstation", "fast · h"), ("edge", "slow · h")):
         marked = frontier.pareto_frontier(systems, frontier.REGIMES[key].axes)
         assert marked.loc[marked["on_frontier"], "system"].tolist() == [member]
     cands = deployments.decision_inputs(joined, model_memory_gb={"fast": 10.0})
     decided = decisions.decide(cands, {"min_decode_tps": 30, "max_ttft_ms": 500, "max_model_memory_gb": 25})
-    assert decided.set_index("candidate")["verdict"].to_dict() == {"fast @ h": decisions.SWAP,
-                                                                 "slow @ h": decisions.WAIT}
+    assert decided.set_index("candidate")["verdict"].to_dict() == {"fast · h": decisions.SWAP,
+                                                                 "slow · h": decisions.WAIT}
     by_model = cands.set_index("model")
     assert np.isnan(by_model.loc["slow", "model_memory_gb"])
     assert by_model.loc["fast", "decode_tps"] == pytest.approx(40.0)  # text suite only
     assert (by_model.loc["fast", "tools_passed"], by_model.loc["fast", "entity_recall"]) == (7.0, 0.9)
     assert bool(by_model.loc["fast", "vision_works"]) and not bool(by_model.loc["slow", "vision_works"])
     heros = decisions.decide(cands, decisions.HEROS_SWAP_THRESHOLDS).set_index("candidate")
-    assert heros.loc["fast @ h", ["status_decode_tps", "status_model_memory_gb", "status_tools_passed",
+    assert heros.loc["fast · h", ["status_decode_tps", "status_model_memory_gb", "status_tools_passed",
                                   "status_vision_works"]].tolist() == ["PASS"] * 4
-    assert heros.loc["slow @ h", ["status_model_memory_gb", "status_vision_works"]].tolist() == ["NO DATA", "FAIL"]
+    assert heros.loc["slow · h", ["status_model_memory_gb", "status_vision_works"]].tolist() == ["NO DATA", "FAIL"]
 
 
 def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():

@@ -17,19 +17,22 @@ NAMES = {"strong": "tiny-instruct · llama-cpp-python · local", "weak": "tiny-b
 
 
 def runs(passes: dict[tuple[str, str], list[bool]]) -> Runs:
-    """Runs of two deployments (models 'strong', 'weak' on host 'h') with per-item outcomes per task."""
+    """Runs of two deployments (models 'strong', 'weak' on host 'h', each frame's `system` its name, as load_runs
+    writes it) with per-item outcomes per task."""
     requests, summary = [], []
     for (model, task), outcomes in passes.items():
         for index, ok in enumerate(outcomes):
-            requests.append({"host": "h", "model": model, "suite": "quality", "task": task, "variant": f"s1-{index}",
-                             "repeat": index, "status": "ok", "is_warmup": False, "passed": ok,
-                             "checker": "reasoning_gym"})  # as a graded set's rows carry it
+            requests.append({"host": "h", "model": model, "system": NAMES[model], "suite": "quality", "task": task,
+                             "variant": f"s1-{index}", "repeat": index, "status": "ok", "is_warmup": False,
+                             "passed": ok, "checker": "reasoning_gym"})  # as a graded set's rows carry it
         low, high = stats.wilson_interval(sum(outcomes), len(outcomes))
-        summary.append({"host": "h", "model": model, "suite": "quality", "task": task, "checker": "reasoning_gym",
+        summary.append({"host": "h", "model": model, "system": NAMES[model], "suite": "quality", "task": task,
+                        "checker": "reasoning_gym",
                         "n_scored": len(outcomes), "n_passed": sum(outcomes), "accuracy": sum(outcomes) / len(outcomes),
                         "accuracy_lo": low, "accuracy_hi": high, "joules_per_correct": 2.5, "tokens_per_joule": 4.0})
-    summary.append({"host": "h", "model": "strong", "suite": "quality", "task": "tool_calling", "checker": "tool_call",
-                    "n_scored": 8, "n_passed": 8, "accuracy": 1.0})  # a seed task: not a graded set
+    summary.append({"host": "h", "model": "strong", "system": NAMES["strong"], "suite": "quality",
+                    "task": "tool_calling", "checker": "tool_call", "n_scored": 8, "n_passed": 8,
+                    "accuracy": 1.0})  # a seed task: not a graded set
     meta = pd.DataFrame([{"host": "h", "model": m, "system": NAMES[m]} for m in NAMES]).reindex(columns=META_COLUMNS)
     return Runs(Path("outputs"), pd.DataFrame(summary), pd.DataFrame(requests), pd.DataFrame(), meta)
 

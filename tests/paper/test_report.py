@@ -21,12 +21,12 @@ from benchlib.views import run_summary
 from benchlib import cli, paper
 from benchlib.analysis import frontier
 from benchlib.analysis.weights import read_gguf
+from benchlib.config.identity import Deployment
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper import summary as summary_text
 from benchlib.paper.report_html import GLANCE_END, OPEN_ROWS, report_html
 from benchlib.paper import systems
-from benchlib.suites.study import deployment_label, recorded_deployment_name
 from benchlib.views import explorer as explore
 from benchlib.views.suite_report import console_table
 
@@ -297,8 +297,8 @@ def test_every_view_names_a_deployment_model_server_settings_host(two, tmp_path)
     assert set(summaries["model"]) == {FAST, SLOW} and SLOW in console_table(summaries)
     # the study's plan names a params file's deployment the same way the manifest's record of it is named
     params = load_params(PROJECT_ROOT / "params" / "embedded.yaml")
-    assert recorded_deployment_name(params.sections()) == deployment_label(params)
-    assert deployment_label(params) == f"{params.server.model} · llama-cpp-python · {params.host.name}"
+    assert Deployment.from_recorded(params.sections()) == Deployment.from_params(params)
+    assert Deployment.from_params(params).name == f"{params.server.model} · llama-cpp-python · {params.host.name}"
 
 
 # ------------------------------------------------------------------------------------------------ bytes per token

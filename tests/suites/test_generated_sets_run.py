@@ -60,7 +60,7 @@ def test_a_vision_server_is_scored_by_what_it_read_from_each_picture(params_for,
     assert set(items["basis"]) == {paired.GRADED}
     verdict = paired.verdicts(items).iloc[0]
     assert (verdict["basis"], verdict["n"], verdict["a_only"], verdict["b_only"]) == (paired.GRADED, 12, 10, 0)
-    assert verdict["verdict"] == "fake-model @ strong beats fake-model @ weak"
+    assert verdict["verdict"] == "fake-model · strong beats fake-model · weak"
     assert verdict["p_value"] == pytest.approx(2 * 0.5 ** 10)
 
 

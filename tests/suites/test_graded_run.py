@@ -114,10 +114,10 @@ def test_two_deployments_on_the_same_items_get_a_paired_verdict(params_for, outp
     strong = run(params_for, {name: set(range(ITEMS)) for name in SETS}, host="strong")
     weak = run(params_for, {"arithmetic": {0}, "humaneval": {0}}, host="weak")
     items = paired.item_results(pd.concat([strong.requests, weak.requests], ignore_index=True))
-    assert len(items) == 2 * ITEMS * len(SETS) and set(items["system"]) == {"fake-model @ strong", "fake-model @ weak"}
+    assert len(items) == 2 * ITEMS * len(SETS) and set(items["system"]) == {"fake-model · strong", "fake-model · weak"}
     table = paired.pairwise(items).iloc[0]
     assert (table["n"], table["both"], table["a_only"], table["b_only"], table["neither"]) == (12, 2, 10, 0, 0)
-    assert table["verdict"] == "fake-model @ strong beats fake-model @ weak" and table["difference_lo"] > 0
+    assert table["verdict"] == "fake-model · strong beats fake-model · weak" and table["difference_lo"] > 0
     assert table["p_value"] == pytest.approx(2 * 0.5 ** 10)
     one_set = paired.pairwise(items, tasks=["arithmetic"]).iloc[0]  # 3 of 4 discordant: not enough to tell
     assert one_set["n"] == ITEMS and one_set["verdict"] == "undecided" and one_set["p_value"] == pytest.approx(0.25)

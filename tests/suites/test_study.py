@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from benchlib import cli
+from benchlib.config.identity import Deployment
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.suites import ladder, study
@@ -136,7 +137,7 @@ def test_the_default_study_the_ladders_source_rung_and_a_plain_run_do_not_share_
     assert gemma.params.server.variant == "demo"  # the study names its settings itself
     assert gemma.params.suite_dir("text") != source.suite_dir("text")
     assert source.suite_dir("text") == embedded.suite_dir("text") and source.identity() == embedded.identity()
-    labels = [d.label for d in default.deployments] + [study.deployment_label(source)]
+    labels = [d.label for d in default.deployments] + [Deployment.from_params(source).name]
     assert len(set(labels)) == len(labels), labels
     graded = study.load_study(PROJECT_ROOT / "params" / "studies" / "graded-full.yaml")
     full = study.load_study(PROJECT_ROOT / "params" / "studies" / "full.yaml")
