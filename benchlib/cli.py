@@ -31,6 +31,7 @@ from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
+from benchlib.records.run_folder import MANIFEST_JSON, REQUESTS_CSV, SUMMARY_CSV, RunConflict, results_root
 from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
 from benchlib.published import hardware
@@ -38,7 +39,6 @@ from benchlib.suites import fleet, foreign_run, ladder, llmd_report, study
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
-from benchlib.suites.run_folder import RunConflict, results_root
 from benchlib.views import planner, run_summary
 from benchlib.views.run_summary import embedded_models, print_summary
 
@@ -101,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed.append("paper")
     any_ok = print_summary(suite_dirs, model_dir / run_summary.TASK_TABLE)
     print()
-    _say(f"results: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
+    _say(f"results: {_display(str(model_dir))}/<suite>/ ({REQUESTS_CSV}, {SUMMARY_CSV}, {MANIFEST_JSON}, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
     if paper:

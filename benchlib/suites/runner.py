@@ -34,7 +34,8 @@ from benchlib.measure import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
 from benchlib.suites import latency_looks, quality_looks
-from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
+from benchlib.records.run_folder import (REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir,
+                                        results_root, run_lock, sync_from_store)
 from benchlib.records.secrets import scrub_fields
 from benchlib.measure import payloads as media_builders
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
@@ -100,7 +101,7 @@ class Session:
         self.out_dir = out_dir
         self.run_id = run_id
         self.salt = salt
-        self.log = RequestLog(out_dir / "requests.csv")
+        self.log = RequestLog(out_dir / REQUESTS_CSV)
         self.server = None  # EmbeddedServer when we started one
         self.backend: Backend | None = None
         self.telemetry = None
@@ -448,7 +449,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if needs_server and params.server.kind == "embedded" and not params.server.base_url:
             engine = {"vllm": VllmServer, "whisper": WhisperServer, "llama-server": LlamaServer}.get(
                 params.server.embedded.engine, EmbeddedServer)
-            session.server = engine(params.server.embedded, params.server.model, out_dir / "server.log")
+            session.server = engine(params.server.embedded, params.server.model, out_dir / SERVER_LOG)
             base_url = session.server.start()
             session.telemetry.set_server_pid(session.server.pid)
             params = params.model_copy(deep=True)
@@ -542,14 +543,14 @@ def finish_suite(session: Session) -> SuiteResult:
     windows = session.telemetry.windows_frame()
     if len(windows):
         windows = analysis.add_token_efficiency(windows, requests)
-        write_csv_atomic(session.out_dir / "windows.csv", windows)
+        write_csv_atomic(session.out_dir / WINDOWS_CSV, windows)
         summary = analysis.join_windows(summary, windows)
     server_windows = session.server_windows()
     if len(server_windows):
         server_windows = crosscheck.check_server_metrics(server_windows, requests)
         write_csv_atomic(session.out_dir / SERVER_METRICS_CSV, server_windows)
         summary = analysis.join_server_metrics(summary, server_windows)
-    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    write_csv_atomic(session.out_dir / SUMMARY_CSV, summary)
     clips = transcription.transcription_frame(requests, tasks_for(session.suite, session.params.tasks))
     if len(clips):  # per clip WER, e2e and real-time factor, and each task's corpus WER (analysis.transcription)
         write_csv_atomic(session.out_dir / TRANSCRIPTION_CSV, clips)

@@ -48,9 +48,8 @@ from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
 from benchlib.config.variant import changed_settings, leaves, settings_label
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.records.rows import write_atomic
-from benchlib.records.schema import read_csv
+from benchlib.records.run_folder import RunFolder, results_root
 from benchlib.records.secrets import cut
-from benchlib.suites.run_folder import results_root
 
 STUDY_JSON = "study.json"
 LOG_TAIL_LINES = 20
@@ -366,11 +365,7 @@ def server_groups(suite_dirs: list[Path]) -> list[int]:
     """Process groups of the servers the deployment's suites started (their manifests name them)."""
     groups = []
     for folder in suite_dirs:
-        try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        pid = (manifest.get("embedded_server") or {}).get("pid")
+        pid = (RunFolder(folder).manifest.get("embedded_server") or {}).get("pid")
         if isinstance(pid, int):
             groups.append(pid)
     return groups
@@ -396,12 +391,11 @@ def settle(groups: list[int], baseline_mb: float, spec: SettleSpec,
 def log_tail(suite_dirs: list[Path], lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of the server log a failed deployment left (manifest's embedded_server.log), if any."""
     for folder in suite_dirs:
+        log = Path((RunFolder(folder).manifest.get("embedded_server") or {}).get("log", ""))
         try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-            log = Path((manifest.get("embedded_server") or {}).get("log", ""))
             if log.is_file():
                 return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-        except (OSError, ValueError):
+        except OSError:
             continue
     return ""
 
@@ -413,7 +407,7 @@ def no_request_ok(suite_dirs: list[Path]) -> str:
         return ""
     parts = []
     for folder in suite_dirs:
-        summary = read_csv(folder / "summary.csv", label=str(folder / "summary.csv"))
+        summary = RunFolder(folder).summary()
         counts = {name: int(pd.to_numeric(summary.get(name, pd.Series(dtype=float)), errors="coerce").fillna(0)
                             .sum()) for name in ("n_ok", "n_failed", "n_unsupported")}
         if counts["n_ok"]:
