@@ -31,7 +31,7 @@ from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
-from benchlib.records.run_folder import MANIFEST_JSON, REQUESTS_CSV, SUMMARY_CSV, RunConflict, results_root
+from benchlib.records.run_folder import MANIFEST_JSON, REQUESTS_CSV, SUMMARY_CSV, RunConflict
 from benchlib.records.secrets import cut, redact_url
 from benchlib.measure import foreign
 from benchlib.published import hardware
@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     reasons = dict(failed)
     failed = list(failed)
-    root, url = results_root(params)
+    root, url = store.results_root(params)
     model_dir = params.suite_dir("x", root).parent
     paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [],
                                                                 brief=True)) == 0

@@ -3,8 +3,8 @@ the one walk of an outputs tree (which suite folders it holds, the archived ones
 folder (RunFolder: its manifest parsed once, its run id, its rows), and its lifecycle: the folder holds one run
 (run.json: its id, the salt that makes its prompts unique, what the id covers); a run of other params, task files or
 code refuses to mix into it (RunConflict, or --fresh archives it beside); one process at a time writes it (an OS
-lock, released by the kernel whatever ends the process); with a results store, what the store holds is pulled
-first so a run begun on another host resumes here.
+lock, released by the kernel whatever ends the process). Where the folders go with a results store, and what is
+pulled from it first, is benchlib.records.store's (results_root, sync_from_store).
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from typing import Any, Iterator
 import pandas as pd
 
 from benchlib.config.params import BenchParams
-from benchlib.config.paths import outputs_root
-from benchlib.records import store
 from benchlib.records.rows import read_requests, write_atomic
 from benchlib.records.schema import read_csv
 
@@ -208,27 +206,6 @@ def _what_changed(existing: dict[str, Any], params: BenchParams) -> str:
     names = {"params": "different params", "task_set": "changed task files", "code": "other code (benchlib)"}
     changed = [names[k] for k in names if k in old and old[k] != new[k]]
     return " and ".join(changed) if changed else "different params, task files or code"
-
-
-def results_root(params: BenchParams) -> tuple[Path, str]:
-    """(local root the suite folders are appended to, store URL or ''): outputs/, or with a results store
-    (`run.store` / $FRONTIER_BENCH_STORE) the store's local staging folder (benchlib.records.store)."""
-    url = store.configured(params.run.store)
-    return (store.staging_dir(url) if url else outputs_root()), url
-
-
-def sync_from_store(params: BenchParams, suite: str, fresh: bool, url: str, root: Path) -> str:
-    """Before a suite starts: the URL of its folder in the store ('' without one), with what the store holds
-    pulled into the local folder so a run begun elsewhere resumes here — or, with fresh, the store's copy
-    archived beside it as the local one is."""
-    if not url:
-        return ""
-    remote = store.join(url, *params.suite_dir(suite, Path()).parts)
-    if fresh:
-        store.archive(remote, time.strftime("%Y%m%d-%H%M%S"))
-    else:
-        store.pull(remote, params.suite_dir(suite, root))
-    return remote
 
 
 def prepare_out_dir(params: BenchParams, suite: str, fresh: bool, root: Path | None) -> tuple[Path, str, str]:

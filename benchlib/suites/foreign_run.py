@@ -37,11 +37,11 @@ from benchlib.analysis import summary as analysis
 from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.measure import foreign
 from benchlib.measure.provenance import git_commit, to_json
-from benchlib.records import plausible
+from benchlib.records import plausible, store
 from benchlib.records.rows import COLUMNS, REQUEST_KINDS, RequestLog, write_atomic, write_csv_atomic
 from benchlib.records.schema import coerce
 from benchlib.records.run_folder import (MANIFEST_JSON, REQUESTS_CSV, RUN_JSON, SUMMARY_CSV, RunConflict, RunFolder,
-                                        archived_path, results_root, run_lock)
+                                        archived_path, run_lock)
 from benchlib.records.secrets import redact
 
 
@@ -169,7 +169,7 @@ def import_results(tool: str, path: str | Path, params_file: str | Path, fresh: 
     run = foreign.read(tool, path)
     params = marked(base, tool)
     suite = tool
-    local = root if root is not None else results_root(params)[0]
+    local = root if root is not None else store.results_root(params)[0]
     out_dir = params.suite_dir(suite, local)
     run_id = _run_id(tool, run.files, base)
     with run_lock(out_dir):

@@ -22,8 +22,7 @@ from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.measure import preflight
 from benchlib.records import store
 from benchlib.records.rows import RequestLog, read_requests, write_atomic
-from benchlib.records.run_folder import (RunConflict, RunFolder, check_unlocked, prepare_out_dir, results_root,
-                                        run_lock, sync_from_store)
+from benchlib.records.run_folder import RunConflict, RunFolder, check_unlocked, prepare_out_dir, run_lock
 
 
 # papermill's kernel manager, named for traitlets to import when a notebook runs (suites/kernel.py says why it is ours)
@@ -151,7 +150,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
     one-line reason} and the suite folders."""
     failed: dict[str, str] = {}
     suite_dirs: list[Path] = []
-    root, url = results_root(params)
+    root, url = store.results_root(params)
     try:
         params = take_preflight(params, notebooks, root)
     except preflight.PreflightError as exc:
@@ -161,7 +160,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
         suite_dir = params.suite_dir(suite, root)
         try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
             check_unlocked(suite_dir)
-            remote = sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
+            remote = store.sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
             prepare_out_dir(params, suite, fresh, root)
         except (RunConflict, store.StoreError) as exc:
             print(f"error: {exc}", file=sys.stderr)

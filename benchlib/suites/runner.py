@@ -34,8 +34,7 @@ from benchlib.measure import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
 from benchlib.suites import latency_looks, quality_looks
-from benchlib.records.run_folder import (REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir,
-                                        results_root, run_lock, sync_from_store)
+from benchlib.records.run_folder import REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir, run_lock
 from benchlib.records.secrets import scrub_fields
 from benchlib.measure import payloads as media_builders
 from benchlib.measure.backends import Backend, ChatRequest, make_backend
@@ -419,13 +418,13 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
 
     needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
     """
-    default_root, url = results_root(params)
+    default_root, url = store.results_root(params)
     root = root or default_root
     folder = params.suite_dir(suite, root)
     guard = contextlib.ExitStack()
     guard.enter_context(run_lock(folder))  # before anything in the folder is touched (--fresh archives it)
     try:
-        remote = sync_from_store(params, suite, fresh, url, root)
+        remote = store.sync_from_store(params, suite, fresh, url, root)
         out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
         if remote:  # pushed every run.store_every_s and once more when the session ends, whatever ends it
             guard.enter_context(store.Mirror(out_dir, remote, params.run.store_every_s))

@@ -47,8 +47,9 @@ from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, val
 from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
 from benchlib.config.variant import changed_settings, leaves, settings_label
 from benchlib.measure.servers.llama_cpp import group_members
+from benchlib.records import store
 from benchlib.records.rows import write_atomic
-from benchlib.records.run_folder import RunFolder, results_root
+from benchlib.records.run_folder import RunFolder
 from benchlib.records.secrets import cut
 
 STUDY_JSON = "study.json"
@@ -444,7 +445,7 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
         if not fresh and state.done(dep):
             progress(f"{head} — done earlier (run {dep.params.identity()}), skipped")
             result.skipped.append(dep.label)
-            root = results_root(dep.params)[0]
+            root = store.results_root(dep.params)[0]
             result.suite_dirs += [dep.params.suite_dir(s, root) for s in dep.notebooks
                                   if dep.params.suite_dir(s, root).is_dir()]
             continue
