@@ -31,6 +31,7 @@ from benchlib.measure.telemetry import agent as telemetry_agent
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
+from benchlib.records.run_folder import MANIFEST_JSON, REQUESTS_CSV, SUMMARY_CSV, RunConflict
 from benchlib.records.secrets import cut, redact_url
 from benchlib.interchange import readers
 from benchlib.published import hardware
@@ -39,7 +40,6 @@ from benchlib.interchange import import_run, llmd_export
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
 from benchlib.suites.notebooks import shown_path as _display
-from benchlib.suites.run_folder import RunConflict, results_root
 from benchlib.views import planner, run_summary
 from benchlib.views.run_summary import embedded_models, print_summary
 
@@ -94,7 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     reasons = dict(failed)
     failed = list(failed)
-    root, url = results_root(params)
+    root, url = store.results_root(params)
     model_dir = params.suite_dir("x", root).parent
     paper = not args.no_paper and cmd_paper(argparse.Namespace(quiet=args.quiet, roots=[url] if url else [],
                                                                 brief=True)) == 0
@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed.append("paper")
     any_ok = print_summary(suite_dirs, model_dir / run_summary.TASK_TABLE)
     print()
-    _say(f"results: {_display(str(model_dir))}/<suite>/ (requests.csv, summary.csv, manifest.json, …)")
+    _say(f"results: {_display(str(model_dir))}/<suite>/ ({REQUESTS_CSV}, {SUMMARY_CSV}, {MANIFEST_JSON}, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
     if paper:

@@ -43,6 +43,7 @@ from benchlib.config import metrics
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records import plausible, store
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests
+from benchlib.records.run_folder import RunFolder, suite_folders
 from benchlib.records.schema import flag, optional_flag
 
 # metric -> (requests.csv column, kind): "mean" metrics compare means; "share" compares passed ÷ scored.
@@ -77,9 +78,9 @@ def read_sent(root: str) -> pd.DataFrame:
     if not path.is_dir():
         raise CompareError(f"{root}: no such results folder")
     frames = []
-    for csv in sorted(path.glob("*/*/*/requests.csv")):
-        suite_dir = csv.parent
-        if ".archived-" in suite_dir.name:
+    for suite_dir in suite_folders(path)[0]:
+        csv = RunFolder(suite_dir).requests_path
+        if not csv.exists():
             continue
         rows = _measured(csv)
         if len(rows):

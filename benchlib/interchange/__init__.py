@@ -2,5 +2,5 @@
 serve benchmark), an import written as a run folder of ours (import_run), and a finished run folder exported
 as llm-d's Benchmark Report v0.2 (llmd_export). It measures nothing and runs nothing.
 
-May import: config, records, measure, scoring, analysis, published, suites.
+May import: config, records, measure, scoring, analysis.
 """

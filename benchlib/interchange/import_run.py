@@ -37,11 +37,12 @@ from benchlib.analysis import summary as analysis
 from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.interchange import readers
 from benchlib.measure.provenance import git_commit, to_json
-from benchlib.records import plausible
+from benchlib.records import plausible, store
 from benchlib.records.rows import COLUMNS, REQUEST_KINDS, RequestLog, write_atomic, write_csv_atomic
 from benchlib.records.schema import coerce
+from benchlib.records.run_folder import (MANIFEST_JSON, REQUESTS_CSV, RUN_JSON, SUMMARY_CSV, RunConflict, RunFolder,
+                                        archived_path, run_lock)
 from benchlib.records.secrets import redact
-from benchlib.suites.run_folder import RunConflict, results_root, run_lock
 
 
 BATCH = 2_000  # rows held and written at a time (~2-3 MB of records)
@@ -169,20 +170,16 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
     run = readers.read(tool, path)
     params = marked(base, tool)
     suite = tool
-    local = root if root is not None else results_root(params)[0]
+    local = root if root is not None else store.results_root(params)[0]
     out_dir = params.suite_dir(suite, local)
     run_id = _run_id(tool, run.files, base)
     with run_lock(out_dir):
         clear_stale(out_dir)
-        marker = out_dir / "run.json"
-        if marker.is_file():
-            try:
-                existing = json.loads(marker.read_text(encoding="utf-8")).get("run_id")
-            except (OSError, ValueError, AttributeError):
-                existing = None
+        folder = RunFolder(out_dir)
+        if folder.marker_path.is_file():
+            existing = folder.run_id
             if existing == run_id and not fresh:
-                summary = pd.read_csv(out_dir / "summary.csv") if (out_dir / "summary.csv").is_file() \
-                    else pd.DataFrame()
+                summary = pd.read_csv(folder.summary_path) if folder.has_summary() else pd.DataFrame()
                 return Imported(out_dir, run_id, run, summary, already=True)
             if not fresh:
                 raise RunConflict(f"{out_dir} holds another import (run {existing or 'unknown'}); rerun with --fresh "
@@ -191,7 +188,7 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
         shutil.rmtree(aside, ignore_errors=True)
         aside.mkdir(parents=True)
         try:
-            rows = _write_rows(run, params, run_id, aside / "requests.csv") if run.per_request else pd.DataFrame()
+            rows = _write_rows(run, params, run_id, aside / REQUESTS_CSV) if run.per_request else pd.DataFrame()
             count = len(rows)
             if count:
                 plausible.check_rows(rows, str(path), readers.ForeignError)
@@ -199,14 +196,13 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
             else:
                 summary = pd.DataFrame([_aggregate_row(run, suite)])
             del rows
-            write_csv_atomic(aside / "summary.csv", summary)
-            write_atomic(aside / "manifest.json", to_json(_manifest(run, params, run_id, suite, str(path)), params))
-            write_atomic(aside / "run.json", json.dumps({"run_id": run_id, "salt": "", "params_file": params.source,
+            write_csv_atomic(aside / SUMMARY_CSV, summary)
+            write_atomic(aside / MANIFEST_JSON, to_json(_manifest(run, params, run_id, suite, str(path)), params))
+            write_atomic(aside / RUN_JSON, json.dumps({"run_id": run_id, "salt": "", "params_file": params.source,
                                                          "identity": params.identity_parts(), "imported_from": tool,
                                                          "created_unix": time.time()}, indent=2))
             if out_dir.exists():
-                shutil.move(str(out_dir), str(out_dir.with_name(f"{out_dir.name}.archived-"
-                                                                f"{time.strftime('%Y%m%d-%H%M%S')}")))
+                shutil.move(str(out_dir), str(archived_path(out_dir, time.strftime('%Y%m%d-%H%M%S'))))
             os.replace(aside, out_dir)
         except BaseException:
             shutil.rmtree(aside, ignore_errors=True)

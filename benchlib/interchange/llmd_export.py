@@ -37,8 +37,9 @@ from benchlib.analysis import stats
 from benchlib.analysis import summary as analysis
 from benchlib.config.identity import Deployment
 from benchlib.records import plausible
-from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests, write_atomic
-from benchlib.records.schema import json_value, number, read_csv
+from benchlib.records.rows import STATUS_FAILED, STATUS_OK, write_atomic
+from benchlib.records.run_folder import MANIFEST_JSON, RUN_JSON, RunFolder
+from benchlib.records.schema import json_value, number
 from benchlib.records.secrets import shareable
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "llm-d" / "br_v0_2_json_schema.json"
@@ -105,14 +106,6 @@ def _iso(unix: float) -> str:
         "+00:00", "Z")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _clean(value: Any) -> Any:
     """JSON the schema takes: NaN and infinities become null, and a null field is left out (each is optional)."""
     if isinstance(value, dict):
@@ -176,19 +169,19 @@ def _request_part(ok: pd.DataFrame, measured: pd.DataFrame) -> tuple[dict[str, A
 def build_report(folder: Path) -> dict[str, Any]:
     """The v0.2 report of one suite folder (outputs/<host>/<model>/<suite>/), not yet validated."""
     folder = Path(folder)
-    manifest, marker = _read_json(folder / "manifest.json"), _read_json(folder / "run.json")
+    run = RunFolder(folder)
+    manifest, marker = run.manifest, run.marker
     if not marker and not manifest:
-        raise ExportError(f"{folder}: not a run folder (no run.json or manifest.json)")
-    params = manifest.get("params") or {}
+        raise ExportError(f"{folder}: not a run folder (no {RUN_JSON} or {MANIFEST_JSON})")
+    params = run.params
     host = str((params.get("host") or {}).get("name") or folder.parent.parent.name)
     server = params.get("server") or {}
-    run_id = str(marker.get("run_id") or manifest.get("run_id") or "")
-    rows = read_requests(folder / "requests.csv") if (folder / "requests.csv").is_file() else pd.DataFrame()
-    windows = read_csv(folder / "windows.csv", label=str(folder / "windows.csv")) \
-        if (folder / "windows.csv").is_file() else pd.DataFrame()
+    run_id = str(run.run_id or manifest.get("run_id") or "")
+    rows = run.requests() if run.has_requests() else pd.DataFrame()
+    windows = run.windows() if run.windows_path.is_file() else pd.DataFrame()
     if len(rows):
         rows = rows[rows["run_id"] == run_id] if run_id and (rows["run_id"] == run_id).any() else rows
-        plausible.check_rows(rows, str(folder / "requests.csv"), ExportError)
+        plausible.check_rows(rows, str(run.requests_path), ExportError)
         measured = analysis.measured(rows)
         ok = measured[measured["status"] == STATUS_OK]
         summary = analysis.summarize_requests(rows, max_error_rate=(params.get("run") or {}).get("max_error_rate"))
@@ -201,7 +194,7 @@ def build_report(folder: Path) -> dict[str, Any]:
         concurrency = int(pd.to_numeric(measured["concurrency"], errors="coerce").max()) if len(measured) else 1
         prompt_mean = number(pd.to_numeric(ok["prompt_tokens"], errors="coerce").mean())
     else:
-        summary = read_csv(folder / "summary.csv", label=str(folder / "summary.csv"))
+        summary = run.summary()
         if summary.empty:
             raise ExportError(f"{folder}: neither requests.csv nor summary.csv holds a result")
         row = summary.iloc[0].to_dict()
@@ -209,14 +202,14 @@ def build_report(folder: Path) -> dict[str, Any]:
             for stat in ("mean", "sd", "p50", "p90", "p99"):
                 value = number(row.get(f"{metric}_{stat}"))
                 if not math.isnan(value):
-                    plausible.check_value(metric, value, f"{folder / 'summary.csv'}: {stat}", ExportError)
+                    plausible.check_value(metric, value, f"{run.summary_path}: {stat}", ExportError)
         requests = {"total": _whole(row.get("n_requests")), "failures": _whole(row.get("n_failed"))}
         latency = {field: _summary_statistics(row, metric, units) for metric, (field, units) in LATENCY.items()}
         throughput = {"output_token_rate": _summary_statistics(row, "decode_tps", "tokens/s")}
         start, end = number(manifest.get("started_unix")), number(manifest.get("finished_unix"))
         for stamp in (start, end):
             if not math.isnan(stamp):
-                plausible.check_value("started_at_unix", stamp, f"{folder / 'manifest.json'}: the run's start or end",
+                plausible.check_value("started_at_unix", stamp, f"{run.manifest_path}: the run's start or end",
                                       ExportError)
         tokens, concurrency, prompt_mean = number(row.get("completion_tokens_sum")), 1, math.nan
     measured_by = manifest.get("measured_by") or {}

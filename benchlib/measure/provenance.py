@@ -52,6 +52,7 @@ from benchlib.measure.servers.whisper import model_folder
 from benchlib.config.params import BenchParams, code_version, task_set_hash
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import write_atomic
+from benchlib.records.run_folder import RunFolder
 from benchlib.records.secrets import assert_no_secret, cut, redact, scrub
 
 PACKAGES = ("frontier-bench", "openai", "httpx", "papermill", "nbclient", "nbformat", "ipykernel", "pandas", "numpy",
@@ -497,12 +498,9 @@ def _part(manifest: dict[str, Any]) -> dict[str, Any]:
         "server_version": (manifest.get("server") or {}).get("version")}
 
 
-def _earlier_parts(path: Path, run_id: str) -> list[dict[str, Any]]:
+def _earlier_parts(folder: RunFolder, run_id: str) -> list[dict[str, Any]]:
     """Parts recorded by earlier processes of the same run (a resumed run keeps every part's provenance)."""
-    try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
+    earlier = folder.manifest
     if earlier.get("run_id") != run_id:
         return []
     return list(earlier.get("parts") or [_part(earlier)])
@@ -535,8 +533,8 @@ def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
                                    "reason": scraper.reason, "poll_s": scraper.poll_s}
     data = build_manifest(session.params, session.run_id, session.suite, session.started_unix, extra,
                           server_before=getattr(session, "server_before", None), session=session, nvml=nvml)
-    path = Path(session.out_dir) / "manifest.json"
-    data["parts"] = _earlier_parts(path, session.run_id) + [_part(data)]
+    folder = RunFolder(session.out_dir)
+    data["parts"] = _earlier_parts(folder, session.run_id) + [_part(data)]
     text = to_json(data, session.params)
-    write_atomic(path, text)
+    write_atomic(folder.manifest_path, text)
     return json.loads(text)  # what the file holds: scrubbed

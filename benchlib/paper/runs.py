@@ -20,6 +20,7 @@ from benchlib.published import reference
 from benchlib.analysis import roofline, weights
 from benchlib.analysis.plan import read_plans
 from benchlib.measure.selfcheck import calibration
+from benchlib.measure.telemetry import TELEMETRY_CSV
 from benchlib.records import store
 from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
 from benchlib.config.identity import Deployment, short_labels
@@ -27,7 +28,7 @@ from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.config.graded_run import reduced_note
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
 from benchlib.config.paths import cache_dir, outputs_root
-from benchlib.records.rows import read_requests
+from benchlib.records.run_folder import WINDOWS_CSV, RunFolder, suite_folders
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url
 from benchlib.suites.latency_looks import LATENCY_PLAN_CSV
@@ -119,24 +120,9 @@ REQUEST_KEEP = ["host", "model", "system", "suite", "modality", "task", "variant
 
 def suite_dirs(root: Path) -> tuple[list[Path], list[str]]:
     """outputs/<host>/<model>/<suite>/ folders holding results, and the archived ones skipped."""
-    root = Path(root)
-    found, skipped = [], []
-    if not root.is_dir():
-        return found, skipped
-    for path in sorted(p for p in root.glob("*/*/*") if p.is_dir()):
-        if ".archived-" in path.name:
-            skipped.append(str(path.relative_to(root)))
-            continue
-        if (path / "requests.csv").is_file() or (path / "summary.csv").is_file() or path.name == "load":
-            found.append(path)
-    return found, skipped
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        return {}
+    found, skipped = suite_folders(root)
+    return [path for path in found if RunFolder(path).has_requests() or RunFolder(path).has_summary()
+            or path.name == "load"], skipped
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -149,9 +135,10 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 def _suite_summary(path: Path, params: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(summary, trimmed requests, windows) of one suite folder, recomputed from requests.csv when it exists."""
-    windows = _read_csv(path / "windows.csv")
-    run_id = _read_json(path / "run.json").get("run_id")
-    requests = read_requests(path / "requests.csv") if (path / "requests.csv").is_file() else pd.DataFrame()
+    folder = RunFolder(path)
+    windows = _read_csv(folder.windows_path)
+    run_id = folder.run_id
+    requests = folder.requests() if folder.has_requests() else pd.DataFrame()
     if len(requests) and run_id and "run_id" in requests and (requests["run_id"] == run_id).any():
         requests = requests[requests["run_id"] == run_id]
     if len(requests):
@@ -159,7 +146,7 @@ def _suite_summary(path: Path, params: Mapping[str, Any]) -> tuple[pd.DataFrame,
         summary = analysis.summarize_requests(requests, max_error_rate=max_error)
         summary = analysis.join_windows(summary, windows) if len(windows) else summary
     else:
-        summary = _read_csv(path / "summary.csv")
+        summary = _read_csv(folder.summary_path)
     if len(summary) and len(windows) and "energy_reason" in windows and "window" in windows:
         task_windows = windows[windows.get("kind", "task") == "task"] if "kind" in windows else windows
         reasons = (task_windows.dropna(subset=["energy_reason"]).groupby("window")["energy_reason"]
@@ -189,13 +176,13 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         found, archived = suite_dirs(root)
         skipped += archived
         for path in found:
-            key = (_read_json(path / "run.json").get("run_id") or str(path), *path.relative_to(root).parts)
+            key = (RunFolder(path).run_id or str(path), *path.relative_to(root).parts)
             if key in seen:
                 duplicates.append(f"{'/'.join(key[1:])} (run {key[0]}) in {shown} and {seen[key]}")
                 continue
             seen[key] = shown
             dirs.append(path)
-    manifests = {path: _read_json(path / "manifest.json") for path in dirs}
+    manifests = {path: RunFolder(path).manifest for path in dirs}
     names: dict[tuple[str, str], str] = {}
     for path in sorted(dirs, key=lambda p: not manifests[p]):  # a folder with a manifest names its deployment
         params = manifests[path].get("params") or {}
@@ -203,7 +190,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         names.setdefault((host, model), Deployment.from_recorded(params, host, model).name)
 
     def name_of(path: Path) -> str:
-        params = (manifests.get(path) or _read_json(path / "manifest.json")).get("params") or {}
+        params = (manifests.get(path) or RunFolder(path).manifest).get("params") or {}
         host, model = _host_model(path, params)
         return names.get((host, model)) or Deployment.from_recorded(params, host, model).name
 
@@ -392,9 +379,9 @@ def first_telemetry(runs: Runs) -> tuple[pd.DataFrame | None, pd.DataFrame, str]
         for path in sorted(str(row.path).split(", ")):
             for suite in ("text", *str(row.suites).split(", ")):
                 folder = Path(path) / suite
-                if (folder / "telemetry.csv").is_file() and (folder / "windows.csv").is_file():
-                    telemetry = pd.read_csv(folder / "telemetry.csv")
-                    windows = pd.read_csv(folder / "windows.csv")
+                if (folder / TELEMETRY_CSV).is_file() and (folder / WINDOWS_CSV).is_file():
+                    telemetry = pd.read_csv(folder / TELEMETRY_CSV)
+                    windows = pd.read_csv(folder / WINDOWS_CSV)
                     if len(telemetry) > 1:
                         return telemetry, windows, f"{row.system}, {suite} suite ({len(windows)} windows)"
     return None, pd.DataFrame(), ""

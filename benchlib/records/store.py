@@ -5,7 +5,8 @@ Object stores cannot append, so rows are always appended and fsynced to a local 
 `~/.cache/frontier-bench/store/<hash of the URL>/`, same layout as outputs/). A `Mirror` pushes a suite folder to
 the store every `every_s` seconds while it runs and once more when it ends (success, error or Ctrl-C); `pull`
 brings back what the store holds before a run starts, so a run resumed on another machine continues from it;
-`materialize` gives the paper a local copy of a whole store. A push never leaves a cut file in the store: one put
+`materialize` gives the paper a local copy of a whole store; `results_root` says where a run's suite folders go
+with the params' store, and `sync_from_store` pulls (or, with --fresh, archives) a suite's folder before it starts. A push never leaves a cut file in the store: one put
 where puts are all or nothing, else a hidden copy renamed over the file. Hosts that share no store exchange
 bundles: `bundle` writes one host's results as a .tar.gz, `import_bundle` merges one (checked and extracted aside
 first, streamed and size-capped; a run already here is counted once and completed where it lacks files; a
@@ -42,9 +43,11 @@ from urllib.parse import urlsplit
 import fsspec
 from fsspec.core import url_to_fs
 
-from benchlib.config.paths import cache_dir
+from benchlib.config.params import BenchParams
+from benchlib.config.paths import cache_dir, outputs_root
 from benchlib.config.sections import url_secret
 from benchlib.records.rows import write_atomic
+from benchlib.records.run_folder import ARCHIVED, RUN_JSON, is_archived
 from benchlib.records.secrets import redact_url
 
 ENV = "FRONTIER_BENCH_STORE"
@@ -101,6 +104,27 @@ def staging_dir(url: str) -> Path:
     return cache_dir() / "store" / hashlib.sha256(url.encode()).hexdigest()[:16]
 
 
+def results_root(params: BenchParams) -> tuple[Path, str]:
+    """(local root the suite folders are appended to, store URL or ''): outputs/, or with a results store
+    (`run.store` / $FRONTIER_BENCH_STORE) the store's local staging folder (staging_dir)."""
+    url = configured(params.run.store)
+    return (staging_dir(url) if url else outputs_root()), url
+
+
+def sync_from_store(params: BenchParams, suite: str, fresh: bool, url: str, root: Path) -> str:
+    """Before a suite starts: the URL of its folder in the store ('' without one), with what the store holds
+    pulled into the local folder so a run begun elsewhere resumes here — or, with fresh, the store's copy
+    archived beside it as the local one is."""
+    if not url:
+        return ""
+    remote = join(url, *params.suite_dir(suite, Path()).parts)
+    if fresh:
+        archive(remote, time.strftime("%Y%m%d-%H%M%S"))
+    else:
+        pull(remote, params.suite_dir(suite, root))
+    return remote
+
+
 def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """(file system, path inside it) for a store URL; a missing driver is a one-line error."""
     try:
@@ -135,8 +159,8 @@ def pull(url: str, local: Path) -> list[str]:
     copied = []
     files = {rel: size for rel, size in _remote_files(fs, base).items()
              if not any(part.startswith(".") for part in rel.split("/"))}
-    if "run.json" in files and not (local / "run.json").is_file():
-        marker = fs.cat_file(f"{base.rstrip('/')}/run.json")
+    if RUN_JSON in files and not (local / RUN_JSON).is_file():
+        marker = fs.cat_file(f"{base.rstrip('/')}/{RUN_JSON}")
         if _run_id(marker) is None:
             raise StoreError(f"{redact_url(url)}/run.json is empty or not a run's identity ({len(marker)} bytes: a "
                              f"push cut short?); nothing pulled: put back a whole run.json from the host that ran "
@@ -206,7 +230,7 @@ def archive(url: str, stamp: str) -> str | None:
     if not files:
         return None
     base = base.rstrip("/")
-    target = f"{base}.archived-{stamp}"
+    target = f"{base}{ARCHIVED}{stamp}"
     if "recursive" in inspect.signature(fs.mv).parameters:
         # fsspec's generic move copies every path its listing holds, folders included, which an object store
         # cannot copy (S3: NoSuchKey): the files themselves are copied (server-side where the store can), then
@@ -274,7 +298,7 @@ class Mirror:
 
 def _bundle_members(root: Path, host: str) -> list[Path]:
     base = Path(root) / host
-    return sorted(p for p in base.rglob("*") if p.is_file() and ".archived-" not in p.as_posix()
+    return sorted(p for p in base.rglob("*") if p.is_file() and not is_archived(p)
                   and not any(part.startswith(".") for part in p.relative_to(base).parts))
 
 
@@ -364,7 +388,7 @@ def _checked_members(archive: tarfile.TarFile, source: Path) -> tuple[Members, d
             raise StoreError(f"{source}: {what} uncompressed (at most {MAX_MEMBER_BYTES:,} a file, "
                              f"{MAX_BUNDLE_BYTES:,} in all); nothing written")
         members.append((member, parts))
-        if len(parts) == 4 and parts[3] == "run.json" and member.size <= 1 << 20:
+        if len(parts) == 4 and parts[3] == RUN_JSON and member.size <= 1 << 20:
             markers[parts[:3]] = archive.extractfile(member).read()
     return members, markers
 
@@ -399,8 +423,8 @@ def _plan(members: Members, markers: dict[tuple[str, ...], bytes], root: Path,
             why = "an unreadable run.json" if group in markers else "no run.json"
             done.skipped.append(f"{label}: the bundle holds {why} for it (the run's identity); nothing of it written")
             continue
-        if (folder / "run.json").is_file():
-            ours = _run_id((folder / "run.json").read_bytes())
+        if (folder / RUN_JSON).is_file():
+            ours = _run_id((folder / RUN_JSON).read_bytes())
             if ours != theirs:
                 held = f"run {ours}" if ours else "an unreadable run.json"
                 raise StoreConflict(f"{label} here holds {held}, the bundle's holds run {theirs}: move one aside (or "
@@ -463,7 +487,7 @@ def _moves(staging: Path, root: Path, files: list[tuple[str, ...]], mode: str) -
                 raise StoreConflict(f"{rel} here and in the bundle diverge (neither starts with the other): keep "
                                     f"one and move the other aside; nothing written")
             moves.append((path, here))
-    moves.sort(key=lambda move: move[1].name != "run.json")  # the identity first: a kill leaves a folder to complete
+    moves.sort(key=lambda move: move[1].name != RUN_JSON)  # the identity first: a kill leaves a folder to complete
     return moves
 
 

@@ -8,7 +8,6 @@ imported where notebooks run: nbformat alone takes ~1.6 s to import, which `fron
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -23,8 +22,7 @@ from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.measure.servers import preflight
 from benchlib.records import store
 from benchlib.records.rows import RequestLog, read_requests, write_atomic
-from benchlib.suites.run_folder import (RunConflict, check_unlocked, prepare_out_dir, results_root, run_lock,
-                                        sync_from_store)
+from benchlib.records.run_folder import RunConflict, RunFolder, check_unlocked, prepare_out_dir, run_lock
 
 
 # papermill's kernel manager, named for traitlets to import when a notebook runs (suites/kernel.py says why it is ours)
@@ -40,10 +38,10 @@ def shown_path(path: str | Path) -> str:
 
 
 def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: bool = True,
-                     manifest: Path | None = None) -> None:
+                     run_folder: Path | None = None) -> None:
     """Execute through papermill. Papermill saves after every cell into a hidden `.NAME.partial.ipynb` beside
-    `output`; the notebook appears under `output` only whole (validated, with the run's manifest in its
-    metadata when `manifest` is given, written atomically), whether the run succeeded, failed or was
+    `output`; the notebook appears under `output` only whole (validated, with the manifest of `run_folder` in its
+    metadata when one is given, written atomically), whether the run succeeded, failed or was
     interrupted. A full disk cannot leave a truncated notebook where the CLI points."""
     import papermill  # see the module docstring
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -53,10 +51,10 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict, progress: b
                                    cwd=str(PROJECT_ROOT), progress_bar=progress,
                                    request_save_on_cell_execute=True, kernel_manager_class=KERNEL_MANAGER)
     finally:
-        settle_notebook(partial, output, manifest)
+        settle_notebook(partial, output, run_folder)
 
 
-def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -> bool:
+def settle_notebook(partial: Path, output: Path, run_folder: Path | None = None) -> bool:
     """Move papermill's partial notebook to `output` if it is a whole notebook (manifest attached); never
     raises: a torn or unwritable notebook is one warning line, the old `output` (if any) stays as it was,
     and the partial file is removed. Returns whether `output` was written."""
@@ -65,8 +63,9 @@ def settle_notebook(partial: Path, output: Path, manifest: Path | None = None) -
         return False
     try:
         notebook = nbformat.read(str(partial), as_version=4)
-        if manifest is not None and manifest.is_file():  # provenance travels with the notebook
-            notebook.metadata["frontier_bench"] = json.loads(manifest.read_text(encoding="utf-8"))
+        run = RunFolder(run_folder) if run_folder is not None else None
+        if run is not None and run.manifest_path.is_file():  # provenance travels with the notebook
+            notebook.metadata["frontier_bench"] = run.read_manifest()
         write_atomic(output, nbformat.writes(notebook))
         return True
     except (OSError, ValueError) as exc:  # nbformat's NotJSONError and json's errors are ValueErrors
@@ -94,7 +93,7 @@ def log_warnings(suite_dir: Path) -> list[str]:
     """What a suite's requests.csv warns about before it runs — a torn last row moved aside (its request sent
     again), rows that cannot be read — as lines for the terminal: the notebook's kernel would log them only into
     the executed notebook."""
-    path = suite_dir / "requests.csv"
+    path = RunFolder(suite_dir).requests_path
     if not path.is_file():
         return []
     logger, collect = logging.getLogger("benchlib"), _Collect()
@@ -119,22 +118,14 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 def suite_failures(suite_dir: Path, suite: str, params: BenchParams) -> FailureReport:
     """The suite's failed requests against run.max_error_rate (analysis.failures), from its requests.csv."""
-    path = suite_dir / "requests.csv"
-    requests = read_requests(path) if path.is_file() else pd.DataFrame(columns=["status"])
-    manifest = read_manifest(suite_dir)
+    folder = RunFolder(suite_dir)
+    requests = folder.requests() if folder.has_requests() else pd.DataFrame(columns=["status"])
+    manifest = folder.manifest
     run_id = manifest.get("run_id")
     if run_id and "run_id" in requests:
         requests = requests[requests["run_id"] == run_id]
     sets = (manifest.get("graded") or {}).get("sets") or {}
     return failure_report(requests, suite, params.run.max_error_rate, sets)
-
-
-def read_manifest(suite_dir: Path) -> dict:
-    try:
-        data = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def take_preflight(params: BenchParams, notebooks: list[str], root: Path) -> BenchParams:
@@ -159,7 +150,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
     one-line reason} and the suite folders."""
     failed: dict[str, str] = {}
     suite_dirs: list[Path] = []
-    root, url = results_root(params)
+    root, url = store.results_root(params)
     try:
         params = take_preflight(params, notebooks, root)
     except preflight.PreflightError as exc:
@@ -169,7 +160,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
         suite_dir = params.suite_dir(suite, root)
         try:  # refuse (or archive, with --fresh) before papermill writes anything into the folder
             check_unlocked(suite_dir)
-            remote = sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
+            remote = store.sync_from_store(params, suite, fresh, url, root)  # a run begun on another host resumes here
             prepare_out_dir(params, suite, fresh, root)
         except (RunConflict, store.StoreError) as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -183,7 +174,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
         parameters = {**params.sections(), "params_file": params_path, "fresh": False}
         try:
             execute_notebook(NOTEBOOKS_DIR / f"{suite}.ipynb", executed, parameters, progress,
-                             manifest=suite_dir / "manifest.json")
+                             run_folder=suite_dir)
         except KeyboardInterrupt:
             print(f"\ninterrupted during {suite}; finished requests are kept, rerun to resume", file=sys.stderr)
             raise

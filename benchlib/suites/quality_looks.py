@@ -10,7 +10,6 @@ about the comparison. Without the baseline's answers the plan sends every planne
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -22,7 +21,8 @@ from benchlib.analysis import paired, sequential
 from benchlib.config.identity import Deployment
 from benchlib.config.paths import slug
 from benchlib.config.tasks import load_pass
-from benchlib.records.rows import read_requests, write_csv_atomic
+from benchlib.records.rows import write_csv_atomic
+from benchlib.records.run_folder import RunFolder, suite_folders
 from benchlib.records.schema import read_csv
 
 QUALITY_PLAN_CSV = "quality_plan.csv"
@@ -31,16 +31,13 @@ QUALITY_PLAN_CSV = "quality_plan.csv"
 def baseline_folder(host_dir: Path, baseline: str, suite: str) -> Path | None:
     """The baseline's `suite` folder under `host_dir` (named by its model folder, server.model[+variant], or its
     full name, as a compare plan names it); None when it has no such run (yet)."""
-    for model_dir in sorted(p for p in host_dir.iterdir() if p.is_dir()) if host_dir.is_dir() and baseline else []:
-        folder = model_dir / suite
-        if not (folder / "requests.csv").is_file():
+    found = suite_folders(host_dir.parent)[0] if host_dir.is_dir() and baseline else []
+    for folder in (path for path in found if path.parent.parent == host_dir and path.name == suite):
+        model_dir = folder.parent
+        run = RunFolder(folder)
+        if not run.has_requests():
             continue
-        try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            manifest = {}
-        names = {model_dir.name, Deployment.from_recorded(manifest.get("params") or {}, host_dir.name,
-                                                          model_dir.name).name}
+        names = {model_dir.name, Deployment.from_recorded(run.params, host_dir.name, model_dir.name).name}
         if baseline in names or slug(baseline) == model_dir.name:
             return folder
     return None
@@ -54,11 +51,8 @@ def baseline_outcomes(host_dir: Path, baseline: str, suite: str) -> dict[tuple[s
 
 def run_items(folder: Path) -> pd.DataFrame:
     """paired.item_results of a suite folder's current run (its run.json's run_id), system = its model folder."""
-    try:
-        run_id = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("run_id")
-    except (OSError, ValueError):
-        run_id = None
-    rows = read_requests(folder / "requests.csv")
+    run = RunFolder(folder)
+    run_id, rows = run.run_id, run.requests()
     if run_id and "run_id" in rows:
         rows = rows[rows["run_id"] == run_id]
     return paired.item_results(rows.assign(system=folder.parent.name))

@@ -34,7 +34,7 @@ from benchlib.measure.selfcheck import calibration
 from benchlib.scoring import checkers as scoring
 from benchlib.records import store
 from benchlib.suites import latency_looks, quality_looks
-from benchlib.suites.run_folder import prepare_out_dir, results_root, run_lock, sync_from_store
+from benchlib.records.run_folder import REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir, run_lock
 from benchlib.records.secrets import scrub_fields
 from benchlib.measure.client import payloads as media_builders
 from benchlib.measure.client.backends import Backend, ChatRequest, make_backend
@@ -100,7 +100,7 @@ class Session:
         self.out_dir = out_dir
         self.run_id = run_id
         self.salt = salt
-        self.log = RequestLog(out_dir / "requests.csv")
+        self.log = RequestLog(out_dir / REQUESTS_CSV)
         self.server = None  # EmbeddedServer when we started one
         self.backend: Backend | None = None
         self.telemetry = None
@@ -418,13 +418,13 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
 
     needs_server=False (every task unsupported) skips starting the embedded server and the baselines.
     """
-    default_root, url = results_root(params)
+    default_root, url = store.results_root(params)
     root = root or default_root
     folder = params.suite_dir(suite, root)
     guard = contextlib.ExitStack()
     guard.enter_context(run_lock(folder))  # before anything in the folder is touched (--fresh archives it)
     try:
-        remote = sync_from_store(params, suite, fresh, url, root)
+        remote = store.sync_from_store(params, suite, fresh, url, root)
         out_dir, run_id, salt = prepare_out_dir(params, suite, fresh, root)
         if remote:  # pushed every run.store_every_s and once more when the session ends, whatever ends it
             guard.enter_context(store.Mirror(out_dir, remote, params.run.store_every_s))
@@ -448,7 +448,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if needs_server and params.server.kind == "embedded" and not params.server.base_url:
             engine = {"vllm": VllmServer, "whisper": WhisperServer, "llama-server": LlamaServer}.get(
                 params.server.embedded.engine, EmbeddedServer)
-            session.server = engine(params.server.embedded, params.server.model, out_dir / "server.log")
+            session.server = engine(params.server.embedded, params.server.model, out_dir / SERVER_LOG)
             base_url = session.server.start()
             session.telemetry.set_server_pid(session.server.pid)
             params = params.model_copy(deep=True)
@@ -542,14 +542,14 @@ def finish_suite(session: Session) -> SuiteResult:
     windows = session.telemetry.windows_frame()
     if len(windows):
         windows = analysis.add_token_efficiency(windows, requests)
-        write_csv_atomic(session.out_dir / "windows.csv", windows)
+        write_csv_atomic(session.out_dir / WINDOWS_CSV, windows)
         summary = analysis.join_windows(summary, windows)
     server_windows = session.server_windows()
     if len(server_windows):
         server_windows = crosscheck.check_server_metrics(server_windows, requests)
         write_csv_atomic(session.out_dir / SERVER_METRICS_CSV, server_windows)
         summary = analysis.join_server_metrics(summary, server_windows)
-    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    write_csv_atomic(session.out_dir / SUMMARY_CSV, summary)
     clips = transcription.transcription_frame(requests, tasks_for(session.suite, session.params.tasks))
     if len(clips):  # per clip WER, e2e and real-time factor, and each task's corpus WER (analysis.transcription)
         write_csv_atomic(session.out_dir / TRANSCRIPTION_CSV, clips)

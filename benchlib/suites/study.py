@@ -48,10 +48,10 @@ from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, val
 from benchlib.config.paths import PROJECT_ROOT, outputs_root, slug
 from benchlib.config.variant import changed_settings, leaves, settings_label
 from benchlib.measure.servers.llama_cpp import group_members
+from benchlib.records import store
 from benchlib.records.rows import write_atomic
-from benchlib.records.schema import read_csv
+from benchlib.records.run_folder import RunFolder
 from benchlib.records.secrets import cut
-from benchlib.suites.run_folder import results_root
 
 STUDY_JSON = "study.json"
 LOG_TAIL_LINES = 20
@@ -347,11 +347,7 @@ def server_groups(suite_dirs: list[Path]) -> list[int]:
     """Process groups of the servers the deployment's suites started (their manifests name them)."""
     groups = []
     for folder in suite_dirs:
-        try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        pid = (manifest.get("embedded_server") or {}).get("pid")
+        pid = (RunFolder(folder).manifest.get("embedded_server") or {}).get("pid")
         if isinstance(pid, int):
             groups.append(pid)
     return groups
@@ -377,12 +373,11 @@ def settle(groups: list[int], baseline_mb: float, spec: SettleSpec,
 def log_tail(suite_dirs: list[Path], lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of the server log a failed deployment left (manifest's embedded_server.log), if any."""
     for folder in suite_dirs:
+        log = Path((RunFolder(folder).manifest.get("embedded_server") or {}).get("log", ""))
         try:
-            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-            log = Path((manifest.get("embedded_server") or {}).get("log", ""))
             if log.is_file():
                 return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-        except (OSError, ValueError):
+        except OSError:
             continue
     return ""
 
@@ -394,7 +389,7 @@ def no_request_ok(suite_dirs: list[Path]) -> str:
         return ""
     parts = []
     for folder in suite_dirs:
-        summary = read_csv(folder / "summary.csv", label=str(folder / "summary.csv"))
+        summary = RunFolder(folder).summary()
         counts = {name: int(pd.to_numeric(summary.get(name, pd.Series(dtype=float)), errors="coerce").fillna(0)
                             .sum()) for name in ("n_ok", "n_failed", "n_unsupported")}
         if counts["n_ok"]:
@@ -431,7 +426,7 @@ def run_study(study: Study, run_suites: SuiteRunner, fresh: bool = False,
         if not fresh and state.done(dep):
             progress(f"{head} — done earlier (run {dep.params.identity()}), skipped")
             result.skipped.append(dep.label)
-            root = results_root(dep.params)[0]
+            root = store.results_root(dep.params)[0]
             result.suite_dirs += [dep.params.suite_dir(s, root) for s in dep.notebooks
                                   if dep.params.suite_dir(s, root).is_dir()]
             continue

@@ -32,7 +32,8 @@ from benchlib.views.evidence import Media, request_media, video_frames
 from benchlib.config.identity import Deployment
 from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
-from benchlib.records.rows import STATUS_OK, read_requests
+from benchlib.records.rows import STATUS_OK
+from benchlib.records.run_folder import RunFolder, suite_folders
 from benchlib.records.schema import flag, number
 from benchlib.views.timeline import telemetry_figure
 
@@ -47,34 +48,26 @@ def _root(outputs_dir: str | Path | None) -> Path:
     return Path(outputs_dir) if outputs_dir else outputs_root()
 
 
-def _manifest(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def list_runs(outputs_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per outputs/<host>/<model>/<suite>/ folder holding requests.csv (archived folders skipped):
     host and model as the params name them (folder names when no manifest; a study's grid point is 'model
     [variant]', as the paper calls it), the deployment's name, suite, path, request count."""
     root = _root(outputs_dir)
     rows = []
-    if root.is_dir():
-        for path in sorted(p for p in root.glob("*/*/*") if p.is_dir() and ".archived-" not in p.name):
-            requests = path / "requests.csv"
-            if not requests.is_file():
-                continue
-            params = _manifest(path).get("params") or {}
-            host = (params.get("host") or {}).get("name") or path.parent.parent.name
-            server = params.get("server") or {}
-            count = len(read_requests(requests))
-            model = str(server.get("model") or path.parent.name)
-            model += f" [{server['variant']}]" if server.get("variant") else ""
-            rows.append({"host": str(host), "model": model,
-                         "deployment": Deployment.from_recorded(params, str(host), path.parent.name).name,
-                         "suite": path.name, "path": str(path), "n_requests": count,
-                         "modalities": ", ".join(server.get("modalities") or [])})
+    for path in suite_folders(root)[0]:
+        folder = RunFolder(path)
+        if not folder.has_requests():
+            continue
+        params = folder.params
+        host = (params.get("host") or {}).get("name") or path.parent.parent.name
+        server = params.get("server") or {}
+        count = len(folder.requests())
+        model = str(server.get("model") or path.parent.name)
+        model += f" [{server['variant']}]" if server.get("variant") else ""
+        rows.append({"host": str(host), "model": model,
+                     "deployment": Deployment.from_recorded(params, str(host), path.parent.name).name,
+                     "suite": path.name, "path": str(path), "n_requests": count,
+                     "modalities": ", ".join(server.get("modalities") or [])})
     frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
     if len(frame):  # suites in the order the main job runs them
         rank = {name: i for i, name in enumerate(NOTEBOOK_ORDER)}
@@ -101,7 +94,7 @@ def suite_path(runs: pd.DataFrame, host: str, model: str, suite: str) -> Path | 
 
 def read_suite(path: str | Path) -> pd.DataFrame:
     """requests.csv of one suite folder with a stable label per request, in file order."""
-    frame = read_requests(Path(path) / "requests.csv")
+    frame = RunFolder(path).requests()
     if frame.empty:
         return frame.assign(label=pd.Series(dtype=str))
     frame = frame.reset_index(drop=True)

@@ -49,6 +49,7 @@ from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_o
 from benchlib.measure.models.quantize import LADDER_TYPES, derived_from, file_sha256
 from benchlib.published import hardware, reference
 from benchlib.records.rows import STATUS_OK, read_requests, write_atomic
+from benchlib.records.run_folder import RunFolder
 from benchlib.records.schema import flag
 from benchlib.suites import ladder, study
 
@@ -460,7 +461,7 @@ def measure_top(plan: Plan, k: int, run_suites: study.SuiteRunner, progress: Cal
 
 def _speed(folder: Path) -> dict[str, Any]:
     """Mean decode tok/s (95 % bootstrap interval) and mean TTFT of a text suite's measured requests."""
-    path = folder / "requests.csv"
+    path = RunFolder(folder).requests_path
     if not path.is_file():
         return {"decode_tps": math.nan, "decode_lo": math.nan, "decode_hi": math.nan, "n": 0, "ttft_s": math.nan,
                 "prompt_tokens": math.nan}

@@ -14,7 +14,6 @@ out and names no verdict of its own (paired_lines: the paired verdicts in full, 
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -30,8 +29,8 @@ from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import ParamsError, ThresholdParams, load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
-from benchlib.records.rows import read_requests
-from benchlib.records.schema import flag, read_csv
+from benchlib.records.run_folder import RunFolder
+from benchlib.records.schema import flag
 from benchlib.suites import quality_looks
 from benchlib.suites.notebooks import shown_path
 from benchlib.views import glance
@@ -43,18 +42,10 @@ MAX_INVALID = 3  # INVALID tasks said on the screen, each with why; the per-task
 TASK_TABLE = "summary.txt"  # the per-task table, written beside the study's record (or the deployment's folders)
 
 
-def manifest(suite_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((suite_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def deployment_name_of(suite_dir: Path) -> str:
     """The deployment's full name (model · server · settings · host), from the suite's manifest; the folders' names
     where it has none."""
-    params = manifest(suite_dir).get("params") or {}
+    params = RunFolder(suite_dir).params
     return Deployment.from_recorded(params, suite_dir.parent.parent.name, suite_dir.parent.name).name
 
 
@@ -62,17 +53,17 @@ def read_summaries(suite_dirs: Sequence[Path]) -> pd.DataFrame:
     """The suites' summary.csv files, each row's `model` its deployment's full name."""
     frames = []
     for suite_dir in suite_dirs:
-        path = suite_dir / "summary.csv"
-        if path.is_file():
-            frames.append(read_csv(path, label=str(path)).assign(suite=suite_dir.name,
+        folder = RunFolder(suite_dir)
+        if folder.has_summary():
+            frames.append(folder.summary().assign(suite=suite_dir.name,
                                                                   model=deployment_name_of(suite_dir)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def read_all_requests(suite_dirs: Sequence[Path]) -> pd.DataFrame:
     """Every suite's requests.csv, each row's `system` its deployment's full name."""
-    frames = [read_requests(d / "requests.csv").assign(system=deployment_name_of(d))
-              for d in suite_dirs if (d / "requests.csv").is_file()]
+    frames = [RunFolder(d).requests().assign(system=deployment_name_of(d))
+              for d in suite_dirs if RunFolder(d).has_requests()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -184,7 +175,7 @@ def own_thresholds(suite_dirs: Sequence[Path]) -> dict[str, dict[str, Any]]:
     """Full name → the thresholds its params set (those not set left out); deployments that set none are absent."""
     out: dict[str, dict[str, Any]] = {}
     for folder in suite_dirs:
-        limits = (manifest(folder).get("params") or {}).get("thresholds") or {}
+        limits = RunFolder(folder).params.get("thresholds") or {}
         limits = {k: v for k, v in limits.items() if v not in (None, False)}
         if limits:
             out.setdefault(deployment_name_of(folder), limits)
@@ -195,7 +186,7 @@ def margins(suite_dirs: Sequence[Path]) -> dict[str, float]:
     """Full name → the run.equivalence_margin its params set (those that set none are absent: the default holds)."""
     out: dict[str, float] = {}
     for folder in suite_dirs:
-        margin = ((manifest(folder).get("params") or {}).get("run") or {}).get("equivalence_margin")
+        margin = (RunFolder(folder).params.get("run") or {}).get("equivalence_margin")
         if isinstance(margin, (int, float)):
             out.setdefault(deployment_name_of(folder), float(margin))
     return out
@@ -255,7 +246,7 @@ def graded_notes(suite_dirs: Sequence[Path]) -> dict[str, str]:
     (config.graded_run.reduced_note)."""
     notes = {}
     for suite_dir in suite_dirs:
-        note = reduced_note(manifest(suite_dir).get("graded"))
+        note = reduced_note(RunFolder(suite_dir).manifest.get("graded"))
         if note:
             notes[deployment_name_of(suite_dir)] = note
     return notes

@@ -6,7 +6,6 @@ telemetry plot is benchlib.views.timeline.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missi
 from benchlib.config.tasks import under_load_name
 from benchlib.measure.selfcheck.calibration import error_note
 from benchlib.records.rows import STATUS_OK
+from benchlib.records.run_folder import RunFolder
 from benchlib.records.schema import flag
 from benchlib.views.timeline import telemetry_figure
 
@@ -45,11 +45,7 @@ def client_error(out_dir: Path | None) -> str:
     it holds none."""
     if out_dir is None:
         return ""
-    try:
-        manifest = json.loads((Path(out_dir) / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""
-    return error_note(manifest.get("client_calibration")) if isinstance(manifest, dict) else ""
+    return error_note(RunFolder(out_dir).manifest.get("client_calibration"))
 
 
 def invalid_note(row: Any) -> str:

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from benchlib.records import run_folder
 from benchlib.records.schema import number
 from benchlib.measure.telemetry import TELEMETRY_CSV, WINDOWS_CSV, read_telemetry, read_windows
 
@@ -28,11 +29,11 @@ FIGURE_NAME = "telemetry.png"
 def suite_windows(path: str | Path) -> pd.DataFrame:
     """The run folder's measurement windows (windows.csv, else the sampler's telemetry_windows.csv)."""
     folder = Path(path)
-    for name in ("windows.csv", WINDOWS_CSV):
+    for name in (run_folder.WINDOWS_CSV, WINDOWS_CSV):
         frame = read_windows(folder / name)
         if len(frame):
             return frame.dropna(subset=["t_start_ns", "t_end_ns"])
-    return read_windows(folder / "windows.csv")
+    return read_windows(folder / run_folder.WINDOWS_CSV)
 
 
 def request_span(row: Mapping[str, Any] | None) -> tuple[int, int] | None:

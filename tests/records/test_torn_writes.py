@@ -13,7 +13,7 @@ import pytest
 from benchlib.records import rows as records
 from benchlib.suites.notebooks import settle_notebook
 from benchlib.records.rows import RequestLog, RequestRecord, complete_prefix, read_requests
-from benchlib.suites.run_folder import RunLocked, lock_path, run_lock
+from benchlib.records.run_folder import RunLocked, lock_path, run_lock
 from benchlib.suites.runner import open_session, run_suite
 
 
@@ -108,7 +108,7 @@ def test_an_executed_notebook_appears_only_whole_with_its_manifest(tmp_path):
     partial, output, manifest = tmp_path / ".text.partial.ipynb", tmp_path / "text.ipynb", tmp_path / "manifest.json"
     partial.write_text(_notebook_text("run 2"))
     manifest.write_text(json.dumps({"run_id": "abc"}))
-    assert settle_notebook(partial, output, manifest)
+    assert settle_notebook(partial, output, tmp_path)
     written = json.loads(output.read_text())
     assert written["metadata"]["frontier_bench"] == {"run_id": "abc"}
     assert "run 2" in "".join(written["cells"][0]["source"])

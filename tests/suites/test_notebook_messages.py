@@ -11,7 +11,7 @@ import pytest
 from benchlib.records import rows as records
 from benchlib.records.rows import RequestLog, RequestRecord
 from benchlib.suites.notebooks import run_notebooks
-from benchlib.suites.run_folder import prepare_out_dir
+from benchlib.records.run_folder import prepare_out_dir
 
 
 def _papermill(monkeypatch, *, disk_full: bool = False, error: str = ""):

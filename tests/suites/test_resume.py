@@ -16,7 +16,7 @@ import yaml
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import read_requests
-from benchlib.suites.run_folder import RunConflict
+from benchlib.records.run_folder import RunConflict
 from benchlib.suites.runner import run_suite
 
 RUNNER = textwrap.dedent("""

@@ -18,6 +18,7 @@ from benchlib.suites.load.workloads import REPLAY_COLUMNS, TURN_COLUMNS, WORKLOA
 from benchlib.analysis.serving import RATE_COLUMNS, serving_figures
 from benchlib.config.params import BenchParams
 from benchlib.records.rows import STATUS_OK, write_csv_atomic
+from benchlib.records.run_folder import SUMMARY_CSV
 from benchlib.suites.runner import finish_suite, open_session
 
 
@@ -49,7 +50,7 @@ def finish_load(session: Any, concurrency: pd.DataFrame, context: pd.DataFrame,
     summary = result.summary.copy()
     for name, value in figures.items():
         summary[name] = value
-    write_csv_atomic(session.out_dir / "summary.csv", summary)
+    write_csv_atomic(session.out_dir / SUMMARY_CSV, summary)
     return LoadResult(result.out_dir, result.requests, summary, concurrency, context, figures, result.windows, rate)
 
 
