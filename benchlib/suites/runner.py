@@ -43,10 +43,7 @@ from benchlib.measure.client.timing import compute_rates
 from benchlib.scoring.answers import strip_thinking
 from benchlib.scoring.echo import strip_echo
 from benchlib.scoring.graded import CODE_CHECKERS, stop_refusal
-from benchlib.measure.servers.llama_cpp import EmbeddedServer
-from benchlib.measure.servers.llama_server import LlamaServer
-from benchlib.measure.servers.vllm import VllmServer
-from benchlib.measure.servers.whisper import WhisperServer
+from benchlib.measure.servers import launchers
 from benchlib.measure.client.payloads import UnsupportedMedia
 from benchlib.config.params import BenchParams, task_set_hash
 
@@ -446,8 +443,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
         if needs_server and params.telemetry.idle_baseline_s:
             session.telemetry.baseline("idle", params.telemetry.idle_baseline_s, kind="idle")
         if needs_server and params.server.kind == "embedded" and not params.server.base_url:
-            engine = {"vllm": VllmServer, "whisper": WhisperServer, "llama-server": LlamaServer}.get(
-                params.server.embedded.engine, EmbeddedServer)
+            engine = launchers.launcher(params.server.embedded)
             session.server = engine(params.server.embedded, params.server.model, out_dir / SERVER_LOG)
             base_url = session.server.start()
             session.telemetry.set_server_pid(session.server.pid)

@@ -7,7 +7,7 @@ while windows are open and their peaks kept. Each window's row is appended and f
 server_metrics_windows.csv as it closes, like telemetry_windows.csv; server_metrics.csv adds the client's view
 of the same windows when the suite ends (benchlib.analysis.crosscheck.check_server_metrics).
 
-Names per server, from each server's own source (declared once in SERVERS):
+Names per server, from each server's own source (declared once, in each profile of benchlib.config.servers):
 - vLLM (v1 engine): vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds (older:
   time_per_output_token_seconds), vllm:e2e_request_latency_seconds histograms; vllm:num_requests_running /
   _waiting, vllm:kv_cache_usage_perc (older: gpu_cache_usage_perc) gauges; vllm:num_preemptions_total,
@@ -32,7 +32,6 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -40,6 +39,7 @@ import httpx
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchlib.config.servers import MetricNames, by_name, by_prefix
 from benchlib.measure.http.bounded import fetch, within
 from benchlib.measure.http.failures import RequestFailed
 from benchlib.records.rows import append_csv_row
@@ -59,46 +59,6 @@ SCRAPE_MAX_BYTES = 2 * 2**20
 
 
 REASON_LIMIT = 300  # characters of a failed scrape's reason
-
-
-@dataclass(frozen=True)
-class ServerNames:
-    """One server's metric names (first present wins where a server renamed one); () = not exposed."""
-
-    ttft: tuple[str, ...] = ()
-    itl: tuple[str, ...] = ()
-    e2e: tuple[str, ...] = ()
-    running: tuple[str, ...] = ()
-    waiting: tuple[str, ...] = ()
-    kv_usage: tuple[str, ...] = ()
-    preemptions: tuple[str, ...] = ()
-    prompt_tokens: tuple[str, ...] = ()
-    generation_tokens: tuple[str, ...] = ()
-    generation_seconds: tuple[str, ...] = ()
-
-
-SERVERS: dict[str, ServerNames] = {
-    "vllm": ServerNames(
-        ttft=("vllm:time_to_first_token_seconds",),
-        itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-        e2e=("vllm:e2e_request_latency_seconds",),
-        running=("vllm:num_requests_running",), waiting=("vllm:num_requests_waiting",),
-        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        preemptions=("vllm:num_preemptions_total",),
-        prompt_tokens=("vllm:prompt_tokens_total",), generation_tokens=("vllm:generation_tokens_total",)),
-    "sglang": ServerNames(
-        ttft=("sglang:time_to_first_token_seconds",),
-        itl=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-        e2e=("sglang:e2e_request_latency_seconds",),
-        running=("sglang:num_running_reqs",), waiting=("sglang:num_queue_reqs",),
-        kv_usage=("sglang:token_usage",), preemptions=("sglang:num_retracted_requests_total",),
-        prompt_tokens=("sglang:prompt_tokens_total",), generation_tokens=("sglang:generation_tokens_total",)),
-    "llama.cpp": ServerNames(
-        running=("llamacpp:requests_processing",), waiting=("llamacpp:requests_deferred",),
-        kv_usage=("llamacpp:kv_cache_usage_ratio",),
-        prompt_tokens=("llamacpp:prompt_tokens_total",), generation_tokens=("llamacpp:tokens_predicted_total",),
-        generation_seconds=("llamacpp:tokens_predicted_seconds_total",)),
-}
 
 
 SERVER_METRICS_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
@@ -139,11 +99,15 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def software_of(values: Mapping[str, float]) -> str:
-    """Which server wrote these metrics, by name prefix ("" if none we know)."""
-    for software, prefix in (("vllm", "vllm:"), ("sglang", "sglang:"), ("llama.cpp", "llamacpp:")):
-        if any(name.startswith(prefix) for name in values):
-            return software
-    return ""
+    """Which server wrote these metrics, by its profile's name prefix ("" if no profile's)."""
+    profile = by_prefix(values)
+    return profile.name if profile is not None else ""
+
+
+def metric_names(software: str) -> MetricNames | None:
+    """The Prometheus names of the profile called `software`; None where it has none or there is no such profile."""
+    profile = by_name(software)
+    return profile.metrics if profile is not None else None
 
 
 def _first(values: Mapping[str, float], names: tuple[str, ...], suffix: str = "") -> float | None:
@@ -159,7 +123,7 @@ def _delta(before: Mapping[str, float], after: Mapping[str, float], names: tuple
     return None if a is None or b is None else a - b
 
 
-def window_row(names: ServerNames, before: Mapping[str, float], after: Mapping[str, float],
+def window_row(names: MetricNames, before: Mapping[str, float], after: Mapping[str, float],
                peaks: Mapping[str, float]) -> dict[str, Any]:
     """One window's server-side figures from the scrapes at its edges and the gauges' peaks inside it."""
     row: dict[str, Any] = {}
@@ -208,7 +172,7 @@ class ServerMetrics:
         self._thread: threading.Thread | None = None
         first = self.scrape()
         self.software = software_of(first or {}) or software
-        self.names = SERVERS.get(self.software)
+        self.names = metric_names(self.software)
         if first is None:
             return
         if self.names is None:
@@ -216,7 +180,7 @@ class ServerMetrics:
 
     @property
     def gauges(self) -> dict[str, tuple[str, ...]]:
-        names = self.names or ServerNames()
+        names = self.names or MetricNames("")
         return {"running": names.running, "waiting": names.waiting, "kv_usage": names.kv_usage}
 
     @property

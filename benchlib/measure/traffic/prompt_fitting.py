@@ -1,6 +1,6 @@
 """Prompts of an exact server-counted length: the server's tokenizer endpoint (llama-cpp-python
-/extras/tokenize, llama.cpp /tokenize, vLLM /tokenize), filler text, the fitting search, and the context
-lengths a sweep can use.
+/extras/tokenize, llama.cpp /tokenize, vLLM /tokenize; tried in the order of the server's profile,
+benchlib.config.servers), filler text, the fitting search, and the context lengths a sweep can use.
 
 Every tokenizer call is bounded (benchlib.measure.http.bounded: TOKENIZE_DEADLINE_S, TOKENIZE_MAX_BYTES; the probe
 PROBE_DEADLINE_S). An endpoint that answered the probe and then fails — an HTTP error, an answer without a token
@@ -75,13 +75,7 @@ def context_targets(lengths: list[int], window: int | None, max_tokens: int,
 
 
 class ServerTokenizer:
-    """The server's own tokenizer over HTTP (count of tokens of a text), found by probing known endpoints."""
-
-    ENDPOINTS = (
-        ("llama-cpp-python /extras/tokenize", "/extras/tokenize", lambda model, text: {"input": text}),
-        ("llama.cpp /tokenize", "/tokenize", lambda model, text: {"content": text}),
-        ("vLLM /tokenize", "/tokenize", lambda model, text: {"model": model, "prompt": text}),
-    )
+    """The server's own tokenizer over HTTP (count of tokens of a text), found by probing its profile's endpoints."""
 
     def __init__(self, root: str, name: str, path: str, body: Callable[[str, str], dict], model: str,
                  headers: dict[str, str], timeout: float = TOKENIZE_DEADLINE_S, max_bytes: int = TOKENIZE_MAX_BYTES,
@@ -125,20 +119,12 @@ class ServerTokenizer:
 
     @classmethod
     def detect(cls, params: BenchParams) -> "ServerTokenizer | None":
-        """Probe the endpoints (most likely first for the declared software); None when none answers sensibly."""
+        """Probe the profile's endpoints in its order; None when none answers sensibly."""
         root, headers = params.server.root_url(), params.server.auth_headers()
-        software = f"{params.server.software} {params.server.kind}".lower()
-        order = list(cls.ENDPOINTS)
-        if "vllm" in software or "sglang" in software:
-            order = [order[2], order[1], order[0]]
-        elif "llama.cpp" in software or "llama-server" in software:
-            order = [order[1], order[0], order[2]]
-        if params.server.kind == "ollama":
-            return None  # Ollama has no tokenizer endpoint: calibrate
         probe = "The quick brown fox jumps over the lazy dog near the river bank."
-        for name, path, body in order:
-            tokenizer = cls(root, name, path, body, params.server.request_model(), headers, timeout=PROBE_DEADLINE_S,
-                            secret=params.server.secret())
+        for endpoint in params.server.profile().tokenizer_endpoints():  # none (Ollama): calibrate instead
+            tokenizer = cls(root, endpoint.label, endpoint.path, endpoint.body, params.server.request_model(), headers,
+                            timeout=PROBE_DEADLINE_S, secret=params.server.secret())
             try:
                 n = tokenizer.count(probe)
             except TokenizerError:

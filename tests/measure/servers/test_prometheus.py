@@ -18,8 +18,8 @@ from benchlib.measure.servers.prometheus import (
     SERVER_METRICS_COLUMNS,
     SERVER_METRICS_CSV,
     SERVER_METRICS_LOG,
-    SERVERS,
     ServerMetrics,
+    metric_names,
     parse_metrics,
     read_server_metrics,
     software_of,
@@ -57,13 +57,13 @@ def test_a_window_row_is_deltas_and_peaks():
     before = parse_metrics(render_metrics("vllm", COUNTS))
     after = parse_metrics(render_metrics("vllm", {**COUNTS, "requests": 6, "ttft": 0.5, "e2e": 2.0, "generation": 96,
                                                   "itl": 0.9, "itl_n": 90, "prompt": 60}))
-    row = window_row(SERVERS["vllm"], before, after, {"running": 3.0, "kv_usage": 0.03})
+    row = window_row(metric_names("vllm"), before, after, {"running": 3.0, "kv_usage": 0.03})
     assert row["server_ttft_mean_s"] == pytest.approx(0.15) and row["server_e2e_mean_s"] == pytest.approx(0.5)
     assert row["server_itl_mean_s"] == pytest.approx(0.01) and row["server_requests"] == 2
     assert row["server_generation_tokens"] == 32 and row["server_prompt_tokens"] == 20
     assert row["server_running_peak"] == 3.0 and row["server_kv_usage_peak"] == 0.03
     assert row["server_preemptions"] == 0 and row["server_decode_tok_s"] is None
-    llama = window_row(SERVERS["llama.cpp"], parse_metrics(render_metrics("llama.cpp", COUNTS)),
+    llama = window_row(metric_names("llama.cpp"), parse_metrics(render_metrics("llama.cpp", COUNTS)),
                        parse_metrics(render_metrics("llama.cpp", {**COUNTS, "generation": 96, "itl": 1.4})), {})
     assert llama["server_decode_tok_s"] == pytest.approx(32 / 0.8)  # tokens_predicted / tokens_predicted_seconds
     assert llama["server_ttft_mean_s"] is None and llama["server_metrics_reason"] == ""
