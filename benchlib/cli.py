@@ -275,7 +275,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _say(f"written: {_display(str(out / 'compare.md'))} (the whole table), {_display(str(out / 'compare.html'))}")
     regressed = table[table["regression"]]
     for r in regressed.itertuples():
-        print(f"regression: {Deployment.published(r.deployment, r.host)} · {r.suite} · {r.metric} "
+        print(f"regression: {r.deployment} · {r.suite} · {r.metric} "
               f"{r.change:+.1f}{r.unit} [{r.change_lo:+.1f}, {r.change_hi:+.1f}]", file=sys.stderr)
     return 1 if len(regressed) else 0
 
@@ -521,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="exit 1 when METRIC (decode_tps, ttft_s, e2e_s, accuracy) regressed beyond the noise by "
                            "more than PCT percent (percentage points for accuracy); repeatable")
     cmp_.add_argument("--same", action="append", metavar="A_NAME=B_NAME",
-                      help="the same deployment under two names (a model folder, or host/folder): compared as one, "
+                      help="the same deployment under two names (its full name, model folder or host/folder): compared as one, "
                            "e.g. a model behind your own server in A and in the default study in B; repeatable")
     cmp_.add_argument("--out", default="outputs/compare", help="where compare.md and compare.html go")
     cmp_.set_defaults(func=cmd_compare)

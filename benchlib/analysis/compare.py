@@ -16,7 +16,9 @@ interval and the word it earns; a regression beyond a chosen threshold is what
                  accuracy).
 
 Measured requests are the non-warm-up ok rows of each suite's requests.csv under the root (a folder or a store
-URL), the same rows every summary uses; a deployment is the model folder (model[+variant]) on its host.
+URL), the same rows every summary uses; a deployment is its identity (config.identity.Deployment: model · server
+· settings · host, from the suite's manifest; the folders' names where it has none), so two studies pair what they
+measured of one deployment, and `--same A_NAME=B_NAME` pairs one deployment measured under two names.
 
 A root that cannot be compared is one line naming the file and what is wrong, never a traceback or a wrong
 table: a requests.csv that is not a regular file (a FIFO, a device), whose header lacks request_key and status,
@@ -40,6 +42,7 @@ import pandas as pd
 
 from benchlib.analysis import paired, speed_verdicts, stats
 from benchlib.config import metrics
+from benchlib.config.identity import Deployment
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records import plausible, store
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests
@@ -84,8 +87,9 @@ def read_sent(root: str) -> pd.DataFrame:
             continue
         rows = _measured(csv)
         if len(rows):
-            frames.append(rows.assign(host=suite_dir.parent.parent.name, deployment=suite_dir.parent.name,
-                                      suite=suite_dir.name))
+            host, folder = suite_dir.parent.parent.name, suite_dir.parent.name
+            name = Deployment.from_recorded(RunFolder(suite_dir).params, host, folder).name
+            frames.append(rows.assign(host=host, deployment=name, folder=f"{host}/{folder}", suite=suite_dir.name))
     if not frames:
         raise CompareError(f"{root}: no requests.csv under <host>/<model>/<suite>/")
     return pd.concat(frames, ignore_index=True)
@@ -224,19 +228,20 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None
 
 # ---- pairing two names for one deployment, counting what was sent ----------------------------------------------
 def _resolve(rows: pd.DataFrame, name: str, side: str, flag_text: str) -> tuple[str, str]:
-    """The one (host, deployment) of `rows` that `name` names: its model folder, or host/folder."""
-    pairs = sorted(set(map(tuple, rows[["host", "deployment"]].drop_duplicates().to_numpy())))
-    hits = [p for p in pairs if name in (p[1], f"{p[0]}/{p[1]}")]
+    """The one (host, deployment) of `rows` that `name` names: its full name, its model folder, or host/folder."""
+    folders = rows["folder"] if "folder" in rows else rows["host"] + "/" + rows["deployment"]
+    found = sorted(set(zip(rows["host"], rows["deployment"], folders)))
+    hits = [(h, d) for h, d, f in found if name in (d, f, f.split("/", 1)[-1])]
     if len(hits) != 1:
-        known = ", ".join(f"{h}/{d}" for h, d in pairs)
+        known = ", ".join(f"{f} ({d})" for _, d, f in found)
         raise CompareError(f"--same {flag_text}: {'no' if not hits else 'more than one'} deployment of {side} is "
                            f"named {name!r} (its deployments: {known})")
     return hits[0]
 
 
 def parse_same(texts: list[str] | None, a: pd.DataFrame, b: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
-    """'A_NAME=B_NAME' (a model folder, or host/folder) → {B's (host, deployment): A's}: the same model measured
-    under two names (behind a user's server and in the default study) compared as one deployment."""
+    """'A_NAME=B_NAME' (a full name, a model folder or host/folder) → {B's (host, deployment): A's}: the same
+    model measured under two names (behind a user's server and in the default study) compared as one deployment."""
     mapping: dict[tuple[str, str], tuple[str, str]] = {}
     for text in texts or []:
         left, sep, right = text.partition("=")
@@ -247,11 +252,11 @@ def parse_same(texts: list[str] | None, a: pd.DataFrame, b: pd.DataFrame) -> dic
 
 
 def same(b: pd.DataFrame, mapping: Mapping[tuple[str, str], tuple[str, str]]) -> pd.DataFrame:
-    """B's rows with each mapped deployment named as A names it, and `b_name` (host/folder as B named it)."""
+    """B's rows with each mapped deployment named as A names it, and `b_name` (the name B gave it)."""
     keys = list(zip(b["host"], b["deployment"]))
     named = [mapping.get(k, k) for k in keys]
     return b.assign(host=[n[0] for n in named], deployment=[n[1] for n in named],
-                    b_name=[f"{k[0]}/{k[1]}" if k in mapping else "" for k in keys])
+                    b_name=[k[1] if k in mapping else "" for k in keys])
 
 
 def sent_and_failed(rows: pd.DataFrame) -> pd.DataFrame:
@@ -319,7 +324,7 @@ def change_line(r: Any) -> str:
 
 
 def _deployment(r: Any) -> str:
-    return f"{r.host}/{r.deployment}" + (f" (B: {r.b_name})" if getattr(r, "b_name", "") else "")
+    return r.deployment + (f" (B: {r.b_name})" if getattr(r, "b_name", "") else "")
 
 
 def _requests(sent: int, failed: int) -> str:
@@ -350,7 +355,7 @@ def headline(table: pd.DataFrame) -> str:
                == 2 else "") + ".")
 
 
-COLUMNS_SHOWN = ("deployment (host/model)", "suite", "metric", "A", "B", "change B vs A [95 % CI]", "verdict",
+COLUMNS_SHOWN = ("deployment", "suite", "metric", "A", "B", "change B vs A [95 % CI]", "verdict",
                  "requests A", "requests B")
 
 
@@ -361,14 +366,13 @@ def _cells(r: Any) -> list[str]:
 
 
 def _only(table: pd.DataFrame) -> list[tuple[str, str]]:
-    """('only in A', 'host/model (suites); …') per side, for the rows one study alone has."""
+    """('only in A', 'deployment (suites); …') per side, for the rows one study alone has."""
     out = []
     for word in ("only in A", "only in B"):
         rows = table[table["verdict"] == word]
         if len(rows):
-            found = rows.groupby(["host", "deployment"], sort=False)["suite"].agg(lambda s: ", ".join(dict.fromkeys(s)))
-            out.append((word, f"{len(rows)} rows: " + "; ".join(f"{h}/{d} ({suites})" for (h, d), suites in
-                                                              found.items())))
+            found = rows.groupby("deployment", sort=False)["suite"].agg(lambda s: ", ".join(dict.fromkeys(s)))
+            out.append((word, f"{len(rows)} rows: " + "; ".join(f"{d} ({suites})" for d, suites in found.items())))
     return out
 
 

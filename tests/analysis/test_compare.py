@@ -44,7 +44,7 @@ def test_a_rerun_is_within_noise_and_a_slowed_deployment_is_a_regression(params_
     assert cli_main(["compare", str(a), str(b), "--fail-on", "decode_tps=30", "--out", str(tmp_path / "ab")]) == 0
     assert cli_main(["compare", str(a), str(slow), "--fail-on", "decode_tps=30", "--out", str(tmp_path / "as")]) == 1
     err = capsys.readouterr().err
-    assert "regression: fake-model @ test-host · text · decode_tps" in err
+    assert "regression: fake-model · fake · test-host · text · decode_tps" in err  # the deployment's one name
     report = (tmp_path / "as" / "compare.md").read_text()
     assert "| **slower (regression: more than 30 %) (paired)** |" in report  # how it was compared, beside the word
     page = (tmp_path / "as" / "compare.html").read_text()
@@ -164,9 +164,9 @@ def test_compare_pairs_one_deployment_under_two_names_when_told(two_names, tmp_p
                      "--out", str(tmp_path / "paired")]) == 0
     report = (tmp_path / "paired" / "compare.md").read_text()
     assert "7 metrics on 1 deployment(s) measured in both" in report  # the text suite has no accuracy
-    assert "| my-server/SmolLM2 (B: local-cpu/smollm2+demo) | text | decode rate |" in report
+    assert "| SmolLM2 · my-server (B: smollm2+demo · local-cpu) | text | decode rate |" in report
     printed = capsys.readouterr().out
-    assert "my-server/SmolLM2 (B: local-cpu/smollm2+demo) · text · decode rate: 30.3 tok/s (n 8) → 10.1 tok/s" in \
+    assert "SmolLM2 · my-server (B: smollm2+demo · local-cpu) · text · decode rate: 30.3 tok/s (n 8) → 10.1 tok/s" in \
         printed  # the changes that go one way, each on a line of its own
     for wrong in ("nobody=smollm2+demo", "SmolLM2=nobody", "SmolLM2"):
         assert cli_main(["compare", str(a), str(b), "--same", wrong, "--out", str(tmp_path / "x")]) == 2
@@ -181,15 +181,15 @@ def test_compare_reads_at_a_glance(two_names, tmp_path):
     sent_a, sent_b = compare.read_sent(str(a)), compare.read_sent(str(b))
     sent_b = compare.same(sent_b, compare.parse_same(["SmolLM2=smollm2+demo"], sent_a, sent_b))
     table = compare.with_requests(compare.compare(compare.measured(sent_a), compare.measured(sent_b)), sent_a, sent_b)
-    text = table[(table["suite"] == "text") & (table["deployment"] == "SmolLM2")].iloc[0]
+    text = table[(table["suite"] == "text") & (table["deployment"] == "SmolLM2 · my-server")].iloc[0]
     assert (text["sent_a"], text["failed_a"], text["sent_b"], text["failed_b"]) == (8, 0, 10, 2)  # warm-ups left out
     report = compare.to_markdown(table, "A", "B")
     lines = report.splitlines()
     assert lines[2] == ("**B against A: 7 metrics on 1 deployment(s) measured in both — 0 better, 3 worse, 4 with no "
                         "clear change; 7 rows of 1 deployment(s) in one study only, listed after the table.**")
-    rows = [line for line in lines if line.startswith("| my-server/")]
+    rows = [line for line in lines if line.startswith("| SmolLM2 · my-server")]
     assert len(rows) == 7 and lines.index(rows[-1]) < lines.index("## In one study only (not compared)")
-    assert "- only in A: 7 rows: my-server/other-model (quality, text)" in lines
+    assert "- only in A: 7 rows: other-model · my-server (quality, text)" in lines
     decode = next(r for r in rows if "| text | decode rate |" in r).split(" | ")
     assert decode[3:5] == ["30.3 tok/s (n 8)", "10.1 tok/s (n 8)"]
     assert decode[5].startswith("-66.7 % [") and decode[6] == "slower (paired)"  # the analysis's word, compared how
