@@ -55,7 +55,7 @@ from benchlib.analysis.serving import (
 )
 from benchlib.measure.traffic.workers import WorkerPool, merged_health, resolve_workers, split_jobs
 from benchlib.measure.traffic.workload import lengths, level_size, offsets
-from benchlib.config.params import RateParams
+from benchlib.config.params import RateParams, SloParams
 from benchlib.records.rows import write_atomic, write_csv_atomic
 from benchlib.suites.runner import Planned, Session, progress_bar
 
@@ -212,7 +212,7 @@ def run_rate_sweep(session: Session, progress: bool = True) -> pd.DataFrame:
     return frame
 
 
-def between(session: Session, plans: list[dict[str, Any]], slo: Any, rp: RateParams) -> list[float]:
+def between(session: Session, plans: list[dict[str, Any]], slo: SloParams, rp: RateParams) -> list[float]:
     """The sweep's open-loop rates from the synchronous and throughput levels' request rates (a closed loop
     sends as fast as it completes: its sent rate is its completion rate)."""
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share).set_index("level")
@@ -253,7 +253,7 @@ def send_level(session: Session, plan: dict[str, Any], items: list[Planned], due
     return merged_health(per_worker)
 
 
-def next_step(session: Session, plans: list[dict[str, Any]], slo: Any, rp: RateParams,
+def next_step(session: Session, plans: list[dict[str, Any]], slo: SloParams, rp: RateParams,
               health: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The search's next rate and state from the levels run so far (SEARCH RULE)."""
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health).set_index("level")
