@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import httpx
 
@@ -492,9 +492,20 @@ def _earlier_parts(folder: RunFolder, run_id: str) -> list[dict[str, Any]]:
     return list(earlier.get("parts") or [_part(earlier)])
 
 
-def write_manifest(session: Any, nvml: Any = None) -> dict[str, Any]:
-    """Write <out_dir>/manifest.json for a runner Session (params, run_id, suite, started_unix, out_dir; optional
-    telemetry, server, server_before — the server_state() snapshot taken when the run started)."""
+class ManifestSource(Protocol):
+    """What a manifest needs of the run it describes (the runner's Session, which this layer cannot import)."""
+
+    params: BenchParams
+    run_id: str
+    suite: str
+    started_unix: float
+    out_dir: Path
+
+
+def write_manifest(session: ManifestSource, nvml: Any = None) -> dict[str, Any]:
+    """Write <out_dir>/manifest.json for a runner Session (params, run_id, suite, started_unix, out_dir; optional,
+    read where present: telemetry, server, client_calibration, graded_plan, metrics, server_before — the
+    server_state() snapshot taken when the run started)."""
     extra: dict[str, Any] = {}
     telemetry = getattr(session, "telemetry", None)
     if telemetry is not None and hasattr(telemetry, "describe"):

@@ -21,11 +21,12 @@ from benchlib.analysis import latency_precision
 from benchlib.config.tasks import load_pass
 from benchlib.records.rows import STATUS_OK, write_csv_atomic
 from benchlib.records.schema import flag
+from benchlib.suites.session_api import SuiteSession
 
 LATENCY_PLAN_CSV = "latency_plan.csv"
 
 
-def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:
+def run_looks(session: SuiteSession, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:
     """Send the non-graded tasks of `by_task` look by look under the params' latency plan; the names of the tasks
     it sent (the caller sends the rest)."""
     plan = session.params.run.latency
@@ -61,7 +62,7 @@ def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) 
     return set(sized)
 
 
-def _values(session: Any, task: str, metric: str) -> pd.Series:
+def _values(session: SuiteSession, task: str, metric: str) -> pd.Series:
     """The task's measured values of `metric` in this run so far (ok, not warm-up)."""
     rows = session.run_requests()
     if not len(rows) or metric not in rows:
@@ -70,7 +71,7 @@ def _values(session: Any, task: str, metric: str) -> pd.Series:
     return pd.to_numeric(mine[metric], errors="coerce").dropna()
 
 
-def _more(session: Any, items: list, size: int) -> list:
+def _more(session: SuiteSession, items: list, size: int) -> list:
     """Planned requests from len(items) up to `size`, the next repeats cycling through the task's variants (the
     first item's task; its record and request built as the runner builds them)."""
     first = items[0]

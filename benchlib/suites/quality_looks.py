@@ -24,6 +24,7 @@ from benchlib.config.tasks import load_pass
 from benchlib.records.rows import write_csv_atomic
 from benchlib.records.run_folder import RunFolder, suite_folders
 from benchlib.records.schema import read_csv
+from benchlib.suites.session_api import SuiteSession
 
 QUALITY_PLAN_CSV = "quality_plan.csv"
 
@@ -78,7 +79,7 @@ def compare_plans(suite_dirs: Iterable[Path], name_of: Callable[[Path], str]) ->
     return pd.DataFrame(rows)
 
 
-def run_looks(session: Any, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:
+def run_looks(session: SuiteSession, by_task: dict[str, list], done: set[str], bar: Any) -> set[str]:
     """Send the graded sets of `by_task` look by look under the params' quality plan; the names of the tasks it
     sent (the caller sends the rest). A fixed plan sends nothing here. A set's pass under load is cut to the items
     its first pass used."""

@@ -10,8 +10,10 @@ known rate (a wrong span or token count — one request's e2e, a missing level, 
 
 from __future__ import annotations
 
+import ast
 import math
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -234,3 +236,16 @@ def test_level_energy_without_a_sensor_says_why():
                             "energy_j": [float("nan")], "energy_reason": ["no GPU; no RAPL"]})
     out = load_levels.level_energy(levels, windows, "concurrency", "concurrency")
     assert math.isnan(out["tokens_per_joule"].iloc[0]) and out["energy_reason"].iloc[0] == "no energy: no GPU; no RAPL"
+
+
+def test_no_load_sweep_imports_another():
+    """What the sweeps share lives in load.common; a sweep reaching into another sweep's module would tie their
+    changes together again."""
+    sweeps = {"concurrency", "context", "rate", "workloads"}
+    folder = Path(load_concurrency.__file__).parent
+    for name in sorted(sweeps):
+        tree = ast.parse((folder / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {node.module.rsplit(".", 1)[-1] for node in tree.body
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("benchlib.suites.load.")}
+        assert not imported & (sweeps - {name}), f"load.{name} imports sweep(s) {sorted(imported & sweeps)}"
+        assert "common" in imported, f"load.{name} does not take its shared helpers from load.common"

@@ -56,7 +56,6 @@ PACE_SWITCH_S = 0.00005
 # box) hands requests over late (bench/results/2026-11-28-sending-process.md); short enough that a request held in
 # preparation keeps its connection and slot briefly.
 SEND_LEAD_S = 0.050
-_pacing, _switch_s = 0, 0.005
 # The pacing thread's scheduling, where the OS permits: the lowest real-time priority, so at its instant it runs at
 # once instead of waiting for a busy core's time slice (bench/results/2026-11-28-real-time-pacing-thread.md). It sleeps
 # between instants and works microseconds at each, so it cannot starve the loop or the server (and the kernel caps
@@ -65,18 +64,57 @@ PACER_REALTIME = send_process.REALTIME
 # Appended to the pacer's scheduling when the level's writes were made by the sending process (send_process), with
 # what that process runs under
 BY_SENDING_PROCESS = ", writes by the sending process: "
-_pacers_started, _pacer_scheduling = 0, ""
+
+
+class _PacingThreads:
+    """This process's pacing threads, over every loop that paces: how many schedules pace now (the GIL's switch
+    interval is cut while any does and comes back when the last ends), how many pacing threads have started, and
+    what the latest ran under. One lock guards them: schedules on several loops start and end at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pacing = 0
+        self.switch_s = sys.getswitchinterval()  # the interval to restore when the last schedule ends
+        self.started = 0
+        self.scheduling = ""
+
+    def begin(self) -> None:
+        """A schedule starts pacing: count its thread and cut the switch interval if none was pacing."""
+        with self.lock:
+            self.started += 1
+            if self.pacing == 0:
+                self.switch_s = sys.getswitchinterval()
+                sys.setswitchinterval(min(self.switch_s, PACE_SWITCH_S))
+            self.pacing += 1
+
+    def thread_got(self, scheduling: str) -> None:
+        """What the pacing thread that just started runs under (PACER_REALTIME or why not)."""
+        with self.lock:
+            self.scheduling = scheduling
+
+    def end(self, sender_scheduling: str) -> None:
+        """A schedule stops pacing; `sender_scheduling`: what the sending process that made its writes ran under
+        ("" when none did)."""
+        with self.lock:
+            if sender_scheduling and BY_SENDING_PROCESS not in self.scheduling:
+                self.scheduling += BY_SENDING_PROCESS + sender_scheduling
+            self.pacing -= 1
+            if self.pacing == 0:
+                sys.setswitchinterval(self.switch_s)
+
+
+_threads = _PacingThreads()
 
 
 def pacers_started() -> int:
     """How many pacing threads this process has started: a mark for `pacer_scheduling`."""
-    return _pacers_started
+    return _threads.started
 
 
 def pacer_scheduling(since: int = 0) -> str:
     """What the latest pacing thread of this process ran under (PACER_REALTIME or why not), if one started after
     the mark `since` (pacers_started()); "" if none did (a closed-loop level)."""
-    return _pacer_scheduling if _pacers_started > since else ""
+    return _threads.scheduling if _threads.started > since else ""
 
 
 class _Pacer:
@@ -188,97 +226,108 @@ async def paced(offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, 
     which makes it at the instant with no GIL to wait for) or back to this thread (OnTime.at_due), so the loop's queue
     of ready callbacks no longer sits between the due instant and the wire. A path that cannot hand its write over
     waits for the instant with OnTime.due(). Cancelling stops the thread (what it was still to run is abandoned)."""
-    loop = asyncio.get_running_loop()
-    finished: asyncio.Future = loop.create_future()
-    pacer = _Pacer(loop)
-    started: list[Awaitable[Any]] = []
+    return await _Schedule(offsets_s, start_ns, fire, lead_ns).run()
 
-    def settle(exc: BaseException | None) -> None:
-        if not finished.done():
-            finished.set_exception(exc) if exc is not None else finished.set_result(None)
 
-    def start(i: int, due_ns: int) -> None:
-        begun = fire(i, due_ns)
+class _Schedule:
+    """One `paced` call: the instants to hand over, the pacing thread that hands each to the loop (and runs the
+    writes put on its agenda), and the awaitables `fire` started there. next_i is the pacing thread's alone; finished
+    and started are touched only on the loop."""
+
+    def __init__(self, offsets_s: Sequence[float], start_ns: int, fire: Callable[[int, int], Awaitable[Any] | None],
+                 lead_ns: int):
+        self.offsets_s, self.start_ns, self.fire, self.lead_ns = offsets_s, start_ns, fire, lead_ns
+        self.loop = asyncio.get_running_loop()
+        self.pacer = _Pacer(self.loop)
+        self.finished: asyncio.Future = self.loop.create_future()  # every instant handed over, or the thread failed
+        self.started: list[Awaitable[Any]] = []
+        self.next_i = 0  # the next instant to hand over
+
+    async def run(self) -> list[Awaitable[Any]]:
+        _threads.begin()
+        if not self.offsets_s:
+            self.settle(None)
+        threading.Thread(target=self.pace, name="benchlib-pacer", daemon=True).start()
+        try:
+            await self.finished
+            if self.started:  # the thread stays for their writes
+                await asyncio.gather(*self.started, return_exceptions=True)
+            return self.started
+        finally:
+            self.pacer.stop()
+            _threads.end(self.pacer.sender_scheduling)
+
+    # ---- on the loop
+    def settle(self, exc: BaseException | None) -> None:
+        if not self.finished.done():
+            self.finished.set_exception(exc) if exc is not None else self.finished.set_result(None)
+
+    def start(self, i: int, due_ns: int) -> None:
+        begun = self.fire(i, due_ns)
         if begun is not None:
-            started.append(begun)
+            self.started.append(begun)
 
-    def hand(i: int, due_ns: int) -> None:  # in the pacing thread
-        if lead_ns <= 0:
-            loop.call_soon_threadsafe(start, i, due_ns)
-            return
-        context = contextvars.Context()
-        context.run(_on_time.set, OnTime(due_ns, pacer))
-        loop.call_soon_threadsafe(start, i, due_ns, context=context)
-
-    def pace() -> None:
-        global _pacer_scheduling
-        scheduling = send_process.realtime()
-        with _lock:
-            _pacer_scheduling = scheduling
-        cond = pacer.cond
-        i, n = 0, len(offsets_s)
+    # ---- in the pacing thread
+    def pace(self) -> None:
+        _threads.thread_got(send_process.realtime())
         try:
             while True:
-                with cond:
-                    while True:
-                        if pacer.stopped:
-                            return
-                        agenda = pacer.agenda  # stop() replaces it
-                        next_hand = start_ns + int(offsets_s[i] * 1e9) - lead_ns if i < n else None
-                        next_run = agenda[0][0] if agenda else None
-                        pending = [t for t in (next_hand, next_run) if t is not None]
-                        soonest = min(pending) if pending else None
-                        if soonest is None:
-                            pacer.wake_ns = -1
-                            cond.wait()
-                            continue
-                        wait_ns = soonest - time.perf_counter_ns()
-                        if wait_ns <= 0:
-                            pacer.wake_ns = 0
-                            break
-                        pacer.wake_ns = soonest
-                        cond.wait(wait_ns / 1e9)
-                    item = heapq.heappop(agenda) if next_run is not None and next_run <= soonest else None
-                if item is not None:  # a write at its instant goes first: it is what the instant is for
+                with self.pacer.cond:
+                    soonest = self.wait_until_due()
+                    if soonest is None:
+                        return
+                    agenda = self.pacer.agenda
+                    write = heapq.heappop(agenda) if agenda and agenda[0][0] <= soonest else None
+                if write is not None:  # a write at its instant goes first: it is what the instant is for
                     try:
-                        item[2]()
+                        write[2]()
                     except Exception:  # noqa: BLE001 — its waiter hears of it; the thread goes on pacing
-                        loop.call_soon_threadsafe(item[3])
+                        self.loop.call_soon_threadsafe(write[3])
                     continue
-                hand(i, start_ns + int(offsets_s[i] * 1e9))
-                i += 1
-                if i == n:
-                    loop.call_soon_threadsafe(settle, None)
+                self.hand_next()
         except RuntimeError:  # the loop closed under it: nothing left to hand over
             return
         except BaseException as exc:  # noqa: BLE001 — raised on the loop, where the caller waits
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle, exc)
+                self.loop.call_soon_threadsafe(self.settle, exc)
 
-    global _pacing, _switch_s, _pacers_started, _pacer_scheduling
-    with _lock:  # schedules paced at once (several loops of one process) restore the interval when the last ends
-        _pacers_started += 1
-        if _pacing == 0:
-            _switch_s = sys.getswitchinterval()
-            sys.setswitchinterval(min(_switch_s, PACE_SWITCH_S))
-        _pacing += 1
-    if not offsets_s:
-        settle(None)
-    thread = threading.Thread(target=pace, name="benchlib-pacer", daemon=True)
-    thread.start()
-    try:
-        await finished
-        if started:  # the thread stays for their writes
-            await asyncio.gather(*started, return_exceptions=True)
-        return started
-    finally:
-        pacer.stop()
-        with _lock:
-            if pacer.sender_scheduling and BY_SENDING_PROCESS not in _pacer_scheduling:
-                _pacer_scheduling += BY_SENDING_PROCESS + pacer.sender_scheduling
-            _pacing -= 1
-            if _pacing == 0:
-                sys.setswitchinterval(_switch_s)
+    def wait_until_due(self) -> int | None:
+        """With the pacer's lock held: sleep until the next hand-over (lead_ns before its instant) or agenda write
+        is due; that instant, or None once the pacer stopped."""
+        pacer, cond, n = self.pacer, self.pacer.cond, len(self.offsets_s)
+        while not pacer.stopped:
+            agenda = pacer.agenda  # stop() replaces it
+            next_hand = self.start_ns + int(self.offsets_s[self.next_i] * 1e9) - self.lead_ns \
+                if self.next_i < n else None
+            next_run = agenda[0][0] if agenda else None
+            pending = [t for t in (next_hand, next_run) if t is not None]
+            if not pending:
+                pacer.wake_ns = -1
+                cond.wait()
+                continue
+            soonest = min(pending)
+            wait_ns = soonest - time.perf_counter_ns()
+            if wait_ns <= 0:
+                pacer.wake_ns = 0
+                return soonest
+            pacer.wake_ns = soonest
+            cond.wait(wait_ns / 1e9)
+        return None
+
+    def hand_next(self) -> None:
+        """Hand the next instant's request to the loop: with a lead, inside a context where on_time() gives its due
+        instant and this thread."""
+        i = self.next_i
+        due_ns = self.start_ns + int(self.offsets_s[i] * 1e9)
+        if self.lead_ns <= 0:
+            self.loop.call_soon_threadsafe(self.start, i, due_ns)
+        else:
+            context = contextvars.Context()
+            context.run(_on_time.set, OnTime(due_ns, self.pacer))
+            self.loop.call_soon_threadsafe(self.start, i, due_ns, context=context)
+        self.next_i = i + 1
+        if self.next_i == len(self.offsets_s):
+            self.loop.call_soon_threadsafe(self.settle, None)
 
 
 # ---- the loop's own health: how late it wakes, and no full collections in the middle of a run --------------

@@ -35,10 +35,11 @@ them on): multi-turn conversations (task "multiturn", variant "t<turn>", repeat 
 carrying the whole history with the model's own answers, think time between turns, up to max_concurrency
 conversations at once; shared prefixes (task "prefix": k run-unique prefix texts × m suffixes, seeded interleaved
 order); a Mooncake JSONL trace replayed open loop at its scaled timestamps (task "trace", repeat = its line; prompts
-built from the hash_ids' blocks, benchlib.measure.traffic.traces). Seeded and resumable like the rate sweep. Per workload:
-TTFT/ITL/e2e p50 and p99, goodput under sweep.slo, cache-hit share (cached ÷ prompt tokens the server reported, and
-vLLM's prefix-cache counters from /metrics), energy from the workload's window; per turn, TTFT median with its
-bootstrap interval (turn 1 against the later, cached turns); per replayed request, planned vs actual send offset.
+built from the hash_ids' blocks, benchlib.measure.traffic.traces). Seeded and resumable like the rate sweep. Per
+workload: TTFT/ITL/e2e p50 and p99, goodput under sweep.slo, cache-hit share (cached ÷ prompt tokens the server
+reported, and vLLM's prefix-cache counters from /metrics), energy from the workload's window; per turn, TTFT median
+with its bootstrap interval (turn 1 against the later, cached turns); per replayed request, planned vs actual send
+offset.
 
 Outputs (outputs/<host>/<model>/load/): requests.csv (one row per request, suite "load"), sweep_concurrency.csv
 and sweep_context.csv (per level, written atomically), summary.csv (per task, with max_concurrency_ok /
@@ -48,9 +49,11 @@ workload_replay.csv and workload_plan.json.
 
 Modules here: concurrency (the concurrency sweep), context (the prompt-length sweep), rate (the rate sweep),
 workloads (multi-turn, shared prefix, trace replay), suite (run_load: the sweeps and workloads on one server
-start, then the suite summary). What they build on lives in its layer: measure.selfcheck.client_health,
-measure.traffic (prompt_fitting, workload, traces); analysis.load_levels, analysis.serving; the notebook's figures
-and tables in views.load_display.
+start, then the suite summary). What the sweeps share sits in common (the client health of levels a resumed run
+wrote, a level row's identity, a simple chat request, the calibration request), and a level sent from several Ray
+nodes in fleet_levels; a sweep imports those, never another sweep. What they build on lives in its layer:
+measure.selfcheck.client_health, measure.traffic (prompt_fitting, workload, traces); analysis.load_levels,
+analysis.serving; the notebook's figures and tables in views.load_display.
 """
 
 from benchlib.suites.load.concurrency import run_concurrency_sweep

@@ -3,14 +3,10 @@ measured with the client self-check; writes sweep_concurrency.csv."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pandas as pd
 
 from benchlib.analysis.attribution import level_attribution
-from benchlib.measure.client.backends import ChatRequest
-from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS, client_health
+from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.load_levels import (
     CONCURRENCY_CSV,
     CONCURRENCY_TASK,
@@ -21,31 +17,14 @@ from benchlib.analysis.load_levels import (
     level_window,
 )
 from benchlib.records.rows import write_csv_atomic
+from benchlib.suites.load.common import read_previous, row_identity, simple_request
 from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
-from benchlib.suites.runner import Planned, progress_bar
-from benchlib.records.schema import read_csv
+from benchlib.suites.runner import Planned, Session, progress_bar
 
 CONCURRENCY_PROMPT = "Count from 1 to 1000, one number per line, without stopping:"
 
 
-def read_previous(path: Path, run_id: str, key: str) -> dict[Any, dict[str, Any]]:
-    """Health columns of levels written by an earlier (resumed) run of the same run id."""
-    frame = read_csv(path, label=str(path))
-    if "run_id" in frame:
-        frame = frame[frame["run_id"].astype(str) == str(run_id)]
-    return {row[key]: {c: row[c] for c in HEALTH_COLUMNS if c in row} for _, row in frame.iterrows()}
-
-
-def row_identity(session: Any) -> dict[str, Any]:
-    p = session.params
-    return {"run_id": session.run_id, "host": p.host.name, "model": p.server.model,
-            "server_software": p.server.software or p.server.kind}
-
-
-
-
-# ---- concurrency sweep --------------------------------------------------------------------------------------
-def plan_concurrency(session: Any, levels: list[int], requests_per_level: int, max_tokens: int) -> dict[int, list]:
+def plan_concurrency(session: Session, levels: list[int], requests_per_level: int, max_tokens: int) -> dict[int, list]:
     """Planned requests per level: max(requests_per_level, level) each, unique prompts, keys distinct per level."""
     plan: dict[int, list] = {}
     for level in levels:
@@ -57,15 +36,7 @@ def plan_concurrency(session: Any, levels: list[int], requests_per_level: int, m
     return plan
 
 
-def simple_request(session: Any, record: Any, prompt: str, max_tokens: int, unique: bool = True) -> ChatRequest:
-    run = session.params.run
-    record.prompt = session.unique_prompt(prompt, record.request_key) if unique else prompt
-    record.max_tokens = max_tokens
-    return ChatRequest(messages=[{"role": "user", "content": record.prompt}], max_tokens=max_tokens,
-                       temperature=run.temperature, seed=run.seed, thinking=run.thinking)
-
-
-def _warmups(session: Any, task: str, max_tokens: int) -> list:
+def _warmups(session: Session, task: str, max_tokens: int) -> list:
     items = []
     for index in range(session.params.run.warmups):
         record = session.base_record(task, "warmup", index, warmup=True)
@@ -73,7 +44,7 @@ def _warmups(session: Any, task: str, max_tokens: int) -> list:
     return items
 
 
-def run_concurrency_sweep(session: Any, levels: list[int] | None = None, requests_per_level: int | None = None,
+def run_concurrency_sweep(session: Session, levels: list[int] | None = None, requests_per_level: int | None = None,
                           max_tokens: int | None = None, progress: bool = True) -> pd.DataFrame:
     """Send every level (resuming finished keys), then write sweep_concurrency.csv; returns its frame."""
     sweep = session.params.sweep

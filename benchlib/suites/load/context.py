@@ -10,7 +10,6 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from benchlib.suites.load.concurrency import read_previous, row_identity, simple_request
 from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import (
@@ -22,15 +21,14 @@ from benchlib.analysis.load_levels import (
     level_window,
 )
 from benchlib.measure.traffic.prompt_fitting import (
-    CONTEXT_INSTRUCTION,
     ServerTokenizer,
     context_targets,
     context_window,
-    filler_words,
     fit_to_tokens,
 )
-from benchlib.records.rows import STATUS_OK, read_requests, write_atomic, write_csv_atomic
-from benchlib.suites.runner import Planned, progress_bar
+from benchlib.records.rows import read_requests, write_atomic, write_csv_atomic
+from benchlib.suites.load.common import calibrate, context_text, read_previous, row_identity, simple_request
+from benchlib.suites.runner import Planned, Session, progress_bar
 
 CONTEXT_PLAN = "context_plan.json"
 
@@ -48,29 +46,7 @@ class ContextPlan:
     texts: list[str] = field(default_factory=list)
 
 
-def _context_text(session: Any, key: str, n_words: int, seed: int) -> str:
-    body = CONTEXT_INSTRUCTION + " " + " ".join(filler_words(n_words, seed))
-    return session.unique_prompt(body, key)
-
-
-def calibrate(session: Any, done: set[str]) -> tuple[float | None, int, str]:
-    """One warm-up request (1 completion token) with a known text: (server prompt_tokens, chars, text).
-    On resume the recorded row answers instead."""
-    record = session.base_record(CONTEXT_TASK, "calibrate", 0, warmup=True)
-    key = record.request_key
-    text = _context_text(session, key, 60, seed=7)
-    if key in done:
-        rows = session.run_requests()
-        rows = rows[rows["request_key"] == key]
-        tokens = pd.to_numeric(rows["prompt_tokens"], errors="coerce").dropna() if len(rows) else pd.Series()
-        return (float(tokens.iloc[-1]) if len(tokens) else None), len(text), text
-    request = simple_request(session, record, text, 1, unique=False)
-    session.execute([Planned(record, request)], concurrency=1)
-    tokens = record.prompt_tokens if record.status == STATUS_OK else None
-    return (float(tokens) if tokens else None), len(text), text
-
-
-def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens: int | None = None,
+def run_context_sweep(session: Session, lengths: list[int] | None = None, max_tokens: int | None = None,
                       repeats: int = 1, progress: bool = True) -> pd.DataFrame:
     """Fit and send the prompt lengths (resuming finished keys), then write sweep_context.csv."""
     params = session.params
@@ -123,7 +99,7 @@ def run_context_sweep(session: Any, lengths: list[int] | None = None, max_tokens
     return frame
 
 
-def _plan_length(session: Any, target: dict[str, Any], repeats: int, tokenizer: ServerTokenizer | None,
+def _plan_length(session: Session, target: dict[str, Any], repeats: int, tokenizer: ServerTokenizer | None,
                  template: float | None, cpt: float | None, points: list, key_of: Callable) -> ContextPlan:
     n = target["target_tokens"]
     texts, counts = [], []
@@ -132,7 +108,7 @@ def _plan_length(session: Any, target: dict[str, Any], repeats: int, tokenizer: 
         content_target = max(1, int(round(n - overhead)))
         for index in range(repeats):
             key = key_of(n, index)
-            text, counted, _ = fit_to_tokens(tokenizer.count, lambda w, k=key, s=index: _context_text(
+            text, counted, _ = fit_to_tokens(tokenizer.count, lambda w, k=key, s=index: context_text(
                 session, k, w, s), content_target)
             texts.append(text)
             counts.append(counted)
@@ -148,17 +124,17 @@ def _plan_length(session: Any, target: dict[str, Any], repeats: int, tokenizer: 
         lo, hi = 0, max(1, int(want_chars))  # most words whose text stays within want_chars (length grows with n)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if len(_context_text(session, key, mid, index)) <= want_chars:
+            if len(context_text(session, key, mid, index)) <= want_chars:
                 lo = mid
             else:
                 hi = mid
-        texts.append(_context_text(session, key, lo, index))
+        texts.append(context_text(session, key, lo, index))
     method = f"calibrated ({chars_per_token:.2f} chars/token" + (f", template {overhead:.0f} tokens)" if template
                                                                   else ")")
     return ContextPlan(n, target["requested_tokens"], method, overhead, np.nan, target["note"], texts)
 
 
-def _execute_length(session: Any, plan: ContextPlan, repeats: int, key_of: Callable, done: set[str],
+def _execute_length(session: Session, plan: ContextPlan, repeats: int, key_of: Callable, done: set[str],
                     health: dict, bar: Any, max_tokens: int) -> None:
     items = []
     for index in range(repeats):
@@ -174,7 +150,7 @@ def _execute_length(session: Any, plan: ContextPlan, repeats: int, key_of: Calla
     health[plan.target_tokens] = figures
 
 
-def _observed_points(session: Any, target: int, plan: ContextPlan) -> list[tuple[int, float]]:
+def _observed_points(session: Session, target: int, plan: ContextPlan) -> list[tuple[int, float]]:
     requests = read_requests(session.log.path)
     rows = requests[(requests["variant"] == f"n{target}") & (requests["task"] == CONTEXT_TASK)]
     points = []

@@ -6,8 +6,8 @@ NODES. The first client node is the one the deployment runs on (its host's node)
 alive nodes that carry no `host:` resource (client-only nodes) first, then other hosts' nodes, in node-id order.
 Actors are pinned by node id: a host's resource is held whole by the deployment running there.
 
-WHERE. The level's requests are dealt by WORKER SPLIT (benchlib.measure.traffic.workers.split_jobs), one worker actor per
-node. An open-loop level keeps its schedule (each worker sends its requests at t0 + offset, t0 aligned through the
+WHERE. The level's requests are dealt by WORKER SPLIT (benchlib.measure.traffic.workers.split_jobs), one worker actor
+per node. An open-loop level keeps its schedule (each worker sends its requests at t0 + offset, t0 aligned through the
 measured clock offsets); a concurrency level sends every request at t0, each worker holding its share of the
 level's streams in flight. Every raw row comes back, its instants on this process's clock, and is scored and
 appended here as the level's own rows; the level's figures are then computed from them as for any level.
@@ -24,6 +24,7 @@ before anything is sent (check_client_nodes)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -33,11 +34,12 @@ try:  # the fleet extra is optional (benchlib.suites.fleet says how to install i
 except ImportError:
     ray = None
 
+from benchlib.config.params import BenchParams
 from benchlib.measure.traffic.workers import merged_health, split_jobs
 from benchlib.records.rows import write_csv_atomic
 from benchlib.suites import fleet_load
 from benchlib.suites.fleet import INSTALL_HINT, RAY_ENV, RESOURCE_PREFIX
-from benchlib.suites.runner import Planned
+from benchlib.suites.runner import Planned, Session
 
 WORKERS_CSV = "load_workers.csv"
 WORKER_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.md is written from them)
@@ -52,7 +54,7 @@ WORKER_COLUMNS = [  # each line's comment is its columns' meaning (docs/columns.
     "clock_flag"]  # the level's: 4 × the largest uncertainty exceeds its mean gap between arrivals
 
 
-def check_client_nodes(params: Any, ray_address: str | None) -> str:
+def check_client_nodes(params: BenchParams, ray_address: str | None) -> str:
     """The one-line reason sweep.nodes cannot be honoured ('' when it can or is 1)."""
     nodes = int(params.sweep.nodes)
     if nodes <= 1:
@@ -65,7 +67,7 @@ def check_client_nodes(params: Any, ray_address: str | None) -> str:
     return ""
 
 
-def client_nodes(session: Any) -> int:
+def client_nodes(session: Session) -> int:
     """How many nodes this session's load levels are sent from; raises RuntimeError (one line) when
     sweep.nodes > 1 has no Ray cluster to use."""
     nodes = int(session.params.sweep.nodes)
@@ -99,7 +101,7 @@ def pick_nodes(count: int) -> list[tuple[str, str]]:
     return [(n["NodeID"], host(n)) for n in ordered[:count]]
 
 
-def send_level_from_nodes(session: Any, task: str, level: Any, items: list[Planned], due: list[float] | None,
+def send_level_from_nodes(session: Session, task: str, level: Any, items: list[Planned], due: list[float] | None,
                           cap: int, rate: float, nodes: int, bar: Any) -> dict[str, Any]:
     """Send one level's pending requests from `nodes` nodes (module docstring); its merged client health. Call
     it inside the level's window."""
@@ -122,7 +124,7 @@ def send_level_from_nodes(session: Any, task: str, level: Any, items: list[Plann
     return health
 
 
-def record_workers(path: Any, task: str, level: Any, sent: fleet_load.FleetLevel) -> None:
+def record_workers(path: Path, task: str, level: Any, sent: fleet_load.FleetLevel) -> None:
     """The level's rows of WORKERS_CSV, replacing any an earlier (resumed) send of it wrote."""
     mine = pd.DataFrame([{**{c: w.get(c) for c in WORKER_COLUMNS}, "task": task, "level": str(level),
                           "clock_flag": sent.clock_flag} for w in sent.workers], columns=WORKER_COLUMNS)

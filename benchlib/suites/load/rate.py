@@ -35,8 +35,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.measure.client.backends import ChatRequest
-from benchlib.suites.load.concurrency import read_previous, row_identity
-from benchlib.suites.load.context import calibrate
+from benchlib.suites.load.common import calibrate, read_previous, row_identity
 from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
 from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.attribution import level_attribution
@@ -56,9 +55,9 @@ from benchlib.analysis.serving import (
 )
 from benchlib.measure.traffic.workers import WorkerPool, merged_health, resolve_workers, split_jobs
 from benchlib.measure.traffic.workload import lengths, level_size, offsets
-from benchlib.config.params import RateParams
+from benchlib.config.params import RateParams, SloParams
 from benchlib.records.rows import write_atomic, write_csv_atomic
-from benchlib.suites.runner import Planned, progress_bar
+from benchlib.suites.runner import Planned, Session, progress_bar
 
 RATE_PLAN = "rate_plan.json"
 
@@ -89,7 +88,7 @@ def open_plan(rp: RateParams, rate: float) -> dict[str, Any]:
 class PromptMaker:
     """Prompts of drawn server-counted lengths: [shared prefix] + request id + instruction + filler words."""
 
-    def __init__(self, session: Any, tokenizer: ServerTokenizer | None, template: float | None,
+    def __init__(self, session: Session, tokenizer: ServerTokenizer | None, template: float | None,
                  chars_per_token: float | None, prefix_words: int):
         self.session, self.tokenizer = session, tokenizer
         self.template = template or 0.0
@@ -112,7 +111,7 @@ class PromptMaker:
         return self.text(key, lo, seed)
 
 
-def prefix_words(session: Any, rp: RateParams, tokenizer: ServerTokenizer | None) -> int:
+def prefix_words(session: Session, rp: RateParams, tokenizer: ServerTokenizer | None) -> int:
     """Filler words of the shared prefix: shared_prefix × the mean prompt length in tokens."""
     want = int(round(rp.shared_prefix * rp.prompt_tokens.mean))
     if want <= 0:
@@ -123,7 +122,7 @@ def prefix_words(session: Any, rp: RateParams, tokenizer: ServerTokenizer | None
     return len(text.split())
 
 
-def plan_items(session: Any, rp: RateParams, plan: dict[str, Any], maker: PromptMaker,
+def plan_items(session: Session, rp: RateParams, plan: dict[str, Any], maker: PromptMaker,
                done: set[str]) -> tuple[list[Planned], list[float] | None, int]:
     """The level's pending requests, their send offsets (open loop) and how many were already done."""
     name, n = plan["level"], int(plan["n"])
@@ -146,7 +145,7 @@ def plan_items(session: Any, rp: RateParams, plan: dict[str, Any], maker: Prompt
     return items, shifted, n - len(items)
 
 
-def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
+def run_rate_sweep(session: Session, progress: bool = True) -> pd.DataFrame:
     """Send every level (resuming finished keys), then write sweep_rate.csv; returns its frame."""
     params = session.params
     rp, slo = params.sweep.rate, params.sweep.slo
@@ -213,7 +212,7 @@ def run_rate_sweep(session: Any, progress: bool = True) -> pd.DataFrame:
     return frame
 
 
-def between(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams) -> list[float]:
+def between(session: Session, plans: list[dict[str, Any]], slo: SloParams, rp: RateParams) -> list[float]:
     """The sweep's open-loop rates from the synchronous and throughput levels' request rates (a closed loop
     sends as fast as it completes: its sent rate is its completion rate)."""
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share).set_index("level")
@@ -222,7 +221,7 @@ def between(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams)
     return sweep_rates(float(frame.at[SYNC, "rate_rps"]), float(frame.at[THROUGHPUT, "rate_rps"]), rp.points)
 
 
-def send_level(session: Any, plan: dict[str, Any], items: list[Planned], due: list[float] | None,
+def send_level(session: Session, plan: dict[str, Any], items: list[Planned], due: list[float] | None,
                bar: Any) -> dict[str, Any]:
     """Send a level's pending requests inside its window; returns its client health. With nodes > 1 (sweep.nodes)
     it goes out from that many Ray nodes (fleet_levels); else an open-loop level with more than one worker goes
@@ -254,7 +253,7 @@ def send_level(session: Any, plan: dict[str, Any], items: list[Planned], due: li
     return merged_health(per_worker)
 
 
-def next_step(session: Any, plans: list[dict[str, Any]], slo: Any, rp: RateParams,
+def next_step(session: Session, plans: list[dict[str, Any]], slo: SloParams, rp: RateParams,
               health: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The search's next rate and state from the levels run so far (SEARCH RULE)."""
     frame = rate_levels(session.run_requests(), plans, slo, rp.ramp_share, health).set_index("level")

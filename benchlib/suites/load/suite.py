@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -19,7 +18,7 @@ from benchlib.analysis.serving import RATE_COLUMNS, serving_figures
 from benchlib.config.params import BenchParams
 from benchlib.records.rows import STATUS_OK, write_csv_atomic
 from benchlib.records.run_folder import SUMMARY_CSV
-from benchlib.suites.runner import finish_suite, open_session
+from benchlib.suites.runner import Session, finish_suite, open_session
 
 
 @dataclass
@@ -41,7 +40,7 @@ class LoadResult:
         return bool((self.requests.get("status") == STATUS_OK).any()) if len(self.requests) else False
 
 
-def finish_load(session: Any, concurrency: pd.DataFrame, context: pd.DataFrame,
+def finish_load(session: Session, concurrency: pd.DataFrame, context: pd.DataFrame,
                 rate: pd.DataFrame | None = None) -> LoadResult:
     """runner.finish_suite (summary, windows, manifest), plus the sweep figures on every summary row."""
     result = finish_suite(session)

@@ -13,9 +13,9 @@ prefix      `prefixes` × `suffixes` requests: each prompt is one of k prefix te
             run-unique), then a tail of its own up to prefix_tokens + suffix_tokens (template included); sent in a
             seeded interleaved order (or grouped), closed loop at max_concurrency. Task "prefix", variant
             "p<prefix>", repeat = the suffix's index.
-trace       a Mooncake JSONL trace (benchlib.measure.traffic.traces) replayed open loop at its scaled offsets through the
-            same dispatcher as the rate sweep's open-loop levels (Session.execute with offsets): each record keeps
-            the instant it was due, so replay accuracy is planned vs actual offset per request. Task "trace",
+trace       a Mooncake JSONL trace (benchlib.measure.traffic.traces) replayed open loop at its scaled offsets through
+            the same dispatcher as the rate sweep's open-loop levels (Session.execute with offsets): each record
+            keeps the instant it was due, so replay accuracy is planned vs actual offset per request. Task "trace",
             variant the trace's name, repeat = its line number.
 
 Per workload (sweep_workloads.csv, one row each, written atomically): requests, ok, failures, span, output tok/s,
@@ -50,13 +50,13 @@ from benchlib.measure.client.backends import ChatRequest
 from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS, client_health
 from benchlib.measure.traffic.prompt_fitting import CONTEXT_MARGIN, ServerTokenizer, context_window, filler_words, \
     fit_to_tokens
-from benchlib.measure.traffic.traces import TraceRequest, read_trace, reuse_share, scaled_tokens, send_offsets, whole_blocks
+from benchlib.measure.traffic.traces import TraceRequest, read_trace, reuse_share, scaled_tokens, send_offsets, \
+    whole_blocks
 from benchlib.measure.traffic.workload import rng_for
 from benchlib.records.rows import STATUS_OK, write_atomic, write_csv_atomic
 from benchlib.records.schema import numeric_column
-from benchlib.suites.load.concurrency import read_previous, row_identity
-from benchlib.suites.load.context import calibrate
-from benchlib.suites.runner import Planned, progress_bar
+from benchlib.suites.load.common import calibrate, read_previous, row_identity
+from benchlib.suites.runner import Planned, Session, progress_bar
 
 MULTITURN_TASK, PREFIX_TASK, TRACE_TASK = "multiturn", "prefix", "trace"
 WORKLOADS_CSV, TURNS_CSV, REPLAY_CSV = "sweep_workloads.csv", "workload_turns.csv", "workload_replay.csv"
@@ -114,7 +114,7 @@ class Prompts:
     """Texts of a server-counted length: the server's tokenizer where it has one, else a chars-per-token estimate
     from the calibration request (template: the chat template's own tokens, counted into a whole prompt)."""
 
-    def __init__(self, session: Any, tokenizer: ServerTokenizer | None, template: float | None,
+    def __init__(self, session: Session, tokenizer: ServerTokenizer | None, template: float | None,
                  chars_per_token: float | None, seed: int):
         self.session, self.tokenizer, self.seed = session, tokenizer, seed
         self.template = template or 0.0
@@ -176,7 +176,7 @@ def think_times(wp: WorkloadParams, conversation: int) -> list[float]:
     return rng_for(wp.seed, f"think/{conversation}").exponential(mt.think_time_s, size=count).tolist()
 
 
-def run_workloads(session: Any, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def run_workloads(session: Session, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every enabled workload (resuming finished keys); write sweep_workloads.csv, workload_turns.csv and
     workload_replay.csv. Returns (levels, turns, replay); empty frames when none is enabled."""
     params = session.params
@@ -231,7 +231,7 @@ def run_workloads(session: Any, progress: bool = True) -> tuple[pd.DataFrame, pd
     return frame, turns, replay
 
 
-def measured_level(session: Any, task: str, level: str, n_items: int, state: dict[str, Any],
+def measured_level(session: Session, task: str, level: str, n_items: int, state: dict[str, Any],
                    health: dict[str, Any], send: Callable[[], None]) -> None:
     """One workload's window: client health, telemetry and /metrics around `send`, and the server's prefix-cache
     counters before and after (summed over a resumed level's parts)."""
@@ -245,7 +245,7 @@ def measured_level(session: Any, task: str, level: str, n_items: int, state: dic
             state[name] = state.get(name, 0.0) + after[name] - before[name]
 
 
-def server_counters(session: Any) -> dict[str, float] | None:
+def server_counters(session: Session) -> dict[str, float] | None:
     """The server's prefix-cache counters now, or None where its /metrics has none."""
     scraper = getattr(session, "metrics", None)
     if scraper is None or not scraper.available:
@@ -260,13 +260,13 @@ def text_of(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def chat(session: Any, messages: list[dict[str, str]], max_tokens: int) -> ChatRequest:
+def chat(session: Session, messages: list[dict[str, str]], max_tokens: int) -> ChatRequest:
     run = session.params.run
     return ChatRequest(messages=messages, max_tokens=max_tokens, temperature=run.temperature, seed=run.seed,
                        thinking=run.thinking)
 
 
-def run_multiturn(session: Any, wp: WorkloadParams, level: str, prompts: Prompts, done: set[str],
+def run_multiturn(session: Session, wp: WorkloadParams, level: str, prompts: Prompts, done: set[str],
                   health: dict[str, Any], state: dict[str, Any], bar: Any, trace: list) -> None:
     mt = wp.multiturn
     recorded = session.run_requests()
@@ -332,7 +332,7 @@ def prefix_order(wp: WorkloadParams) -> list[tuple[int, int]]:
     return [pairs[i] for i in rng_for(wp.seed, "shared_prefix/order").permutation(len(pairs))]
 
 
-def run_prefix(session: Any, wp: WorkloadParams, level: str, prompts: Prompts, done: set[str],
+def run_prefix(session: Session, wp: WorkloadParams, level: str, prompts: Prompts, done: set[str],
                health: dict[str, Any], state: dict[str, Any], bar: Any, trace: list) -> None:
     sp = wp.shared_prefix
     items, already = [], 0
@@ -354,7 +354,7 @@ def run_prefix(session: Any, wp: WorkloadParams, level: str, prompts: Prompts, d
                    lambda: session.execute(items, concurrency=sp.max_concurrency, progress=bar))
 
 
-def trace_targets(session: Any, wp: WorkloadParams, request: TraceRequest) -> tuple[int, int, bool]:
+def trace_targets(session: Session, wp: WorkloadParams, request: TraceRequest) -> tuple[int, int, bool]:
     """(prompt tokens, output budget, clipped) of one trace request: scaled, capped by the context window."""
     tp = wp.trace
     output = min(request.output_length, tp.max_output_tokens)
@@ -365,7 +365,7 @@ def trace_targets(session: Any, wp: WorkloadParams, request: TraceRequest) -> tu
     return (max(1, limit) if clipped else target), output, clipped
 
 
-def run_trace(session: Any, wp: WorkloadParams, level: str, prompts: Prompts, done: set[str],
+def run_trace(session: Session, wp: WorkloadParams, level: str, prompts: Prompts, done: set[str],
               health: dict[str, Any], state: dict[str, Any], bar: Any, trace: list[TraceRequest]) -> None:
     tp = wp.trace
     block = scaled_tokens(tp.block_tokens, tp.length_scale)

@@ -130,3 +130,28 @@ def test_pacer_scheduling_is_empty_when_no_pacing_thread_started_since_the_mark(
     mark = event_loop.pacers_started()
     assert event_loop.pacer_scheduling(mark) == ""  # a closed-loop level after an open-loop one
     assert event_loop.pacer_scheduling(mark - 1) != ""
+
+
+def test_schedules_paced_at_once_on_two_loops_keep_the_interval_cut_until_the_last_one_ends():
+    before = sys.getswitchinterval()
+    mark = event_loop.pacers_started()
+    short_done = threading.Event()
+    long_seen: list[tuple[bool, float]] = []
+
+    def short() -> None:
+        asyncio.run(event_loop.paced([0.0, 0.02], time.perf_counter_ns(), lambda i, due: None))
+        short_done.set()
+
+    def record(i: int, due: int) -> None:
+        long_seen.append((short_done.is_set(), sys.getswitchinterval()))
+
+    other = threading.Thread(target=short)
+    other.start()
+    asyncio.run(event_loop.paced([0.0, 0.3], time.perf_counter_ns(), record))
+    other.join()
+    assert event_loop.pacers_started() == mark + 2
+    ended_first, during = long_seen[-1]
+    assert ended_first, "the short schedule ended before the long one's last instant"
+    assert during == pytest.approx(min(before, event_loop.PACE_SWITCH_S), abs=1e-6), \
+        "the other loop's schedule ending did not bring the interval back while this one paces"
+    assert sys.getswitchinterval() == pytest.approx(before, abs=1e-6)
