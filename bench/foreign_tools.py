@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from benchlib.config.params import validate  # noqa: E402
 from benchlib.measure.selfcheck import calibration  # noqa: E402
 from benchlib.interchange import readers
-from benchlib.measure.pacing import event_loop as aio  # noqa: E402
+from benchlib.measure.pacing import event_loop  # noqa: E402
 from bench.measure_accuracy import start_fake_server  # noqa: E402  (the same fake server, started one way)
 
 TOKENIZER = ROOT / "tests" / "fixtures" / "word-tokenizer"
@@ -75,7 +75,7 @@ def ours(url: str, n: int) -> list:
                        "server": {"kind": "openai", "base_url": url, "model": "fake-model", "software": "fake"},
                        "run": {"warmups": 0, "repeats": 1, "max_tokens": 16, "timeout_s": 60},
                        "telemetry": {"enabled": False, "idle_baseline_s": 0, "loaded_baseline_s": 0}}, source="bench")
-    return aio.run(calibration.drive(params.server, params.run, 1, [f"r{i}" for i in range(n)],
+    return event_loop.run(calibration.drive(params.server, params.run, 1, [f"r{i}" for i in range(n)],
                                      lambda tag: [{"role": "user", "content": f"[{tag}] tell me a story"}], 16))
 
 

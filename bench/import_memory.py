@@ -2,7 +2,7 @@
 serve --save-result --save-detailed` JSON of N records (default 60,000, ~33 MB: 16 tokens, 15 gaps and a short
 text each, the fixture's shape), then imports it in a child process and prints the child's peak RSS and wall time.
 
-Two rows: the whole import, and the import with the summary statistics left out (benchlib.analysis.summary's
+Two rows: the whole import, and the import with the summary statistics left out (benchlib.analysis.task_stats's
 summarize_requests replaced by a stub in the child), so the import's own part — reading, checking, redacting and
 writing the rows — is seen apart from the summary's bootstrap. A child that passes --limit-gb of RSS is killed
 (the figure then reads "killed above N GB").

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchlib.config.params import EmbeddedParams, validate  # noqa: E402
-from benchlib.measure.pacing import event_loop as aio  # noqa: E402
+from benchlib.measure.pacing import event_loop  # noqa: E402
 from benchlib.measure.client.backends import ChatRequest, make_backend  # noqa: E402
 from benchlib.measure.servers.llama_cpp import EmbeddedServer  # noqa: E402
 from benchlib.measure.servers.llama_server import LlamaServer, binary_path  # noqa: E402
@@ -51,10 +51,10 @@ def ask(url: str, model: str, n: int, max_tokens: int, cpp: bool) -> RequestReco
     backend = make_backend(params.server, params.run)
     record = RequestRecord(model=model, task="bench", suite="bench", host="bench")
     try:
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": PROMPT.format(n=n)}],
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": PROMPT.format(n=n)}],
                                             max_tokens=max_tokens), record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     if record.status != "ok":
         raise SystemExit(f"{model} ({'llama-server' if cpp else 'llama-cpp-python'}): {record.error_message}")
     return record

@@ -44,7 +44,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib.measure.pacing import event_loop as aio  # noqa: E402
+from benchlib.measure.pacing import event_loop  # noqa: E402
 from benchlib.measure.selfcheck import calibration  # noqa: E402
 from benchlib.measure.client.backends import ChatRequest  # noqa: E402
 from benchlib.config.params import validate  # noqa: E402
@@ -100,14 +100,14 @@ def drive_session(params, level: int, tags: list[str]) -> list[RequestRecord]:
 
 def run_level(params, url: str, level: int, n: int, via: str, run_tag: str) -> tuple[list, list, dict]:
     tags = [f"{run_tag}-{via}-{level}-{i}" for i in range(n)]
-    sampler = aio.LoopLagSampler()
-    with aio.quiet_gc():
+    sampler = event_loop.LoopLagSampler()
+    with event_loop.quiet_gc():
         sampler.start()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if via == "session":
             records = drive_session(params, level, tags)
         else:
-            records = aio.run(drive_backend(params, level, tags))
+            records = event_loop.run(drive_backend(params, level, tags))
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         lag = sampler.stop()
     log = httpx.get(f"{url}/log", timeout=60).json()
@@ -201,7 +201,7 @@ def main() -> int:
     run_tag = uuid.uuid4().hex[:6]
     try:
         params = bench_params(url, fake)
-        aio.run(drive_backend(params, 1, [f"{run_tag}-warm-{i}" for i in range(2)]))  # imports, first connection
+        event_loop.run(drive_backend(params, 1, [f"{run_tag}-warm-{i}" for i in range(2)]))  # imports, first connection
         plan = [(level, "backend") for level in levels]
         if not args.no_session_row and 64 in levels:
             plan.insert(plan.index((64, "backend")) + 1, (64, "session"))

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.measure_accuracy import bench_params, start_fake_server  # noqa: E402
 from benchlib.measure.client.backends import ChatRequest  # noqa: E402
-from benchlib.measure.selfcheck import client_health as health  # noqa: E402
+from benchlib.measure.selfcheck import client_health  # noqa: E402
 from benchlib.analysis import serving  # noqa: E402
 from benchlib.measure.traffic import workload  # noqa: E402
 from benchlib.suites.runner import Planned, open_session  # noqa: E402
@@ -56,7 +56,7 @@ def run_rate(params, rate: float, seconds: float) -> dict[str, float]:
             record.prompt = f"request {i}"
             planned.append(Planned(record, ChatRequest(messages=[{"role": "user", "content": record.prompt}],
                                                        max_tokens=8)))
-        with health.client_health(n) as figures:
+        with client_health.client_health(n) as figures:
             records = session.execute(planned, concurrency=CAP, offsets=due)
     lag = np.array([r.schedule_lag_s for r in records if r.schedule_lag_s is not None]) * 1000
     wait = np.array([r.queue_wait_s for r in records if r.queue_wait_s is not None]) * 1000

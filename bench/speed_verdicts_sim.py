@@ -28,12 +28,12 @@ import math
 import numpy as np
 from scipy import stats as scipy_stats
 
-from benchlib.analysis import latency_precision, speed_verdicts as sv, stats
+from benchlib.analysis import latency_precision, speed_verdicts, stats
 
 TASK_SD = np.array([0.05, 0.1, 0.2, 0.4, 0.6])  # per-prompt log noise of each task: heterogeneous spreads
 TASK_LEVEL = np.log([140.0, 90.0, 60.0, 30.0, 100.0])  # each task's own speed (tok/s): heterogeneous levels
 TASKS = np.array(["basic_qa", "multilingual", "coding", "reasoning", "summarization"])
-WORDS = (sv.FASTER, sv.SLOWER, sv.MIXED)
+WORDS = (speed_verdicts.FASTER, speed_verdicts.SLOWER, speed_verdicts.MIXED)
 
 
 def prompts(rng: np.random.Generator, per_task: int,
@@ -57,10 +57,10 @@ def overlap_rule(a: np.ndarray, b: np.ndarray) -> bool:
 def words(rng: np.random.Generator, per_task: int, effect: np.ndarray, reps: int, old: bool = False) -> dict:
     """Share of each word over `reps` runs; "old": the overlap rule's share decided, over the first quarter of them
     (two bootstraps a run: the slow part)."""
-    counts = {w: 0 for w in (*sv.WORDS, "old")}
+    counts = {w: 0 for w in (*speed_verdicts.WORDS, "old")}
     for run in range(reps):
         tasks, a, b = prompts(rng, per_task, effect)
-        counts[sv.paired(tasks, np.log(a / b), "decode_tps").word] += 1
+        counts[speed_verdicts.paired(tasks, np.log(a / b), "decode_tps").word] += 1
         counts["old"] += old and run < reps // 4 and overlap_rule(a, b)
     return {w: c / (max(1, reps // 4) if w == "old" else reps) for w, c in counts.items()}
 
@@ -90,7 +90,7 @@ def false_verdicts(rng: np.random.Generator, reps: int) -> None:
         found = words(rng, per_task, np.zeros(5), reps, old=True)
         false = sum(found[w] for w in WORDS)
         print(f"   {per_task:2d} prompts a task ({5 * per_task} in all): {false:.2%} false "
-              f"({found[sv.FASTER]:.2%} faster, {found[sv.SLOWER]:.2%} slower, {found[sv.MIXED]:.2%} mixed) "
+              f"({found[speed_verdicts.FASTER]:.2%} faster, {found[speed_verdicts.SLOWER]:.2%} slower, {found[speed_verdicts.MIXED]:.2%} mixed) "
               f"{bound(false, reps, 0.05)}; old overlap rule: {found['old']:.2%} decided")
 
 
@@ -99,13 +99,13 @@ def power_and_mixed(rng: np.random.Generator, reps: int) -> None:
     print("2. A faster by 25 % on every prompt: power; A 50 % faster on two tasks, 50 % slower on two: 'mixed'")
     for per_task in (2, 4, 10):
         found = words(rng, per_task, np.full(5, math.log(1.25)), reps // 2, old=True)
-        print(f"   {per_task:2d} prompts a task: faster {found[sv.FASTER]:.1%} (old overlap rule "
-              f"{found['old']:.1%}), undecided {found[sv.UNDECIDED]:.1%}")
+        print(f"   {per_task:2d} prompts a task: faster {found[speed_verdicts.FASTER]:.1%} (old overlap rule "
+              f"{found['old']:.1%}), undecided {found[speed_verdicts.UNDECIDED]:.1%}")
     effect = np.log([1.5, 1.5, 1.0, 1 / 1.5, 1 / 1.5])
     for per_task in (10, 20):
         found = words(rng, per_task, effect, reps // 4)
-        print(f"   {per_task:2d} prompts a task, opposite effects: mixed {found[sv.MIXED]:.1%}, "
-              f"faster {found[sv.FASTER]:.1%}, slower {found[sv.SLOWER]:.1%}, undecided {found[sv.UNDECIDED]:.1%}")
+        print(f"   {per_task:2d} prompts a task, opposite effects: mixed {found[speed_verdicts.MIXED]:.1%}, "
+              f"faster {found[speed_verdicts.FASTER]:.1%}, slower {found[speed_verdicts.SLOWER]:.1%}, undecided {found[speed_verdicts.UNDECIDED]:.1%}")
 
 
 
@@ -114,15 +114,15 @@ def equivalence(rng: np.random.Generator, reps: int) -> None:
           "the share shown within the margin (the word 'equivalent', or 'faster'/'slower' with 'within ±10 %') "
           "against the power planned at that n (equivalence_power; n is rounded up, so it exceeds 80 %)")
     for sd, ratio in ((0.1, 1.0), (0.2, 1.0), (0.1, 1.03), (0.2, 1.03)):
-        n = sv.required_pairs(sd, 0.10, 0.8, math.log(ratio))
-        planned = sv.equivalence_power(n, sd, 0.10, math.log(ratio))
-        hits = sum(sv.paired(["t"] * n, rng.normal(math.log(ratio), sd, n), "decode_tps").within_margin
+        n = speed_verdicts.required_pairs(sd, 0.10, 0.8, math.log(ratio))
+        planned = speed_verdicts.equivalence_power(n, sd, 0.10, math.log(ratio))
+        hits = sum(speed_verdicts.paired(["t"] * n, rng.normal(math.log(ratio), sd, n), "decode_tps").within_margin
                    for _ in range(reps))
         print(f"   sd {sd}, true ratio {ratio}: n = {n}, equivalence shown {hits / reps:.2%} "
               f"{bound(hits / reps, reps, planned).replace('nominal', 'planned')}")
     for sd in (0.1, 0.2):
-        n = sv.required_pairs(sd, 0.10, 0.8)
-        hits = sum(sv.paired(["t"] * n, rng.normal(math.log(1.1), sd, n), "decode_tps").within_margin
+        n = speed_verdicts.required_pairs(sd, 0.10, 0.8)
+        hits = sum(speed_verdicts.paired(["t"] * n, rng.normal(math.log(1.1), sd, n), "decode_tps").within_margin
                    for _ in range(reps))
         print(f"   sd {sd}, true ratio 1.10 (the margin), n = {n}: falsely declared equivalent {hits / reps:.2%} "
               f"{bound(hits / reps, reps, 0.05)}")

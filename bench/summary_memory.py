@@ -21,7 +21,7 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import summary
+from benchlib.analysis import task_stats
 
 
 def requests(n: int, gaps: int, seed: int = 1) -> pd.DataFrame:
@@ -45,7 +45,7 @@ def main() -> None:
           f"({held:.2f} GiB of gaps held by the input frame)")
     tracemalloc.start()
     started = time.perf_counter()
-    out = summary.summarize_requests(frame)
+    out = task_stats.summarize_requests(frame)
     elapsed = time.perf_counter() - started
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

@@ -19,7 +19,7 @@ from pathlib import Path
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.config.tasks import load_tasks
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import make_backend
 from benchlib.measure.provenance import cpu_model
 from benchlib.measure.servers.whisper import WhisperServer
@@ -48,9 +48,9 @@ def main() -> None:
             run_params.server.base_url = server.base_url
             backend = make_backend(run_params.server, run_params.run)
             try:
-                results = aio.run(measure(backend, clips, args.repeats, params.server.language))
+                results = event_loop.run(measure(backend, clips, args.repeats, params.server.language))
             finally:
-                aio.run(backend.aclose())
+                event_loop.run(backend.aclose())
     load_after = os.getloadavg()
     print(f"Whisper tiny.en via faster-whisper ({settings.whisper_compute_type}, beam {settings.whisper_beam_size}), "
           f"{args.repeats} requests per clip, CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; "

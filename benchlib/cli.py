@@ -20,14 +20,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchlib.analysis import compare as comparison
+from benchlib.analysis import compare
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.models.quantize import QuantizeError
-from benchlib.measure.telemetry import agent as telemetry_agent
+from benchlib.measure.telemetry import agent
 from benchlib.paper.runs import load_runs
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
@@ -39,7 +39,7 @@ from benchlib.suites import fleet, ladder, study
 from benchlib.interchange import import_run, llmd_export
 from benchlib.suites.load.fleet_levels import check_client_nodes
 from benchlib.suites.notebooks import execute_notebook, run_notebooks
-from benchlib.suites.notebooks import shown_path as _display
+from benchlib.suites.notebooks import shown_path
 from benchlib.views import planner, run_summary
 from benchlib.views.run_summary import embedded_models, print_summary
 
@@ -68,7 +68,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 def report_line() -> str:
     """Where the paper's report is, as the last lines of a run or study say it."""
-    return (f"report: {_display(str(PAPER_OUT_DIR / 'report.html'))} (open it in a browser; the same as Markdown: "
+    return (f"report: {shown_path(str(PAPER_OUT_DIR / 'report.html'))} (open it in a browser; the same as Markdown: "
             f"report.md, its summary: summary.txt)")
 
 
@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed.append("paper")
     any_ok = print_summary(suite_dirs, model_dir / run_summary.TASK_TABLE)
     print()
-    _say(f"results: {_display(str(model_dir))}/<suite>/ ({REQUESTS_CSV}, {SUMMARY_CSV}, {MANIFEST_JSON}, …)")
+    _say(f"results: {shown_path(str(model_dir))}/<suite>/ ({REQUESTS_CSV}, {SUMMARY_CSV}, {MANIFEST_JSON}, …)")
     if url:
         print(f"store: {redact_url(url)} (mirrored; the paper reads every host there)")
     if paper:
@@ -142,7 +142,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     any_ok = print_summary(outcome.suite_dirs, rung_study.folder / run_summary.TASK_TABLE)
     record = ladder_file(params.host.name)
     print()
-    _say(f"ladder: {_display(str(record))} · rung results under {_display(str(record.parent))}/<model>/")
+    _say(f"ladder: {shown_path(str(record))} · rung results under {shown_path(str(record.parent))}/<model>/")
     if paper:
         _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
@@ -205,7 +205,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     any_ok = print_summary(outcome.suite_dirs, plan.folder / run_summary.TASK_TABLE)
     print()
     _say(f"study: {len(outcome.done)} done, {len(outcome.skipped)} done earlier, {len(outcome.failed)} failed · "
-         f"its record: {_display(str(plan.folder / study.STUDY_JSON))}")
+         f"its record: {shown_path(str(plan.folder / study.STUDY_JSON))}")
     if paper:
         _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
@@ -231,7 +231,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print("\n".join(planner.table_lines(made)))
     if not args.no_save:
         path = planner.save(made)
-        print(planner.saved_line(path, made.id, _display(str(path))))
+        print(planner.saved_line(path, made.id, shown_path(str(path))))
     if not args.measure:
         return 0
     if args.host or args.no_save:
@@ -253,26 +253,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Study A against study B (benchlib.analysis.compare): the change table, written as Markdown and HTML; exit 1
     when a --fail-on metric regressed beyond the noise by more than its threshold."""
     try:
-        thresholds = [comparison.parse_threshold(t) for t in args.fail_on or []]
+        thresholds = [compare.parse_threshold(t) for t in args.fail_on or []]
         for root in (args.a, args.b):
             if store.is_url(root):
                 store.check_url(root)
-        sent_a, sent_b = comparison.read_sent(args.a), comparison.read_sent(args.b)
-        sent_b = comparison.same(sent_b, comparison.parse_same(args.same, sent_a, sent_b))
-        table = comparison.compare(comparison.measured(sent_a), comparison.measured(sent_b), thresholds)
-        table = comparison.with_requests(table, sent_a, sent_b)
-    except (comparison.CompareError, store.StoreError) as exc:
+        sent_a, sent_b = compare.read_sent(args.a), compare.read_sent(args.b)
+        sent_b = compare.same(sent_b, compare.parse_same(args.same, sent_a, sent_b))
+        table = compare.compare(compare.measured(sent_a), compare.measured(sent_b), thresholds)
+        table = compare.with_requests(table, sent_a, sent_b)
+    except (compare.CompareError, store.StoreError) as exc:
         return _fail(str(exc))
     shown_a, shown_b = (redact_url(r) if store.is_url(r) else r for r in (args.a, args.b))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "compare.md", comparison.to_markdown(table, shown_a, shown_b))
-    write_atomic(out / "compare.html", comparison.to_html(table, shown_a, shown_b))
-    _say(comparison.headline(table))
-    for r in table[comparison.matched(table)].itertuples():  # the changes that go one way, one line each
-        if comparison.tone(r.verdict):
-            _say(f"  {comparison.change_line(r)}")
-    _say(f"written: {_display(str(out / 'compare.md'))} (the whole table), {_display(str(out / 'compare.html'))}")
+    write_atomic(out / "compare.md", compare.to_markdown(table, shown_a, shown_b))
+    write_atomic(out / "compare.html", compare.to_html(table, shown_a, shown_b))
+    _say(compare.headline(table))
+    for r in table[compare.matched(table)].itertuples():  # the changes that go one way, one line each
+        if compare.tone(r.verdict):
+            _say(f"  {compare.change_line(r)}")
+    _say(f"written: {shown_path(str(out / 'compare.md'))} (the whole table), {shown_path(str(out / 'compare.html'))}")
     regressed = table[table["regression"]]
     for r in regressed.itertuples():
         print(f"regression: {r.deployment} · {r.suite} · {r.metric} "
@@ -294,7 +294,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
             except store.StoreError as exc:
                 return _fail(str(exc))
     shown = ", ".join(redact_url(r) if store.is_url(r) else r for r in roots)
-    _say(f"▶ paper: executing paper/assemble.ipynb from {shown} → {_display(str(PAPER_OUT_DIR))}/")
+    _say(f"▶ paper: executing paper/assemble.ipynb from {shown} → {shown_path(str(PAPER_OUT_DIR))}/")
     try:
         execute_notebook(notebook, output, {"outputs_dir": roots[0], "more_roots": roots[1:]},
                          progress=not args.quiet)
@@ -309,7 +309,7 @@ def cmd_paper(args: argparse.Namespace) -> int:
         for paragraph in summary.read_text(encoding="utf-8").split("\n\n")[:2]:
             _say(paragraph.strip())
         print()
-    _say(f"✓ paper written to {_display(str(PAPER_OUT_DIR))}/")
+    _say(f"✓ paper written to {shown_path(str(PAPER_OUT_DIR))}/")
     _say(report_line())
     return 0
 
@@ -360,7 +360,7 @@ def tunnel_hint(ip: str, port: int) -> str:
 
 def cmd_explore(args: argparse.Namespace) -> int:
     target = explore_copy()
-    print(f"explorer: {_display(str(target))} (a working copy; notebooks/explore.ipynb stays clean)", flush=True)
+    print(f"explorer: {shown_path(str(target))} (a working copy; notebooks/explore.ipynb stays clean)", flush=True)
     if args.no_lab:
         return 0
     try:
@@ -401,7 +401,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for line in done.skipped:
         print(f"skipped {line}", file=sys.stderr)
     print(f"{len(done.added)} suite folder(s) imported, {len(done.completed)} completed, {len(done.skipped)} "
-          f"skipped into {_display(str(outputs_root()))}/")
+          f"skipped into {shown_path(str(outputs_root()))}/")
     return 1 if done.skipped else 0
 
 
@@ -415,11 +415,11 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     run = done.run
     what = f"{run.tool} {run.version or '(version unknown)'}"
     if done.already:
-        print(f"already imported (same files, run {done.run_id}): {_display(str(done.out_dir))}")
+        print(f"already imported (same files, run {done.run_id}): {shown_path(str(done.out_dir))}")
         return 0
     rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
     found = "" if args.tool else f" (read as {run.tool}'s files: --from to say otherwise)"
-    print(f"imported {rows} measured by {what}{found} → {_display(str(done.out_dir))}/")
+    print(f"imported {rows} measured by {what}{found} → {shown_path(str(done.out_dir))}/")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
     return 0
@@ -431,7 +431,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         target = llmd_export.export(Path(args.run_folder), Path(args.output) if args.output else None)
     except (llmd_export.ExportError, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0])
-    print(f"written: {_display(str(target))} (llm-d Benchmark Report v0.2, validated against its schema)")
+    print(f"written: {shown_path(str(target))} (llm-d Benchmark Report v0.2, validated against its schema)")
     return 0
 
 
@@ -454,7 +454,7 @@ def cmd_fleet_node(args: argparse.Namespace) -> int:
 def cmd_telemetry_agent(args: argparse.Namespace) -> int:
     try:
         settings = TelemetryParams(power_hz=args.power_hz)
-        telemetry_agent.serve(args.host, args.port, args.token_env, settings, args.buffer)
+        agent.serve(args.host, args.port, args.token_env, settings, args.buffer)
     except (ValueError, ValidationError) as exc:
         return _fail(str(exc).splitlines()[0])
     except OSError as exc:  # the port is taken, the address is not this host's
@@ -488,7 +488,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         return _fail("no embedded model is installed (make run installs them)", code=1)
     print("The embedded models (serve one yourself: .venv/bin/python -m llama_cpp.server --model PATH):")
     for name, gguf, source in models:
-        print(f"  {name:<30} {_display(gguf)}  ({source})")
+        print(f"  {name:<30} {shown_path(gguf)}  ({source})")
     return 0
 
 
@@ -521,8 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="exit 1 when METRIC (decode_tps, ttft_s, e2e_s, accuracy) regressed beyond the noise by "
                            "more than PCT percent (percentage points for accuracy); repeatable")
     cmp_.add_argument("--same", action="append", metavar="A_NAME=B_NAME",
-                      help="the same deployment under two names (its full name, model folder or host/folder): compared as one, "
-                           "e.g. a model behind your own server in A and in the default study in B; repeatable")
+                      help="the same deployment under two names (its full name, model folder or host/folder): "
+                           "compared as one, e.g. a model behind your own server in A and in the default study in B; "
+                           "repeatable")
     cmp_.add_argument("--out", default="outputs/compare", help="where compare.md and compare.html go")
     cmp_.set_defaults(func=cmd_compare)
     lad = sub.add_parser("ladder", help="quantization ladder of the embedded model: each rung run as a deployment, "
@@ -591,16 +592,16 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--port", type=int, default=fleet.HEAD_PORT, help="the head's GCS port")
     node.add_argument("--start", action="store_true", help="run it (the head makes the token when there is none)")
     node.set_defaults(func=cmd_fleet_node)
-    agent = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
+    agent_cmd = sub.add_parser("telemetry-agent", help="sample this host's sensors (NVML, RAPL, powermetrics, hwmon) and "
                            "serve them to a client elsewhere (telemetry.source: agent)")
-    agent.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    agent.add_argument("--port", type=int, default=telemetry_agent.DEFAULT_PORT)
-    agent.add_argument("--token-env", default=telemetry_agent.DEFAULT_TOKEN_ENV,
+    agent_cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    agent_cmd.add_argument("--port", type=int, default=agent.DEFAULT_PORT)
+    agent_cmd.add_argument("--token-env", default=agent.DEFAULT_TOKEN_ENV,
                        help="environment variable holding the Bearer token clients send")
-    agent.add_argument("--power-hz", type=float, default=10.0, help="power/energy/memory sampling rate")
-    agent.add_argument("--buffer", type=int, default=telemetry_agent.DEFAULT_BUFFER,
+    agent_cmd.add_argument("--power-hz", type=float, default=10.0, help="power/energy/memory sampling rate")
+    agent_cmd.add_argument("--buffer", type=int, default=agent.DEFAULT_BUFFER,
                        help="samples kept for clients that fall behind (ring buffer)")
-    agent.set_defaults(func=cmd_telemetry_agent)
+    agent_cmd.set_defaults(func=cmd_telemetry_agent)
     models = sub.add_parser("models", help="the embedded models' GGUF files, to serve with a server of your own")
     models.add_argument("--path", metavar="NAME", help="print only the path of the model whose name contains NAME")
     models.set_defaults(func=cmd_models)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import yaml
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.config.params import validate
 from benchlib.config.paths import PROJECT_ROOT
@@ -42,9 +42,9 @@ def send(params, max_tokens=64, thinking=False):
     record = RequestRecord(model=params.server.model, task="t", suite="s", host=params.host.name)
     request = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=max_tokens, thinking=thinking)
     try:
-        aio.run(backend.execute(request, record))
+        event_loop.run(backend.execute(request, record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     assert record.status == "ok", record.error_message
     return record
 

@@ -40,14 +40,14 @@ FILES = (
          ("benchlib.records.rows:RequestRecord",)),
     File("summary.csv", "one row per task: the request figures with their intervals, the flags, the task's "
          "telemetry window and the server's view of it",
-         ("benchlib.analysis.summary:GROUP_KEYS", "benchlib.analysis.summary:SUMMARY_COLUMNS",
-          "benchlib.analysis.crosscheck:COUNT_COLUMNS", "benchlib.analysis.summary:WINDOW_COLUMNS",
-          "benchlib.analysis.summary:DERIVED_COLUMNS",
-          "benchlib.analysis.summary:SERVER_SUMMARY_COLUMNS", "benchlib.analysis.load_levels:FRONTIER_COLUMNS",
+         ("benchlib.analysis.task_stats:GROUP_KEYS", "benchlib.analysis.task_stats:SUMMARY_COLUMNS",
+          "benchlib.analysis.crosscheck:COUNT_COLUMNS", "benchlib.analysis.task_stats:WINDOW_COLUMNS",
+          "benchlib.analysis.task_stats:DERIVED_COLUMNS",
+          "benchlib.analysis.task_stats:SERVER_SUMMARY_COLUMNS", "benchlib.analysis.load_levels:FRONTIER_COLUMNS",
           "benchlib.analysis.serving:SERVING_COLUMNS")),
     File("windows.csv, telemetry_windows.csv", "one row per telemetry window (idle, model loaded, a task, a load "
          "level); windows.csv adds the efficiency columns", ("benchlib.measure.telemetry.files:WINDOW_COLUMNS",
-                                                              "benchlib.analysis.summary:EFFICIENCY_COLUMNS")),
+                                                              "benchlib.analysis.task_stats:EFFICIENCY_COLUMNS")),
     File("telemetry.csv", "the sampler's time series, one row per sample (per GPU where there are several)",
          ("benchlib.measure.telemetry.files:TELEMETRY_COLUMNS",)),
     File("server_metrics.csv, server_metrics_windows.csv", "the server's own /metrics per window; "

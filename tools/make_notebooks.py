@@ -42,11 +42,11 @@ def parameters_cell() -> str:
 PARAMETERS = parameters_cell()
 
 DERIVED = '''\
-from benchlib.config import params as bench_params
+from benchlib.config import params
 from benchlib.suites import runner
 from benchlib.views import evidence, suite_report
 
-params = bench_params.from_notebook(params_file, host=host, server=server, run=run, tasks=tasks,
+params = params.from_notebook(params_file, host=host, server=server, run=run, tasks=tasks,
                                     telemetry=telemetry, sweep=sweep, thresholds=thresholds)
 SUITE = "{suite}"
 print(f"{{SUITE}} suite · {{params.server.model}} on {{params.host.name}} · run id {{params.identity()}}")

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from benchlib.analysis.summary import measured
+from benchlib.analysis.task_stats import measured
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import optional_flag

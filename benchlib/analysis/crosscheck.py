@@ -24,7 +24,7 @@ cache_suspect   the server reports that at least `cache_share` (run.cache_suspec
 cold            the server's load time (Ollama `load_duration`) is above `cold_load_s` (run.cold_load_s, 1 s):
                 the model was (re)loaded for this request, so its TTFT and e2e measure a load, not inference.
 client_stalled  the client's own event loop woke more than `client_stall_ms` (20 ms) late while the request was in
-                flight (record.client_stall_ms, from the session's aio.LoopLagSampler; idle ≈ 0.1–1 ms; beside
+                flight (record.client_stall_ms, from the session's event_loop.LoopLagSampler; idle ≈ 0.1–1 ms; beside
                 vLLM on 2 cores p50 21 ms, the client starved of CPU) AND that hold-up merged deltas: two of them
                 share one read's stamp (an inter-delta interval of exactly 0). Kernel receive stamps keep a late
                 read's timing right as long as each delta comes in its own read, so a hold-up alone changes

@@ -4,7 +4,7 @@
 The deployment is the params file's, marked: its server.variant gains `measured-by-<tool>`, so the folder is
 outputs/<host>/<model>_measured-by-<tool>/<tool>/ and every view names it "… · measured-by-<tool> · host", beside
 (never merged into) the same deployment measured by us. The folder holds requests.csv (the tool's requests as our
-rows), summary.csv (benchlib.analysis.summary over them; an import of aggregates only gets one row of the tool's
+rows), summary.csv (benchlib.analysis.task_stats over them; an import of aggregates only gets one row of the tool's
 own figures, its note saying what it cannot give), manifest.json (the params, the tool, its version, command line
 and aggregates, the source files with their SHA-256) and run.json (the run id: a hash of the tool, the files and
 the params, so importing the same files again changes nothing).
@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.analysis import summary as analysis
+from benchlib.analysis import task_stats
 from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.interchange import readers
 from benchlib.measure.provenance import git_commit, to_json
@@ -103,8 +103,8 @@ def clear_stale(out_dir: Path) -> list[Path]:
 def _aggregate_row(run: readers.ForeignRun, suite: str) -> dict[str, Any]:
     """summary.csv's one row for an import of aggregates only: the tool's figures under our column names."""
     row: dict[str, Any] = {"suite": suite, "modality": "text", "task": suite,
-                           **{c: float("nan") for c in analysis.SUMMARY_COLUMNS},
-                           **{c: 0 for c in analysis.COUNT_COLUMNS}, "valid": True, "failures": "",
+                           **{c: float("nan") for c in task_stats.SUMMARY_COLUMNS},
+                           **{c: 0 for c in task_stats.COUNT_COLUMNS}, "valid": True, "failures": "",
                            "checker": "", "percentile_note": ""}
     ok, failed = run.totals or (0, 0)
     row.update({"n_requests": ok + failed, "n_ok": ok, "n_failed": failed,
@@ -192,7 +192,7 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
             count = len(rows)
             if count:
                 plausible.check_rows(rows, str(path), readers.ForeignError)
-                summary = analysis.summarize_requests(rows, max_error_rate=params.run.max_error_rate)
+                summary = task_stats.summarize_requests(rows, max_error_rate=params.run.max_error_rate)
             else:
                 summary = pd.DataFrame([_aggregate_row(run, suite)])
             del rows

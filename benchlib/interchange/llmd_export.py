@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis import stats
-from benchlib.analysis import summary as analysis
+from benchlib.analysis import task_stats
 from benchlib.config.identity import Deployment
 from benchlib.records import plausible
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, write_atomic
@@ -182,10 +182,10 @@ def build_report(folder: Path) -> dict[str, Any]:
     if len(rows):
         rows = rows[rows["run_id"] == run_id] if run_id and (rows["run_id"] == run_id).any() else rows
         plausible.check_rows(rows, str(run.requests_path), ExportError)
-        measured = analysis.measured(rows)
+        measured = task_stats.measured(rows)
         ok = measured[measured["status"] == STATUS_OK]
-        summary = analysis.summarize_requests(rows, max_error_rate=(params.get("run") or {}).get("max_error_rate"))
-        summary = analysis.join_windows(summary, windows) if len(windows) else summary
+        summary = task_stats.summarize_requests(rows, max_error_rate=(params.get("run") or {}).get("max_error_rate"))
+        summary = task_stats.join_windows(summary, windows) if len(windows) else summary
         requests, latency, throughput = _request_part(ok, measured)
         starts = _wall_starts(measured)
         ends = starts + pd.to_numeric(measured["e2e_s"], errors="coerce")

@@ -8,15 +8,13 @@ import pandas as pd
 
 from benchlib.config.formatting import fmt
 from benchlib.paper.format import Table
-from benchlib.published import rebuilt as seed_rebuild
-
-
+from benchlib.published import rebuilt
 def _kept(table: Table) -> Table | None:
     return table if len(table.data) else None
 
 
 def bandwidth_law_table(ref: pd.DataFrame) -> Table | None:
-    law = seed_rebuild.law_002(ref)
+    law = rebuilt.law_002(ref)
     display = pd.DataFrame({
         "model": law["model"], "machine": law["host"], "GB/s": [fmt(v, ".0f") for v in law["memory_bandwidth_gbs"]],
         "tok/s": [fmt(v, ".0f") for v in law["decode_tps"]],
@@ -37,7 +35,7 @@ def bandwidth_law_table(ref: pd.DataFrame) -> Table | None:
 
 
 def prefill_ttft_table(ref: pd.DataFrame) -> Table | None:
-    prefill = seed_rebuild.prefill_002(ref)
+    prefill = rebuilt.prefill_002(ref)
     display = prefill.copy()
     for column, spec in (("decode_tps", ".1f"), ("prefill_tps", ".0f"), ("ttft_s", ".3f")):
         display[column] = [fmt(v, spec) for v in prefill[column]]
@@ -51,7 +49,7 @@ def prefill_ttft_table(ref: pd.DataFrame) -> Table | None:
 
 
 def napkin_ceiling_table(ref: pd.DataFrame) -> Table | None:
-    napkin = seed_rebuild.napkin_004(ref)
+    napkin = rebuilt.napkin_004(ref)
     display = pd.DataFrame({
         "GB read per token: reading": napkin["reading"], "GB/token": [fmt(v, ".3g") for v in napkin["gb_per_token"]],
         "ceiling tok/s at 273 GB/s": [fmt(v, ".1f") for v in napkin["ceiling_tps"]],
@@ -69,7 +67,7 @@ def napkin_ceiling_table(ref: pd.DataFrame) -> Table | None:
 
 
 def heros_thresholds_table(ref: pd.DataFrame) -> Table | None:
-    verdicts = seed_rebuild.verdicts_001(ref)
+    verdicts = rebuilt.verdicts_001(ref)
     display = verdicts.drop(columns=["value"]).copy()
     display["agrees"] = [("yes" if v else "**no**") if v is not None and v == v else "–" for v in verdicts["agrees"]]
     return _kept(Table(
@@ -83,6 +81,6 @@ def heros_thresholds_table(ref: pd.DataFrame) -> Table | None:
 
 def contradictions_table() -> Table | None:
     return _kept(Table(
-        "contradictions", "Where the seeds disagree", seed_rebuild.contradictions(), caption=(
+        "contradictions", "Where the seeds disagree", rebuilt.contradictions(), caption=(
             "Each claim quoted verbatim from its seed (tests find every quote); 'reading' says how the paper treats "
             "it.")))

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib.analysis import summary as analysis
+from benchlib.analysis import task_stats
 from benchlib.analysis import bandwidth_law
 from benchlib.published import reference
 from benchlib.analysis import roofline, weights
@@ -143,8 +143,8 @@ def _suite_summary(path: Path, params: Mapping[str, Any]) -> tuple[pd.DataFrame,
         requests = requests[requests["run_id"] == run_id]
     if len(requests):
         max_error = (params.get("run") or {}).get("max_error_rate")
-        summary = analysis.summarize_requests(requests, max_error_rate=max_error)
-        summary = analysis.join_windows(summary, windows) if len(windows) else summary
+        summary = task_stats.summarize_requests(requests, max_error_rate=max_error)
+        summary = task_stats.join_windows(summary, windows) if len(windows) else summary
     else:
         summary = _read_csv(folder.summary_path)
     if len(summary) and len(windows) and "energy_reason" in windows and "window" in windows:
@@ -238,7 +238,7 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
         if len(wins):
             entry["windows"].append(wins)
     summary = pd.concat([s for s in summaries if len(s)], ignore_index=True) if any(len(s) for s in summaries) \
-        else pd.DataFrame(columns=["host", "model", "system", "suite", "modality", "task"] + analysis.SUMMARY_COLUMNS)
+        else pd.DataFrame(columns=["host", "model", "system", "suite", "modality", "task"] + task_stats.SUMMARY_COLUMNS)
     reqs = pd.concat([r for r in requests if len(r)], ignore_index=True) if any(len(r) for r in requests) \
         else pd.DataFrame(columns=REQUEST_KEEP)
     wins = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame()

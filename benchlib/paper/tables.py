@@ -15,7 +15,7 @@ from benchlib.analysis import bandwidth_law
 from benchlib.analysis.frontier import node_flips
 from benchlib.published import reference
 from benchlib.analysis import roofline
-from benchlib.published import arithmetic as seed_arithmetic
+from benchlib.published import arithmetic
 from benchlib.config.identity import Deployment
 from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing, quantity, readable
 from benchlib.paper.format import Table
@@ -521,7 +521,7 @@ def ladder_law_table(points: pd.DataFrame, laws: pd.DataFrame, runs: Runs) -> Ta
 
 def seed_arithmetic_table(ref: pd.DataFrame) -> Table:
     """The seeds' printed totals, averages and ratios beside their recomputation from the seeds' own cells."""
-    data = seed_arithmetic.derivations(ref)
+    data = arithmetic.derivations(ref)
     off = int((~data["agrees"]).sum())
     return Table("seed_arithmetic", "The seeds' printed arithmetic, recomputed from their own cells", data,
                  caption=f"{len(data)} printed figures; {off} do not follow from the cells they summarise (kept as "

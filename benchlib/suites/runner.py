@@ -7,7 +7,7 @@ outputs/<host>/<model>/<suite>/
     summary.csv     per-task statistics, rewritten atomically at the end
     windows.csv     telemetry windows (idle, loaded, one per task) with energy and tokens per joule
     telemetry.csv   the sampler's time series
-    manifest.json   provenance: params (no secrets), versions, server, git commit
+    provenance.json   provenance: params (no secrets), versions, server, git commit
     server.log      the embedded server's log
     transcription.csv  per clip word errors, e2e and real-time factor, and each task's corpus WER (audio suite)
 """
@@ -25,18 +25,18 @@ from typing import Any, Iterator
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchlib.measure.pacing import event_loop as aio
-from benchlib.analysis import summary as analysis
+from benchlib.measure.pacing import event_loop
+from benchlib.analysis import task_stats
 from benchlib.analysis import crosscheck
 from benchlib.analysis import transcription
-from benchlib.measure import provenance as manifest
+from benchlib.measure import provenance
 from benchlib.measure.selfcheck import calibration
-from benchlib.scoring import checkers as scoring
+from benchlib.scoring import checkers
 from benchlib.records import store
 from benchlib.suites import latency_looks, quality_looks
 from benchlib.records.run_folder import REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir, run_lock
 from benchlib.records.secrets import scrub_fields
-from benchlib.measure.client import payloads as media_builders
+from benchlib.measure.client import payloads
 from benchlib.measure.client.backends import Backend, ChatRequest, make_backend
 from benchlib.measure.client.transcription import TranscriptionRequest
 from benchlib.measure.client.timing import compute_rates
@@ -104,7 +104,7 @@ class Session:
         self.metrics: ServerMetrics | None = None  # the server's own /metrics, when it has them
         self.server_before: dict[str, Any] | None = None
         self.client_calibration: dict[str, Any] | None = None  # the manifest's client_calibration
-        self.loop_lag = aio.LoopLagSampler()  # running while the session is open: each request's client_stall_ms
+        self.loop_lag = event_loop.LoopLagSampler()  # running while the session is open: each request's client_stall_ms
         self.started_unix = time.time()
         self.task_set = task_set_hash()
         self.graded_plan: dict[str, Any] = {}  # the manifest's `graded`: items sent of each set's pool (graded_plan)
@@ -156,10 +156,10 @@ class Session:
             messages.append({"role": "system", "content": task.system})
         if media:
             if self.params.server.kind == "ollama":
-                payload = media_builders.build_ollama_message(text, media, self.params.server)
+                payload = payloads.build_ollama_message(text, media, self.params.server)
                 messages.append(payload.message)
             else:
-                payload = media_builders.build_openai_content(text, media, self.params.server)
+                payload = payloads.build_openai_content(text, media, self.params.server)
                 messages.append({"role": "user", "content": payload.content})
             record.media_count, record.payload_bytes = payload.media_count, payload.payload_bytes
         else:
@@ -200,7 +200,7 @@ class Session:
         Each record keeps the instant it was due
         (scheduled_ns), the wait for a slot (queue_wait_s) and the rest of its way to the wire (schedule_lag_s =
         wire start − due − slot wait): how well one client process held the schedule."""
-        return aio.run(self._execute(planned, concurrency, progress, offsets))
+        return event_loop.run(self._execute(planned, concurrency, progress, offsets))
 
     async def _execute(self, planned: list[Planned], concurrency: int, progress: Any,
                        offsets: list[float] | None = None) -> list[RequestRecord]:
@@ -211,7 +211,7 @@ class Session:
         async def one(item: Planned, due_ns: int = 0) -> None:
             nonlocal unfinished
             record = item.record
-            async with aio.slot(gate, due_ns) as queued_ns:  # ~0 unless `concurrency` were in flight
+            async with event_loop.slot(gate, due_ns) as queued_ns:  # ~0 unless `concurrency` were in flight
                 if due_ns:
                     record.scheduled_ns, record.queue_wait_s = due_ns, queued_ns / 1e9
                 if item.request is not None:
@@ -247,7 +247,7 @@ class Session:
             await self.backend.ready_to_pace()
             lead_ns = self.backend.pacing_lead_ns()
         # the schedule starts one lead from now, so its first requests are prepared ahead like the rest
-        started = await aio.paced(offsets, time.perf_counter_ns() + lead_ns,
+        started = await event_loop.paced(offsets, time.perf_counter_ns() + lead_ns,
                                   lambda i, due_ns: asyncio.create_task(one(planned[i], due_ns)), lead_ns=lead_ns)
         await asyncio.gather(*started)
         return done
@@ -313,15 +313,15 @@ class Session:
         added = strip_echo(answer, [record.prompt, variant.prompt, task.system])
         whole = task.checker in CODE_CHECKERS
         text = answer if whole else added.text
-        response = scoring.Response(text=text, reasoning=record.reasoning_text,
+        response = checkers.Response(text=text, reasoning=record.reasoning_text,
                                     tool_calls=record.tool_calls, finish_reason=record.finish_reason)
-        verdict = scoring.score(task.checker, response, variant.expected, task.checker_args,
+        verdict = checkers.score(task.checker, response, variant.expected, task.checker_args,
                                 empty_is_answer=record.request_kind == "transcription")
         record.checker, record.passed, record.score = task.checker, verdict.passed, verdict.score
         record.answer_read = verdict.answer
         record.check_detail = "; ".join(p for p in (added.note(cut=not whole), verdict.detail) if p)
         record.echo = added.found
-        record.looping = scoring.detect_looping(record.response_text)
+        record.looping = checkers.detect_looping(record.response_text)
 
     # ---- planning ------------------------------------------------------------------------------------
     def plan_suite(self, tasks: list[Task]) -> tuple[list[Planned], dict[str, list[Planned]]]:
@@ -437,7 +437,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
                          else RemoteTelemetry(params.telemetry, out_dir))
     session.telemetry.set_server_url(params.server.base_url)
     try:
-        guard.enter_context(aio.quiet_gc())  # no full collection of the notebook's heap while a stream is read
+        guard.enter_context(event_loop.quiet_gc())  # no full collection of the notebook's heap while a stream is read
         session.loop_lag.start()
         session.telemetry.start()
         if needs_server and params.telemetry.idle_baseline_s:
@@ -454,7 +454,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
             session.telemetry.baseline("loaded", params.telemetry.loaded_baseline_s, kind="loaded")
         if params.server.base_url:
             session.backend = make_backend(params.server, params.run, concurrency)
-            session.server_before = manifest.server_state(params)  # e.g. Ollama /api/ps before any request
+            session.server_before = provenance.server_state(params)  # e.g. Ollama /api/ps before any request
             if params.run.server_metrics_poll_s:
                 session.metrics = ServerMetrics(params.server.root_url(),
                                                 params.server.auth_headers(), software=params.server.software,
@@ -465,7 +465,7 @@ def open_session(params: BenchParams, suite: str, *, fresh: bool = False, root: 
     finally:
         if session.backend is not None:
             with contextlib.suppress(Exception):
-                aio.run(session.backend.aclose())
+                event_loop.run(session.backend.aclose())
         if session.metrics is not None:
             session.metrics.close()
         if session.server is not None:
@@ -530,24 +530,24 @@ def finish_suite(session: Session) -> SuiteResult:
     requests = session.run_requests()
     # whole-run rules (prefill far above its group's median) on top of the per-request flags
     requests = crosscheck.flag_requests(requests, cold_load_s=run.cold_load_s, cache_share=run.cache_suspect_share)
-    summary = analysis.summarize_requests(requests, max_error_rate=run.max_error_rate)
+    summary = task_stats.summarize_requests(requests, max_error_rate=run.max_error_rate)
     keys = [k for k in crosscheck.SUMMARY_KEYS if k in summary.columns]
     if len(summary):
         summary = summary.merge(crosscheck.flag_counts(requests), how="left", on=keys)
     session.telemetry.measure_clock("end")  # a remote source's clock offset at the suite's end, for the manifest
     windows = session.telemetry.windows_frame()
     if len(windows):
-        windows = analysis.add_token_efficiency(windows, requests)
+        windows = task_stats.add_token_efficiency(windows, requests)
         write_csv_atomic(session.out_dir / WINDOWS_CSV, windows)
-        summary = analysis.join_windows(summary, windows)
+        summary = task_stats.join_windows(summary, windows)
     server_windows = session.server_windows()
     if len(server_windows):
         server_windows = crosscheck.check_server_metrics(server_windows, requests)
         write_csv_atomic(session.out_dir / SERVER_METRICS_CSV, server_windows)
-        summary = analysis.join_server_metrics(summary, server_windows)
+        summary = task_stats.join_server_metrics(summary, server_windows)
     write_csv_atomic(session.out_dir / SUMMARY_CSV, summary)
     clips = transcription.transcription_frame(requests, tasks_for(session.suite, session.params.tasks))
     if len(clips):  # per clip WER, e2e and real-time factor, and each task's corpus WER (analysis.transcription)
         write_csv_atomic(session.out_dir / TRANSCRIPTION_CSV, clips)
-    manifest.write_manifest(session)
+    provenance.write_manifest(session)
     return SuiteResult(session.out_dir, requests, summary, windows)

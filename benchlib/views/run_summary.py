@@ -226,7 +226,7 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
     else:
         lines += [line for note in notes for line in fit("graded accuracy of " + note)]
     invalid = summary[~summary["valid"].map(flag)] if "valid" in summary else summary.iloc[0:0]
-    for _, row in invalid.head(MAX_INVALID).iterrows():  # each with why (analysis.summary's note), its deployment
+    for _, row in invalid.head(MAX_INVALID).iterrows():  # each with why (analysis.task_stats' note), its deployment
         lines += fit(invalid_note(row) + (f" ({labels[row['model']]})" if len(labels) > 1 else ""))  # where several
     if len(invalid) > MAX_INVALID:
         lines.append(f"  {len(invalid) - MAX_INVALID} more INVALID tasks: the per-task file")

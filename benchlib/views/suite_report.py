@@ -49,7 +49,7 @@ def client_error(out_dir: Path | None) -> str:
 
 
 def invalid_note(row: Any) -> str:
-    """'INVALID text · basic_qa: error rate 33% above 20%': why a task's row is not valid (analysis.summary's note)."""
+    """'INVALID text · basic_qa: error rate 33% above 20%': why a task's row is not valid (analysis.task_stats' note)."""
     note = "" if is_missing(row.get("note")) else str(row.get("note") or "")
     return f"INVALID {row.get('suite', '')} · {row['task']}: {note or 'see summary.csv'}"
 

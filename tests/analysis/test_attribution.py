@@ -80,7 +80,7 @@ def test_a_concurrency_level_attributes_the_gpu_counter_the_servers_phases_drive
     from benchlib.config.params import TelemetryParams
     from benchlib.measure.telemetry import Telemetry
     from benchlib.suites import runner
-    from benchlib.suites.load import concurrency as load_concurrency
+    from benchlib.suites.load import concurrency
     from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
     prompt, tokens, prefill_s, itl = 300, 20, 0.002 + 300 * 0.0003, 0.01
@@ -105,7 +105,7 @@ def test_a_concurrency_level_attributes_the_gpu_counter_the_servers_phases_drive
                                "max_tokens": 64},
                         telemetry={"idle_baseline_s": 0.5})  # the runner reads the baseline from params
     with runner.open_session(params, "load", concurrency=4) as session:
-        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        levels = concurrency.run_concurrency_sweep(session, progress=False)
     for _, level in levels.iterrows():
         assert level["attribution_reason"] == "" and level["attribution_boundary"] == "GPU board"
         assert level["j_per_prompt_token"] == pytest.approx(E_PROMPT, rel=0.10), level.to_dict()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import speed_verdicts as sv
+from benchlib.analysis import speed_verdicts
 from benchlib.analysis import stats
 
 # Issue 56's rows: SmolLM2 against Gemma on the same 10 prompts (two a task); basic Q&A, multilingual and reasoning
@@ -23,12 +23,12 @@ def frame(system: str, values, tasks=TASKS, metric: str = "decode_tps", repeat0:
 
 def test_the_issues_pair_is_no_tie_but_undecided_with_its_per_task_evidence():
     requests = pd.concat([frame("SmolLM2", SMOL), frame("Gemma", GEMMA)])
-    verdict = sv.compare(requests, "SmolLM2", "Gemma", "decode_tps")
-    assert verdict.paired and verdict.n == 10 and verdict.word == sv.UNDECIDED
+    verdict = speed_verdicts.compare(requests, "SmolLM2", "Gemma", "decode_tps")
+    assert verdict.paired and verdict.n == 10 and verdict.word == speed_verdicts.UNDECIDED
     assert verdict.ratio_lo < 1 < verdict.ratio_hi
     by_task = {t.task: t for t in verdict.tasks}
     assert by_task["reasoning"].ratio == pytest.approx(math.exp(np.mean(np.log([29.4 / 56.8, 29.9 / 77.7]))))
-    assert all(t.word == sv.UNDECIDED and t.n == 2 for t in verdict.tasks)  # 2 prompts a task decide nothing
+    assert all(t.word == speed_verdicts.UNDECIDED and t.n == 2 for t in verdict.tasks)  # 2 prompts a task decide nothing
     line = verdict.line()
     assert line.startswith("SmolLM2 vs Gemma undecided: decode rate ratio 1.48× [")
     assert "reasoning 0.45× undecided (2)" in line and "more prompts" in line and "tie" not in line
@@ -43,43 +43,43 @@ def test_pairing_decides_where_pooled_intervals_overlap():
     a_lo, a_hi = stats.bootstrap_interval(base * 1.25)
     b_lo, b_hi = stats.bootstrap_interval(base)
     assert stats.overlap(a_lo, a_hi, b_lo, b_hi)
-    verdict = sv.compare(requests, "A", "B", "decode_tps")
-    assert verdict.word == sv.FASTER and 1.2 < verdict.ratio_lo < verdict.ratio_hi < 1.3
-    assert verdict.turned().word == sv.SLOWER and verdict.turned().ratio == pytest.approx(1 / verdict.ratio)
+    verdict = speed_verdicts.compare(requests, "A", "B", "decode_tps")
+    assert verdict.word == speed_verdicts.FASTER and 1.2 < verdict.ratio_lo < verdict.ratio_hi < 1.3
+    assert verdict.turned().word == speed_verdicts.SLOWER and verdict.turned().ratio == pytest.approx(1 / verdict.ratio)
 
 
 def test_a_shorter_time_is_faster():
     ttft = np.linspace(0.1, 0.3, 8)
     requests = pd.concat([frame("A", ttft * 0.5, ["t"] * 8, "ttft_s"), frame("B", ttft, ["t"] * 8, "ttft_s")])
-    verdict = sv.compare(requests, "A", "B", "ttft_s")
-    assert verdict.word == sv.FASTER and verdict.ratio == pytest.approx(0.5)
+    verdict = speed_verdicts.compare(requests, "A", "B", "ttft_s")
+    assert verdict.word == speed_verdicts.FASTER and verdict.ratio == pytest.approx(0.5)
     assert verdict.phrase() == "A faster than B"
 
 
 def test_mixed_names_the_tasks_decided_each_way():
     rng = np.random.default_rng(2)
     x = np.r_[rng.normal(0.5, 0.1, 12), rng.normal(-0.5, 0.1, 12)]
-    verdict = sv.paired(["coding"] * 12 + ["reasoning"] * 12, x, "decode_tps", "A", "B")
-    assert verdict.word == sv.MIXED
+    verdict = speed_verdicts.paired(["coding"] * 12 + ["reasoning"] * 12, x, "decode_tps", "A", "B")
+    assert verdict.word == speed_verdicts.MIXED
     assert verdict.phrase() == "mixed: A faster on coding, slower on reasoning"
 
 
 def test_equivalent_only_when_proven_within_the_margin():
     rng = np.random.default_rng(1)
     close = rng.normal(0, 0.02, 20)
-    tight = sv.paired(["t"] * 20, close, "decode_tps", margin=0.10)
-    assert tight.word == sv.EQUIVALENT and tight.within_margin
+    tight = speed_verdicts.paired(["t"] * 20, close, "decode_tps", margin=0.10)
+    assert tight.word == speed_verdicts.EQUIVALENT and tight.within_margin
     assert 1 / 1.1 < tight.ratio_lo and tight.ratio_hi < 1.1
-    wide = sv.paired(["t"] * 20, rng.normal(0, 0.5, 20), "decode_tps", margin=0.10)
-    assert wide.word == sv.UNDECIDED and wide.needed > 20  # no difference seen is not equivalence
-    narrow = sv.paired(["t"] * 20, close, "decode_tps", margin=0.002)
-    assert narrow.word == sv.UNDECIDED  # the same data, a margin it cannot prove
+    wide = speed_verdicts.paired(["t"] * 20, rng.normal(0, 0.5, 20), "decode_tps", margin=0.10)
+    assert wide.word == speed_verdicts.UNDECIDED and wide.needed > 20  # no difference seen is not equivalence
+    narrow = speed_verdicts.paired(["t"] * 20, close, "decode_tps", margin=0.002)
+    assert narrow.word == speed_verdicts.UNDECIDED  # the same data, a margin it cannot prove
 
 
 def test_the_sign_flip_test_is_exact_and_needs_six_prompts():
-    five = sv.SignFlips(np.ones(5), np.full(5, 0.2))
+    five = speed_verdicts.SignFlips(np.ones(5), np.full(5, 0.2))
     assert five.p_value() == pytest.approx(2 / 32) and five.interval(0.05) == (-math.inf, math.inf)
-    six = sv.SignFlips(np.linspace(1, 2, 6), np.full(6, 1 / 6))
+    six = speed_verdicts.SignFlips(np.linspace(1, 2, 6), np.full(6, 1 / 6))
     assert six.p_value() == pytest.approx(2 / 64)
     low, high = six.interval(0.05)
     assert 1.0 - 1e-9 <= low < 1.5 < high <= 2.0 + 1e-9
@@ -89,12 +89,12 @@ def test_the_sign_flip_test_is_exact_and_needs_six_prompts():
 def test_unpaired_comparisons_say_so():
     requests = pd.concat([frame("A", np.linspace(20, 24, 8), ["t"] * 8),
                           frame("B", np.linspace(10, 12, 8), ["t"] * 8, repeat0=100)])
-    verdict = sv.compare(requests, "A", "B", "decode_tps")
-    assert not verdict.paired and verdict.word == sv.FASTER and "unpaired" in verdict.evidence()
+    verdict = speed_verdicts.compare(requests, "A", "B", "decode_tps")
+    assert not verdict.paired and verdict.word == speed_verdicts.FASTER and "unpaired" in verdict.evidence()
 
 
 def test_required_pairs_reaches_the_power_of_the_two_one_sided_t_tests():
-    n = sv.required_pairs(0.1, 0.10, 0.8)
-    assert n == 11 and sv.equivalence_power(n, 0.1) >= 0.8 > sv.equivalence_power(n - 1, 0.1)
+    n = speed_verdicts.required_pairs(0.1, 0.10, 0.8)
+    assert n == 11 and speed_verdicts.equivalence_power(n, 0.1) >= 0.8 > speed_verdicts.equivalence_power(n - 1, 0.1)
     # the normal approximation, blind to the sample sd's own spread, would promise 80 % at 10
     assert math.ceil(((1.6449 + 1.2816) * 0.1 / math.log(1.1)) ** 2) == 10

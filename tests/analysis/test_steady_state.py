@@ -113,7 +113,7 @@ def test_a_real_sweep_writes_steady_state_energy_beside_the_whole_level(params_f
     from benchlib.config.params import TelemetryParams
     from benchlib.measure.telemetry import Telemetry
     from benchlib.suites import runner
-    from benchlib.suites.load import concurrency as load_concurrency
+    from benchlib.suites.load import concurrency
     from benchlib.suites.runner import open_session
     from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
@@ -124,7 +124,7 @@ def test_a_real_sweep_writes_steady_state_energy_beside_the_whole_level(params_f
                         run={"warmups": 0, "repeats": 1, "max_tokens": 20, "timeout_s": 10},
                         sweep={"concurrency": [1, 2], "requests_per_level": 4, "max_tokens": 20})
     with open_session(params, "load", concurrency=2) as session:
-        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        levels = concurrency.run_concurrency_sweep(session, progress=False)
         out_dir = session.out_dir
     on_disk = pd.read_csv(out_dir / load_levels.CONCURRENCY_CSV)
     assert {"steady_s", "steady_energy_j", "steady_tokens_per_joule"} <= set(on_disk.columns)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.analysis import summary as analysis
+from benchlib.analysis import task_stats
 from benchlib.config.tasks import load_tasks
 from benchlib.records.rows import RequestLog, RequestRecord
 
@@ -84,7 +84,7 @@ def write_synthetic_run(root: Path, bandwidth: float | None = None, with_media: 
         folder.mkdir(parents=True, exist_ok=True)
         RequestLog(folder / "requests.csv").append_many(records)
         frame = RequestLog(folder / "requests.csv").read()
-        analysis.summarize_requests(frame, max_error_rate=0.2).to_csv(folder / "summary.csv", index=False)
+        task_stats.summarize_requests(frame, max_error_rate=0.2).to_csv(folder / "summary.csv", index=False)
         starts = [r.start_ns for r in records if r.start_ns] or [t]
         windows = pd.DataFrame([
             {"window": "idle", "kind": "idle", "t_start_ns": 0, "t_end_ns": 1_000_000_000, "duration_s": 1.0,
@@ -133,7 +133,7 @@ def write_graded(root: Path, passed: list[bool], variant: str = "", task: str = 
     folder.mkdir(parents=True, exist_ok=True)
     RequestLog(folder / "requests.csv").append_many(records)
     frame = RequestLog(folder / "requests.csv").read()
-    analysis.summarize_requests(frame, max_error_rate=0.2).to_csv(folder / "summary.csv", index=False)
+    task_stats.summarize_requests(frame, max_error_rate=0.2).to_csv(folder / "summary.csv", index=False)
     text_manifest = json.loads((folder.parent / "text" / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**text_manifest, "suite": "quality"}))
     (folder / "run.json").write_text(json.dumps({"run_id": "synthetic01", "salt": "abcd"}))

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from benchlib.config.params import EmbeddedParams, validate
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.client.payloads import encode_file, encode_image
 from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
@@ -73,10 +73,10 @@ def ask(server: LlamaServer, content, max_tokens: int = 16) -> RequestRecord:
     backend = make_backend(p.server, p.run)
     record = RequestRecord(model=MODEL, task="t", suite="s", host="local-cpu")
     try:
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": content}], max_tokens=max_tokens),
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": content}], max_tokens=max_tokens),
                                 record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     return record
 
 
@@ -95,11 +95,11 @@ def test_an_idle_connection_the_server_closed_does_not_fail_the_next_request(lla
     backend = make_backend(p.server, p.run)
     records = [RequestRecord(model=MODEL, task="t", suite="s", host="local-cpu") for _ in range(2)]
     try:
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": "Hi"}], max_tokens=4), records[0]))
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": "Hi"}], max_tokens=4), records[0]))
         time.sleep(6)  # past cpp-httplib's 5 s keep-alive: the server closes the pooled connection
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": "Hi"}], max_tokens=4), records[1]))
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": "Hi"}], max_tokens=4), records[1]))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     assert [r.status for r in records] == ["ok", "ok"], [r.error_message for r in records]
 
 

@@ -1,4 +1,4 @@
-"""manifest.json from the real embedded llama.cpp server: its version, model digest and size, OpenMP settings,
+"""provenance.json from the real embedded llama.cpp server: its version, model digest and size, OpenMP settings,
 the host's bandwidth and git commit, and never the API key."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import pytest
 
 from benchlib.config.params import validate
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.measure import provenance as manifest
-
+from benchlib.measure import provenance
 SECRET = "sk-fb-test-7Qz3XkV9pLm2Rr8T"  # distinctive: if it shows up anywhere, it leaked
 
 
@@ -41,8 +40,8 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
         params.server.base_url = server.start()
         session = SimpleNamespace(params=params, run_id="run-e2e", suite="text", started_unix=started,
                                   out_dir=tmp_path, telemetry=None, server=server,
-                                  server_before=manifest.server_state(params))
-        data = manifest.write_manifest(session)
+                                  server_before=provenance.server_state(params))
+        data = provenance.write_manifest(session)
         environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
     finally:
         server.stop()
@@ -50,7 +49,7 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
     assert b"GOMP_SPINCOUNT=1000" in environ
     assert data["embedded_server"]["openmp"] == {"GOMP_SPINCOUNT": "1000"}
     assert data["embedded_server"]["command"][1:3] == ["-m", "llama_cpp.server"]
-    text = (tmp_path / "manifest.json").read_text()
+    text = (tmp_path / "provenance.json").read_text()
     assert json.loads(text) == data
     assert {"run_id", "suite", "params_file", "params", "started", "finished", "started_unix", "finished_unix",
             "git_commit", "python", "platform", "cpu", "host", "packages", "server", "api_key_env"} <= set(data)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.servers import preflight
 from benchlib.measure import provenance
 from benchlib.measure.client.backends import ChatRequest, make_backend
@@ -69,10 +69,10 @@ def ask(server: VllmServer, content, max_tokens: int = 16, **request) -> Request
     backend = make_backend(p.server, p.run)
     record = RequestRecord(model=MODEL, task="t", suite="s", host="local-cpu")
     try:
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": content}], max_tokens=max_tokens,
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": content}], max_tokens=max_tokens,
                                             **request), record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     return record
 
 
@@ -190,9 +190,9 @@ def test_audio_travels_through_vllm_s_own_parsing_timed_and_never_scored(vllm_au
     text_only = RequestRecord(model="random-qwen2-audio-tiny", task="t", suite="s", host="local-cpu")
     backend = make_backend(p.server, p.run)
     try:
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": rows["prompt"].iloc[0]}],
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": rows["prompt"].iloc[0]}],
                                             max_tokens=4), text_only))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     assert text_only.status == "ok" and text_only.prompt_tokens
     assert (rows["prompt_tokens"].astype(float) > text_only.prompt_tokens + 50).all()

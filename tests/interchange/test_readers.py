@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from benchlib.measure.selfcheck import calibration
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.interchange import readers
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
 from tests.fakes.servers import DEFAULTS
@@ -180,7 +180,7 @@ def test_both_tools_and_our_client_keep_to_the_fake_servers_schedule(params_for)
     TTFT nor end before its last token is due, whoever measured it; and all count the same tokens (AIPerf its
     tokenizer's, GuideLLM the server's usage, ours the server's usage)."""
     params = params_for()
-    ours = aio.run(calibration.drive(params.server, params.run, 1, [f"t{i}" for i in range(5)],
+    ours = event_loop.run(calibration.drive(params.server, params.run, 1, [f"t{i}" for i in range(5)],
                                      lambda tag: [{"role": "user", "content": f"[{tag}] hello"}], 64))
     due_first, due_last = DEFAULTS["ttft"], DEFAULTS["ttft"] + (DEFAULTS["tokens"] - 1) * DEFAULTS["itl"]
     for rows in (measured(readers.read("aiperf", AIPERF)), measured(readers.read("guidellm", GUIDELLM)), ours):

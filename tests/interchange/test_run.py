@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from benchlib import cli
-from benchlib.analysis import compare as comparison
-from benchlib.analysis.summary import summarize_requests
+from benchlib.analysis import compare
+from benchlib.analysis.task_stats import summarize_requests
 from benchlib.paper.catalog import Inputs
 from benchlib.paper.runs import load_reference_sets, load_runs
 from benchlib.paper.settings import Settings
@@ -63,7 +63,7 @@ def test_each_tools_run_appears_in_the_paper_frontier_and_compare_marked_with_th
     assert imported <= set(runs_table(runs).data["system"])
     inputs = Inputs(load_reference_sets(), runs, Settings.from_parameters(str(outputs)))
     assert imported <= set(inputs.frontier[0].data["system"])  # judged on the frontier beside the paper's systems
-    deployments = set(comparison.read_root(str(outputs))["deployment"])
+    deployments = set(compare.read_root(str(outputs))["deployment"])
     assert deployments == names  # compare names each deployment as the paper does
     manifest = json.loads(next(outputs.glob("bench-box/*aiperf/aiperf/manifest.json")).read_text())
     assert manifest["measured_by"]["tool"] == "aiperf" and manifest["measured_by"]["version"] == "0.13.0"

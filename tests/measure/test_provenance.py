@@ -1,4 +1,4 @@
-"""manifest.json: provenance from the server's own endpoints, host/GPU facts, and never a secret.
+"""provenance.json: provenance from the server's own endpoints, host/GPU facts, and never a secret.
 
 Fake-server tests cover the documented shapes (Ollama /api/version, /api/tags, /api/show, /api/ps; llama.cpp
 /props; see measure/test_backends.py for the references); integration/test_provenance_embedded.py reads the real
@@ -16,8 +16,7 @@ import pytest
 
 from benchlib.records import secrets
 from benchlib.measure.capacity import bandwidth
-from benchlib.measure import provenance as manifest
-
+from benchlib.measure import provenance
 from tests.fakes.fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNvml
 from tests.fakes.servers import FAKE_DIGEST
 from tests.helpers import make_params, send
@@ -28,9 +27,9 @@ SECRET = "sk-fb-test-7Qz3XkV9pLm2Rr8T"  # distinctive: if it shows up anywhere, 
 def test_ollama_model_version_digest_quantization_and_vram_before_after(fake_server):
     params = make_params(fake_server.url, {"tokens": 2}, kind="ollama")
     fake_server.loaded.clear()
-    before = manifest.server_state(params)
+    before = provenance.server_state(params)
     send(params)  # loads the model (keep_alive 30m keeps it)
-    data = manifest.build_manifest(params, "run1", "text", time.time() - 5, server_before=before, nvml=FakeNvml())
+    data = provenance.build_manifest(params, "run1", "text", time.time() - 5, server_before=before, nvml=FakeNvml())
     server = data["server"]
     assert server["version"] == "fake-1.0" and server["kind"] == "ollama"
     model = server["model"]
@@ -48,7 +47,7 @@ def test_ollama_model_version_digest_quantization_and_vram_before_after(fake_ser
 
 def test_llamacpp_server_version_from_props(fake_server):
     params = make_params(f"{fake_server.url}/v1", server={"software": "llama.cpp"})
-    server = manifest.server_info(params)
+    server = provenance.server_info(params)
     assert server["version"] == "b6000-fake0000"
     assert server["model"]["id"] == "fake-model" and server["model"]["found"]
     assert server["model"]["path"] == "/models/fake-model-Q4_K_M.gguf" and server["model"]["context_length"] == 4096
@@ -59,27 +58,27 @@ def test_llamacpp_server_version_from_props(fake_server):
 
 def test_vllm_version_and_unreachable_server_are_recorded_not_raised(fake_server):
     params = make_params(f"{fake_server.url}/v1", server={"software": "vllm"})
-    assert manifest.server_info(params)["version"] == "fake-1.0"
-    gone = manifest.server_info(make_params("http://127.0.0.1:9/v1", server={"software": "vllm"}), timeout_s=0.5)
+    assert provenance.server_info(params)["version"] == "fake-1.0"
+    gone = provenance.server_info(make_params("http://127.0.0.1:9/v1", server={"software": "vllm"}), timeout_s=0.5)
     assert gone["version"] is None and set(gone["errors"]) == {"/v1/models", "/version"}
 
 
 def test_gpu_info_via_nvml_and_without_it(monkeypatch):
-    info = manifest.gpu_info(FakeNvml(gpus=[FakeGpu(), FakeGpu(name="NVIDIA GeForce RTX 3090")]))
+    info = provenance.gpu_info(FakeNvml(gpus=[FakeGpu(), FakeGpu(name="NVIDIA GeForce RTX 3090")]))
     assert info["available"] and info["driver"] == "580.82.07" and info["cuda"] == "13.0"
     assert [g["name"] for g in info["gpus"]] == ["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3090"]
     assert info["gpus"][0]["memory_total_gb"] == round(80 * 2**30 / 1e9, 2)
     # theoretical bandwidth = bus width / 8 × max memory clock × 2 (H100 SXM: 5120 bit, 2619 MHz -> 3352 GB/s)
     assert info["gpus"][0]["memory_bandwidth_gbs"] == pytest.approx(3352.3, abs=0.1)
     assert info["gpus"][0]["memory_bus_width_bits"] == 5120 and info["gpus"][0]["memory_clock_max_mhz"] == 2619
-    rtx = manifest.gpu_info(FakeNvml(gpus=[FakeGpu(bus_width_bits=384, mem_clock_max_mhz=9751)]))["gpus"][0]
+    rtx = provenance.gpu_info(FakeNvml(gpus=[FakeGpu(bus_width_bits=384, mem_clock_max_mhz=9751)]))["gpus"][0]
     assert rtx["memory_bandwidth_gbs"] == pytest.approx(936.1, abs=0.1)  # the RTX 3090's published 936 GB/s
-    unified = manifest.gpu_info(FakeNvml(gpus=[FakeGpu(name="NVIDIA GB10", bus_width_bits=None)]))["gpus"][0]
+    unified = provenance.gpu_info(FakeNvml(gpus=[FakeGpu(name="NVIDIA GB10", bus_width_bits=None)]))["gpus"][0]
     assert unified["memory_bandwidth_gbs"] is None and "Not Supported" in unified["memory_bandwidth_reason"]
-    broken = manifest.gpu_info(FakeNvml(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
+    broken = provenance.gpu_info(FakeNvml(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
     assert broken == {"available": False, "reason": "nvmlInit failed: Driver Not Loaded"}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # bindings not installed
-    missing = manifest.gpu_info()
+    missing = provenance.gpu_info()
     assert missing["available"] is False and "pynvml not importable" in missing["reason"]
 
 
@@ -90,8 +89,8 @@ def test_no_secret_reaches_the_manifest(fake_server, tmp_path, monkeypatch):
         # a careless params file: the key pasted into extra_body, once under a key-like name, once in free text
         "extra_body": {"api_key": SECRET, "note": f"Bearer {SECRET}", "fake": {}}})
     session = SimpleNamespace(params=params, run_id="r", suite="text", started_unix=time.time(), out_dir=tmp_path)
-    data = manifest.write_manifest(session, nvml=FakeNvml())
-    text = (tmp_path / "manifest.json").read_text()
+    data = provenance.write_manifest(session, nvml=FakeNvml())
+    text = (tmp_path / "provenance.json").read_text()
     assert SECRET not in text and SECRET not in json.dumps(data)
     assert data["params"]["server"]["api_key_env"] == "FB_MANIFEST_TEST_KEY"
     assert data["params"]["server"]["extra_body"]["api_key"] == "***"
@@ -103,12 +102,12 @@ def test_no_secret_reaches_the_manifest(fake_server, tmp_path, monkeypatch):
 def test_every_manifest_records_the_hosts_bandwidth_labelled_by_source(fake_server, tmp_path, monkeypatch):
     session = SimpleNamespace(params=make_params(f"{fake_server.url}/v1"), run_id="r", suite="text",
                               started_unix=time.time(), out_dir=tmp_path)
-    on_gpu = manifest.write_manifest(session, nvml=FakeNvml())["bandwidth"]
+    on_gpu = provenance.write_manifest(session, nvml=FakeNvml())["bandwidth"]
     assert on_gpu["ceiling_source"] == "nvml" and on_gpu["ceiling_gbs"] == pytest.approx(3352.3, abs=0.1)
     assert on_gpu["measured"] is None and "bus width" in on_gpu["ceiling_method"]
     declared = make_params(f"{fake_server.url}/v1", host={"memory_bandwidth_gbs": 900.0})
     session.params = declared
-    assert manifest.write_manifest(session, nvml=FakeNvml())["bandwidth"]["ceiling_source"] == "declared"
+    assert provenance.write_manifest(session, nvml=FakeNvml())["bandwidth"]["ceiling_source"] == "declared"
     # no GPU: this machine's read bandwidth, measured once and reused from the cache file
     calls = []
 

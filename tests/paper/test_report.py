@@ -27,7 +27,7 @@ from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper import summary as summary_text
 from benchlib.paper.report_html import GLANCE_END, OPEN_ROWS, report_html
 from benchlib.paper import systems
-from benchlib.views import explorer as explore
+from benchlib.views import explorer as explorer_view
 from benchlib.views.suite_report import console_table
 
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
@@ -284,13 +284,13 @@ def test_every_view_names_a_deployment_model_server_settings_host(two, tmp_path)
     labels = {t for ax in two.figures["pareto_frontier"].axes for t in getattr(ax, "_paper_labels", ([],) * 3)[2]}
     assert f"{SLOW} [this run]" in labels
     # the explorer: its model dropdown shows each deployment's name; the request's header says it
-    runs = explore.list_runs(root)
+    runs = explorer_view.list_runs(root)
     assert set(runs["deployment"]) == {FAST, SLOW} and set(runs["model"]) == {SYN_MODEL, f"{SYN_MODEL} [slow]"}
-    explorer = explore.Explorer(root, show_timeline=False)
+    explorer = explorer_view.Explorer(root, show_timeline=False)
     assert [shown for shown, _ in explorer.model.options] == [FAST, SLOW]
     explorer.select(model=SLOW, suite="text")
     assert explorer.describe().split("showing ")[1].startswith(f"{SLOW} · text")
-    header = explore.build(explore.load_request(root, SYN_HOST, f"{SYN_MODEL} [slow]", "text"), show_timeline=False)
+    header = explorer_view.build(explorer_view.load_request(root, SYN_HOST, f"{SYN_MODEL} [slow]", "text"), show_timeline=False)
     assert header[0].data.startswith(f"### {SLOW} · text")
     # the terminal: the per-task table and the per-deployment lines at the end of run/study
     summaries = run_summary.read_summaries(sorted(root.glob("*/*/text")))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from benchlib.published import reference
-from benchlib.published import rebuilt as seed_rebuild
+from benchlib.published import rebuilt
 from benchlib.published import transcription
 
 
@@ -19,7 +19,7 @@ def ref() -> pd.DataFrame:
 
 
 def test_002_law_is_fitted_per_model_and_flags_the_m4(ref):
-    law = seed_rebuild.law_002(ref).set_index(["model", "host"])
+    law = rebuilt.law_002(ref).set_index(["model", "host"])
     # the printed ratio beside ours, recomputed from the same cells
     assert (law["ratio"] - law["ratio_printed"]).abs().max() < 0.0015
     e2b = law.loc["Gemma 4 E2B"]
@@ -33,7 +33,7 @@ def test_002_law_is_fitted_per_model_and_flags_the_m4(ref):
 
 
 def test_002_tok_s_per_bandwidth_reproduces_the_printed_ratios(ref):
-    law = seed_rebuild.law_002(ref)
+    law = rebuilt.law_002(ref)
     # printed to 3 decimals, rounded half up (81/400 = 0.2025 -> 0.203)
     assert law["ratio"].tolist() == pytest.approx(law["ratio_printed"].tolist(), abs=5.01e-4)
     e2b = law[law["model"] == "Gemma 4 E2B"].set_index("host")["ratio"]
@@ -42,7 +42,7 @@ def test_002_tok_s_per_bandwidth_reproduces_the_printed_ratios(ref):
 
 
 def test_002_prefill_table_keeps_the_cached_artefact_and_cold_runs(ref):
-    table = seed_rebuild.prefill_002(ref)
+    table = rebuilt.prefill_002(ref)
     assert len(table[table["prefill_tps"].notna() & table["prompt"].str.startswith(("short", "long"))]) == 8
     cached = table[table["prompt"].str.contains("cached")]
     assert 5345 in cached["prefill_tps"].tolist() and 1065 in cached["prefill_tps"].tolist()
@@ -50,7 +50,7 @@ def test_002_prefill_table_keeps_the_cached_artefact_and_cold_runs(ref):
 
 
 def test_004_napkin_ceiling_beside_our_model_and_the_ple_cost(ref):
-    napkin = seed_rebuild.napkin_004(ref).set_index("reading")
+    napkin = rebuilt.napkin_004(ref).set_index("reading")
     blog = napkin.loc["the blog's napkin: PLE lookups + decoder weights"]
     ours = napkin.loc["our roofline: active parameters × 2 bytes (BF16)"]
     assert blog["ceiling_tps"] == pytest.approx(27.3) and ours["ceiling_tps"] == pytest.approx(273 / 8)
@@ -62,7 +62,7 @@ def test_004_napkin_ceiling_beside_our_model_and_the_ple_cost(ref):
 
 
 def test_001_tables_under_their_own_thresholds(ref):
-    verdicts = seed_rebuild.verdicts_001(ref)
+    verdicts = rebuilt.verdicts_001(ref)
     by = verdicts.set_index(["seed_table", "criterion"])
     assert by.loc[("001-phase1-decision", "ttft"), "threshold"] == "< 500ms"
     assert by.loc[("001-phase1-decision", "vram"), "status"] == "FAIL"
@@ -77,12 +77,12 @@ def test_001_tables_under_their_own_thresholds(ref):
         "001-fp8-decision": "fails tools_passed 0 vs printed",
         "001-community-decision": "every printed threshold passes",
         "001-nvfp4-decision": "every printed threshold passes"}
-    assert seed_rebuild.threshold_status(25.0, "> 25 tok/s") == "FAIL"
-    assert seed_rebuild.threshold_status(25.0, "≥ 25") == "PASS"
+    assert rebuilt.threshold_status(25.0, "> 25 tok/s") == "FAIL"
+    assert rebuilt.threshold_status(25.0, "≥ 25") == "PASS"
 
 
 def test_every_contradiction_is_quoted_verbatim_from_its_seed():
-    table = seed_rebuild.contradictions()
+    table = rebuilt.contradictions()
     # ../shared/seeds: a missing folder fails loudly (FileNotFoundError), never skips
     texts = transcription.seed_texts(sorted(set(table["seed_a"]) | set(table["seed_b"])))
     assert len(table) >= 5

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from benchlib.published import reference
-from benchlib.published import arithmetic as seed_arithmetic
+from benchlib.published import arithmetic
 from benchlib.published import transcription
 from benchlib.paper import TABLES
 from benchlib.config.paths import REFERENCE_DIR
@@ -153,9 +153,9 @@ def test_missing_seeds_are_named():
 
 
 def test_printed_arithmetic_is_recomputed(ref):
-    table = seed_arithmetic.derivations(ref)
+    table = arithmetic.derivations(ref)
     assert len(table) >= 40
-    assert list(table.columns) == seed_arithmetic.COLUMNS
+    assert list(table.columns) == arithmetic.COLUMNS
     # the two figures the seeds print that their own cells do not give (documented in paper/reference/README.md)
     assert set(table.loc[~table["agrees"], "figure"]) == {"Generation Speed · openclaw · E2B vs E4B",
                                                           "The Full Picture · fp8 (online) tok/s"}

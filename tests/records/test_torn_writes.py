@@ -10,7 +10,7 @@ import logging
 import nbformat
 import pytest
 
-from benchlib.records import rows as records
+from benchlib.records import rows
 from benchlib.suites.notebooks import settle_notebook
 from benchlib.records.rows import RequestLog, RequestRecord, complete_prefix, read_requests
 from benchlib.records.run_folder import RunLocked, lock_path, run_lock
@@ -92,9 +92,9 @@ def test_a_failed_atomic_write_leaves_no_temp_file_and_the_old_file(tmp_path, mo
     def full_disk(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(records.os, "fsync", full_disk)
+    monkeypatch.setattr(rows.os, "fsync", full_disk)
     with pytest.raises(OSError, match="No space left on device"):
-        records.write_atomic(target, "new,text\n")
+        rows.write_atomic(target, "new,text\n")
     assert target.read_text() == "old,whole\n"
     assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]  # no .summary.csv.* temp file left behind
 
@@ -125,7 +125,7 @@ def test_a_notebook_that_cannot_be_written_whole_is_one_warning_and_the_old_one_
         partial.write_text(whole[: len(whole) // 2])
     else:
         partial.write_text(whole)
-        monkeypatch.setattr(records.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left")))
+        monkeypatch.setattr(rows.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left")))
     assert not settle_notebook(partial, output)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("warning: the executed notebook") and "requests.csv" in err[0]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchlib.scoring import checkers as scoring
+from benchlib.scoring import checkers
 from benchlib.scoring.checkers import CHECKERS, Response, detect_looping, loop_reason, parse_json_lenient, score
 from benchlib.config.tasks import load_tasks
 
@@ -177,7 +177,7 @@ def test_no_looping_checker():
 
 
 def test_runner_can_use_detect_looping():
-    assert callable(getattr(scoring, "detect_looping"))
+    assert callable(getattr(checkers, "detect_looping"))
 
 
 # ---------------------------------------------------------------------------------------------------------

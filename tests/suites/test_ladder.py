@@ -20,7 +20,7 @@ from benchlib.measure.capacity import bandwidth
 from benchlib.analysis import bandwidth_law
 from benchlib.suites import ladder
 from benchlib.measure.servers.llama_cpp import default_model_path
-from benchlib.paper import assembly as report
+from benchlib.paper import assembly
 from benchlib.paper.runs import load_runs
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
@@ -165,14 +165,14 @@ def test_ladder_points_pool_speed_and_accuracy_and_withhold_derived_accuracy(tmp
 
 
 def test_the_paper_has_the_ladder_table_law_and_figure_only_when_a_ladder_ran(tmp_path, monkeypatch):
-    empty = report.assemble(outputs_dir=tmp_path / "none", out_dir=tmp_path / "out0")
+    empty = assembly.assemble(outputs_dir=tmp_path / "none", out_dir=tmp_path / "out0")
     assert "ladder" not in empty.tables
     assert "No quantization ladder in outputs/ yet" in (tmp_path / "out0" / "report.md").read_text()
     root = tmp_path / "outputs"
     write_ladder(root)
     runs = load_runs(root)
     monkeypatch.setattr(runs, "requests", requests_for())
-    paper = report.build_tables(report.load_reference_sets(), runs)
+    paper = assembly.build_tables(assembly.load_reference_sets(), runs)
     table = paper["ladder"].display
     assert list(table["rung"]) == ["q2_k", "q4_k_m", "q8_0"]
     assert table.loc[2, "accuracy [95% CI]"] == "— carries q4_k_m's information (derived_from)"
@@ -181,7 +181,7 @@ def test_the_paper_has_the_ladder_table_law_and_figure_only_when_a_ladder_ran(tm
     assert law["ladder"].str.contains("004").any(), "the published ladder is fitted beside ours"
     ours = law[law["ladder"].str.contains("lab")].iloc[0]
     assert ours["n_rungs"] == 3 and -2 < ours["slope"] < 0 and ours["read_gbs"] == 25.0
-    figures = report.build_figures(paper, runs)
+    figures = assembly.build_figures(paper, runs)
     assert "ladder" in figures
 
 

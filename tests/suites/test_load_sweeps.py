@@ -18,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
-from benchlib.suites.load import concurrency as load_concurrency
+from benchlib.measure.pacing import event_loop
+from benchlib.suites.load import concurrency
 from benchlib.suites.load import context as load_context
-from benchlib.measure.selfcheck import client_health as load_health
+from benchlib.measure.selfcheck import client_health
 from benchlib.analysis import load_levels
-from benchlib.measure.traffic import prompt_fitting as load_prompts
+from benchlib.measure.traffic import prompt_fitting
 from benchlib.records.rows import read_requests
 from benchlib.suites.runner import open_session
 
@@ -40,7 +40,7 @@ def test_concurrency_sweep_levels_counts_and_throughput(params_for, outputs):
     fake = {"ttft": 0.05, "itl": 0.01, "tokens": 20}
     params = sweep_params(params_for, fake, concurrency=[1, 2, 4], requests_per_level=3)
     with open_session(params, "load", concurrency=4) as session:
-        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        levels = concurrency.run_concurrency_sweep(session, progress=False)
         out_dir = session.out_dir
     rows = read_requests(out_dir / "requests.csv")
     assert len(rows) == 3 + 3 + 4  # max(requests_per_level, level)
@@ -60,7 +60,7 @@ def test_concurrency_sweep_levels_counts_and_throughput(params_for, outputs):
         assert level["ttft_s_p50"] == pytest.approx(0.05, abs=0.02)
         assert level["e2e_s_p50"] == pytest.approx(per_request, abs=0.03)
         assert level["decode_tps_p50"] == pytest.approx(100, rel=0.05)
-        for column in load_health.HEALTH_COLUMNS:
+        for column in client_health.HEALTH_COLUMNS:
             assert column in on_disk
         assert level["loop_lag_samples"] > 0 and level["client_cpu_per_request_ms"] > 0
     assert not levels["knee"].any()  # the fake server scales linearly: no knee within the sweep
@@ -71,11 +71,11 @@ def test_concurrency_sweep_resumes_without_resending(params_for, outputs):
     params = sweep_params(params_for, {"ttft": 0.01, "itl": 0.002, "tokens": 3}, concurrency=[1, 2],
                           requests_per_level=2)
     with open_session(params, "load", concurrency=2) as session:
-        first = load_concurrency.run_concurrency_sweep(session, progress=False)
+        first = concurrency.run_concurrency_sweep(session, progress=False)
         path = session.log.path
     size = path.stat().st_size
     with open_session(params, "load", concurrency=2) as session:
-        second = load_concurrency.run_concurrency_sweep(session, progress=False)
+        second = concurrency.run_concurrency_sweep(session, progress=False)
     assert path.stat().st_size == size  # nothing re-sent
     assert list(second["n_ok"]) == list(first["n_ok"]) == [2, 2]
     assert list(second["loop_lag_samples"]) == list(first["loop_lag_samples"])  # health carried over
@@ -105,10 +105,10 @@ def test_knee_rule_on_synthetic_levels():
 
 
 def test_context_targets_clip_to_the_window():
-    targets = load_prompts.context_targets([128, 1024, 4096, 32768], window=2048, max_tokens=16)
-    assert [t["target_tokens"] for t in targets] == [128, 1024, 2048 - 16 - load_prompts.CONTEXT_MARGIN]
+    targets = prompt_fitting.context_targets([128, 1024, 4096, 32768], window=2048, max_tokens=16)
+    assert [t["target_tokens"] for t in targets] == [128, 1024, 2048 - 16 - prompt_fitting.CONTEXT_MARGIN]
     assert "4096, 32768" in targets[-1]["note"]
-    assert [t["target_tokens"] for t in load_prompts.context_targets([64, 128], None, 16)] == [64, 128]
+    assert [t["target_tokens"] for t in prompt_fitting.context_targets([64, 128], None, 16)] == [64, 128]
 
 
 def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs):
@@ -122,7 +122,7 @@ def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs
     with open_session(params, "load") as session:
         levels = load_context.run_context_sweep(session, progress=False)
         out_dir = session.out_dir
-    limit = 700 - 8 - load_prompts.CONTEXT_MARGIN
+    limit = 700 - 8 - prompt_fitting.CONTEXT_MARGIN
     assert list(levels["target_tokens"]) == [60, 150, 400, limit]
     assert levels["exact"].all() and (levels["token_error"] == 0).all(), levels[["target_tokens", "prompt_tokens"]]
     assert (levels["template_tokens"] == FAKE_TEMPLATE_TOKENS).all()
@@ -141,7 +141,7 @@ def test_context_sweep_hits_exact_lengths_with_the_tokenizer(params_for, outputs
 
 
 def test_context_sweep_calibrates_without_a_tokenizer(params_for, outputs, monkeypatch):
-    monkeypatch.setattr(load_prompts.ServerTokenizer, "detect", classmethod(lambda cls, params: None))
+    monkeypatch.setattr(prompt_fitting.ServerTokenizer, "detect", classmethod(lambda cls, params: None))
     fake = {"prompt_tokens": "words", "ttft": 0.01, "itl": 0.002, "tokens": 3}
     params = params_for(fake, run={"warmups": 0, "repeats": 1, "max_tokens": 64, "timeout_s": 10},
                         sweep={"concurrency": [1], "requests_per_level": 1, "context_lengths": [100, 300, 600],
@@ -159,7 +159,7 @@ def test_fit_to_tokens_is_exact_with_two_token_words():
     count = lambda text: sum(2 if w.endswith(".") else 1 for w in text.split())  # noqa: E731
     make = lambda n: " ".join(["intro"] + [("w." if i % 3 == 2 else "w") for i in range(n)])  # noqa: E731
     for target in (5, 6, 7, 50, 51):
-        text, counted, _ = load_prompts.fit_to_tokens(count, make, target)
+        text, counted, _ = prompt_fitting.fit_to_tokens(count, make, target)
         assert counted == count(text) == target
 
 
@@ -167,14 +167,14 @@ def test_loop_lag_sampler_sees_a_blocked_loop():
     async def block(seconds):
         time.sleep(seconds)  # a synchronous call on the client's loop, as a careless callback would make
 
-    sampler = aio.LoopLagSampler().start()
+    sampler = event_loop.LoopLagSampler().start()
     time.sleep(0.1)
     idle = sampler.stop()
     assert idle["loop_lag_samples"] >= 5 and idle["loop_lag_p50_ms"] < 5
     sampler.start()
     time.sleep(0.03)
     before = time.perf_counter_ns()
-    aio.run(block(0.08))
+    event_loop.run(block(0.08))
     after = time.perf_counter_ns()
     time.sleep(0.03)
     # while the block is still being slept off, the overdue sleep counts (a request may finish first)
@@ -188,10 +188,10 @@ def test_loop_lag_sampler_sees_a_blocked_loop():
 
 
 def test_client_bound_rule():
-    calm = load_health.health_figures(0.2, 1.0, 10, {"loop_lag_p99_ms": 1.0})
+    calm = client_health.health_figures(0.2, 1.0, 10, {"loop_lag_p99_ms": 1.0})
     assert not calm["client_bound"] and calm["client_cpu_per_request_ms"] == pytest.approx(20)
-    assert load_health.health_figures(0.6, 1.0, 10, {"loop_lag_p99_ms": 1.0})["client_bound"]
-    lagging = load_health.health_figures(0.1, 1.0, 10, {"loop_lag_p99_ms": 7.5})
+    assert client_health.health_figures(0.6, 1.0, 10, {"loop_lag_p99_ms": 1.0})["client_bound"]
+    lagging = client_health.health_figures(0.1, 1.0, 10, {"loop_lag_p99_ms": 7.5})
     assert lagging["client_bound"] and "loop lag p99 7.5 ms" in lagging["client_bound_reason"]
 
 
@@ -211,7 +211,7 @@ def test_energy_per_level_from_its_own_window_with_known_power(params_for, outpu
                           concurrency=[1, 2], requests_per_level=2, context_lengths=[40, 80], max_tokens=20)
     params = params.model_copy(update={"run": params.run.model_copy(update={"warmups": 1})})
     with open_session(params, "load", concurrency=2) as session:
-        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        levels = concurrency.run_concurrency_sweep(session, progress=False)
         context = load_context.run_context_sweep(session, progress=False)
         windows = session.telemetry.windows_frame()
     for frame, key, task in ((levels, "concurrency", "concurrency"), (context, "target_tokens", "context")):
@@ -242,7 +242,7 @@ def test_no_load_sweep_imports_another():
     """What the sweeps share lives in load.common; a sweep reaching into another sweep's module would tie their
     changes together again."""
     sweeps = {"concurrency", "context", "rate", "workloads"}
-    folder = Path(load_concurrency.__file__).parent
+    folder = Path(concurrency.__file__).parent
     for name in sorted(sweeps):
         tree = ast.parse((folder / f"{name}.py").read_text(encoding="utf-8"))
         imported = {node.module.rsplit(".", 1)[-1] for node in tree.body

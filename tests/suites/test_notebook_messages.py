@@ -8,7 +8,7 @@ import nbformat
 import papermill
 import pytest
 
-from benchlib.records import rows as records
+from benchlib.records import rows
 from benchlib.records.rows import RequestLog, RequestRecord
 from benchlib.suites.notebooks import run_notebooks
 from benchlib.records.run_folder import prepare_out_dir
@@ -21,7 +21,7 @@ def _papermill(monkeypatch, *, disk_full: bool = False, error: str = ""):
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(nbformat.writes(nbformat.v4.new_notebook()))
         if disk_full:
-            monkeypatch.setattr(records.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left")))
+            monkeypatch.setattr(rows.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left")))
         if error:
             raise RuntimeError(error)
 

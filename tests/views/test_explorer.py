@@ -1,5 +1,5 @@
 """Request explorer: runs and requests listed from outputs/, media resolved through the task files, metrics,
-verdicts, the telemetry timeline, the cascading dropdowns, and notebooks/explore.ipynb through papermill."""
+verdicts, the telemetry timeline, the cascading dropdowns, and notebooks/explorer_view.ipynb through papermill."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import papermill
 import pytest
 
 from benchlib.views import evidence
-from benchlib.views import explorer as explore
+from benchlib.views import explorer as explorer_view
 from benchlib.views import timeline
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.suites.notebooks import execute_notebook
@@ -24,47 +24,47 @@ def root(tmp_path_factory):
 
 
 def test_list_runs_skips_archived_and_orders_suites(root):
-    runs = explore.list_runs(root)
+    runs = explorer_view.list_runs(root)
     assert runs["suite"].tolist() == ["text", "vision", "audio", "video"]
     assert set(runs["host"]) == {SYN_HOST} and set(runs["model"]) == {SYN_MODEL}
     assert runs.set_index("suite").loc["text", "n_requests"] == 7  # 1 warm-up + 2 tasks × 3
     assert not any("archived" in p for p in runs["path"])
-    assert explore.list_runs(root / "nothing-here").empty
-    opts = explore.choices(runs)
+    assert explorer_view.list_runs(root / "nothing-here").empty
+    opts = explorer_view.choices(runs)
     assert opts == {"hosts": [SYN_HOST], "models": [SYN_MODEL], "suites": ["text", "vision", "audio", "video"]}
 
 
 def test_requests_and_load_request(root):
-    frame = explore.read_suite(root / SYN_HOST / SYN_MODEL / "text")
-    listed = explore.list_requests(frame)
+    frame = explorer_view.read_suite(root / SYN_HOST / SYN_MODEL / "text")
+    listed = explorer_view.list_requests(frame)
     assert listed["tasks"] == ["basic_qa", "reasoning"]
     assert listed["requests"][0].startswith("warm-up 0 · ")
     assert [r.split(" · ")[0] for r in listed["requests"]] == ["warm-up 0", "repeat 0", "repeat 1", "repeat 2"]
-    first = explore.load_request(root, SYN_HOST, SYN_MODEL, "text")
+    first = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text")
     assert first["is_warmup"] is False and first["repeat"] == 0  # the first scored request, not the warm-up
     assert first["decode_tps"] == 30.0
-    warm = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", listed["requests"][0])
+    warm = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", listed["requests"][0])
     assert warm["is_warmup"] is True and warm["decode_tps"] == 99.0  # still reachable by its label
-    measured = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 1)
+    measured = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 1)
     assert measured["decode_tps"] == 22.0 and measured["is_warmup"] is False
     assert measured["path"].endswith("/text")
-    by_label = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", listed["requests"][2])
+    by_label = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", listed["requests"][2])
     assert by_label["repeat"] == 1
     with pytest.raises(LookupError, match="no run folder"):
-        explore.load_request(root, SYN_HOST, SYN_MODEL, "load")
+        explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "load")
     with pytest.raises(LookupError, match="no repeat 9"):
-        explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 9)
+        explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 9)
 
 
 def test_request_media_resolves_testdata(root):
-    vision = explore.load_request(root, SYN_HOST, SYN_MODEL, "vision")
+    vision = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "vision")
     media = evidence.request_media(vision["task"], vision["variant"])
     assert [m.kind for m in media["items"]] == ["image"] and media["items"][0].exists
     assert media["items"][0].path.suffix == ".png"
-    audio = explore.load_request(root, SYN_HOST, SYN_MODEL, "audio")
+    audio = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "audio")
     assert [m.kind for m in evidence.request_media(audio["task"], audio["variant"])["items"]] == ["audio"]
     assert evidence.request_media("basic_qa", vision["variant"])["note"].startswith("variant")
-    assert evidence.request_media("basic_qa", explore.load_request(root, SYN_HOST, SYN_MODEL, "text")["variant"])[
+    assert evidence.request_media("basic_qa", explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text")["variant"])[
         "note"].startswith("text only")
     assert "no request was sent" in evidence.request_media("video_analysis", "*")["note"]
     assert "not in testdata" in evidence.request_media("no_such_task", "x")["note"]
@@ -73,25 +73,25 @@ def test_request_media_resolves_testdata(root):
 
 
 def test_metrics_and_verdict(root):
-    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 1)
-    metrics = explore.request_metrics(row).set_index("metric")
+    row = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa", 1)
+    metrics = explorer_view.request_metrics(row).set_index("metric")
     assert metrics.loc["time to first token", "value"] == "0.05"
     assert metrics.loc["decode rate", "value"] == "40"
     assert metrics.loc["finish reason", "value"] == "stop"
     assert metrics.loc["flags", "value"] == "none"
-    verdict = explore.request_verdict(row)
+    verdict = explorer_view.request_verdict(row)
     assert verdict["passed"] is False and verdict["summary"].startswith("contains: FAIL")
     assert verdict["detail"] == "expected answer missing"
-    warm = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa",
-                                explore.list_requests(explore.read_suite(row["path"]))["requests"][0])
-    assert explore.request_verdict(warm)["summary"] == "not scored: warm-up request"
-    assert explore.request_metrics(warm).set_index("metric").loc["flags", "value"] == "is_warmup"
-    refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
-    assert explore.request_verdict(refused)["summary"] == "not scored: request unsupported"
+    warm = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "basic_qa",
+                                explorer_view.list_requests(explorer_view.read_suite(row["path"]))["requests"][0])
+    assert explorer_view.request_verdict(warm)["summary"] == "not scored: warm-up request"
+    assert explorer_view.request_metrics(warm).set_index("metric").loc["flags", "value"] == "is_warmup"
+    refused = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "video")
+    assert explorer_view.request_verdict(refused)["summary"] == "not scored: request unsupported"
 
 
 def test_timeline_shades_the_request(root):
-    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
+    row = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
     start, end = timeline.request_span(row)
     assert end - start == pytest.approx(1e9)
     fig = timeline.telemetry_figure(row["path"], row)
@@ -104,7 +104,7 @@ def test_timeline_shades_the_request(root):
         assert zoom[1] - zoom[0] == pytest.approx(1.0 + 2 * 3.0)
     finally:
         plt.close(fig)
-    refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
+    refused = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "video")
     assert timeline.request_span(refused) is None
     plt.close(timeline.telemetry_figure(refused["path"], refused))
 
@@ -112,19 +112,19 @@ def test_timeline_shades_the_request(root):
 def test_render_shows_prompt_media_response_and_timeline(root):
     from IPython.display import HTML, Audio, Image
 
-    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "vision")
-    shown = explore.render(row)
+    row = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "vision")
+    shown = explorer_view.render(row)
     assert any(isinstance(o, Image) for o in shown)
     html = " ".join(o.data for o in shown if isinstance(o, HTML))
     assert "prompt for image_description" in html and "answer to image_description" in html
     assert sum(isinstance(o, Image) for o in shown) == 2  # the task's image and the timeline (as a PNG)
-    audio = explore.render(explore.load_request(root, SYN_HOST, SYN_MODEL, "audio"), show_timeline=False)
+    audio = explorer_view.render(explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "audio"), show_timeline=False)
     assert any(isinstance(o, Audio) for o in audio)
     assert not any(isinstance(o, Image) for o in audio)
 
 
 def test_dropdowns_cascade(root):
-    explorer = explore.Explorer(root, show_timeline=False)
+    explorer = explorer_view.Explorer(root, show_timeline=False)
     assert explorer.suite.options == ("text", "vision", "audio", "video")
     assert explorer.task.options == ("basic_qa", "reasoning")
     assert explorer.request.value.startswith("repeat 0")  # the first scored request by default
@@ -139,14 +139,14 @@ def test_dropdowns_cascade(root):
     assert (chosen["task"], chosen["repeat"], chosen["decode_tps"]) == ("reasoning", 2, 24.0)
     with pytest.raises(ValueError, match="not found"):
         explorer.select(suite="load")
-    empty = explore.Explorer(root / "nothing-here")
+    empty = explorer_view.Explorer(root / "nothing-here")
     assert empty.selection() is None and "no run folders" in empty.describe()
 
 
 def test_explore_notebook_runs_through_papermill(root, tmp_path):
-    notebook = NOTEBOOKS_DIR / "explore.ipynb"
+    notebook = NOTEBOOKS_DIR / "explorer_view.ipynb"
     assert "outputs_dir" in papermill.inspect_notebook(str(notebook))
-    executed = tmp_path / "explore.ipynb"
+    executed = tmp_path / "explorer_view.ipynb"
     execute_notebook(notebook, executed, {"outputs_dir": str(root)}, progress=False)  # as `frontier-bench` runs one
     cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
@@ -163,21 +163,21 @@ def test_explore_notebook_runs_through_papermill(root, tmp_path):
 
 def test_rough_edges_labels_unsent_rows_and_one_figure(root):
     # a load row's variant already names its level: said once
-    assert explore.request_label({"repeat": 3, "variant": "c2", "concurrency": 2}) == "repeat 3 · c2"
-    assert explore.request_label({"repeat": 0, "variant": "q", "concurrency": 4}) == "repeat 0 · q · c4"
+    assert explorer_view.request_label({"repeat": 3, "variant": "c2", "concurrency": 2}) == "repeat 3 · c2"
+    assert explorer_view.request_label({"repeat": 0, "variant": "q", "concurrency": 4}) == "repeat 0 · q · c4"
     # a request never sent: the reason in full, no empty prompt/response boxes, no timeline
-    refused = explore.load_request(root, SYN_HOST, SYN_MODEL, "video")
+    refused = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "video")
     refused["error_message"] = "declared without 'video' input " + "x" * 300
-    objects = explore.build(refused)
+    objects = explorer_view.build(refused)
     from IPython.display import HTML, Image
 
     html = " ".join(o.data for o in objects if isinstance(o, HTML))
     assert "No request was sent" in html and "x" * 300 in html and "(empty)" not in html
     assert not any(isinstance(o, Image) for o in objects)
     # the timeline arrives as a finished PNG, its figure already closed
-    row = explore.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
+    row = explorer_view.load_request(root, SYN_HOST, SYN_MODEL, "text", "reasoning", 2)
     before = plt.get_fignums()
-    images = [o for o in explore.build(row) if isinstance(o, Image)]
+    images = [o for o in explorer_view.build(row) if isinstance(o, Image)]
     assert len(images) == 1 and images[0].data[:4] == b"\x89PNG" and plt.get_fignums() == before
 
 
@@ -218,8 +218,8 @@ class Handle:
 def test_every_section_follows_the_dropdowns(graded, monkeypatch):
     """The request and the items got wrong are redrawn in place when another deployment, suite or request is picked
     (they once kept showing the first deployment)."""
-    monkeypatch.setattr(explore, "display", lambda shown, display_id=None: Handle(shown))
-    explorer = explore.Explorer(graded, show_timeline=False)
+    monkeypatch.setattr(explorer_view, "display", lambda shown, display_id=None: Handle(shown))
+    explorer = explorer_view.Explorer(graded, show_timeline=False)
     explorer.select(suite="quality")
     explorer.show("request")
     explorer.show("wrong")
@@ -240,14 +240,14 @@ def test_the_answer_is_shown_beside_the_expected_one_and_the_checkers_reasoning(
     from benchlib.config.tasks import load_tasks
 
     item = load_tasks()["arithmetic"].variants[1]
-    row = explore.load_request(graded, SYN_HOST, SYN_MODEL, "quality", "arithmetic", 1)
+    row = explorer_view.load_request(graded, SYN_HOST, SYN_MODEL, "quality", "arithmetic", 1)
     row["answer_read"], row["score"] = "12", 0.5
     row["check_detail"] = "read last_number: '12'; basic_arithmetic score 0.50 (partial credit)"
-    html = explore.answer_beside(row, explore.request_verdict(row))
+    html = explorer_view.answer_beside(row, explorer_view.request_verdict(row))
     response, side = html.split("</div><div style='flex:2;min-width:0'>")
     assert "Response" in response and "answer to arithmetic" in response
     assert side.index("Expected answer") < side.index(str(item.expected["answer"])) < side.index("Answer the checker read")
     assert "Checker: reasoning_gym: FAIL (score 0.50)" in side and "score 0.50 (partial credit)" in side
-    unscored = explore.load_request(graded, SYN_HOST, SYN_MODEL, "text", "basic_qa", 0)
+    unscored = explorer_view.load_request(graded, SYN_HOST, SYN_MODEL, "text", "basic_qa", 0)
     unscored["checker"] = ""
-    assert "Expected answer" not in explore.answer_beside(unscored, explore.request_verdict(unscored))
+    assert "Expected answer" not in explorer_view.answer_beside(unscored, explorer_view.request_verdict(unscored))

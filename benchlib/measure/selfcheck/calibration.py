@@ -42,7 +42,7 @@ import numpy as np
 
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, slug
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.selfcheck.stamping_server import DEFAULTS as STAMP
 from benchlib.records.rows import RequestRecord, write_atomic
@@ -155,7 +155,7 @@ def measure(levels: list[int], http_client: str = "wire", budget_s: float = BUDG
     skipped: list[int] = []
     one_request_s = REFERENCE["ttft"] + REFERENCE["tokens"] * REFERENCE["itl"]
     try:
-        aio.run(drive(server, run, 1, [f"warm-{i}" for i in range(WARMUPS)]))
+        event_loop.run(drive(server, run, 1, [f"warm-{i}" for i in range(WARMUPS)]))
         for level in sorted(set(levels)):
             n = FIRST_LEVEL_REQUESTS if level == 1 else WAVES * level
             waves = math.ceil(n / level)
@@ -163,8 +163,8 @@ def measure(levels: list[int], http_client: str = "wire", budget_s: float = BUDG
                 skipped.append(level)
                 continue
             tags = [f"c{level}-{i}" for i in range(n)]
-            records = aio.run(drive(server, run, level, tags))
-            log = aio.run(_fetch_log(url))
+            records = event_loop.run(drive(server, run, level, tags))
+            log = event_loop.run(_fetch_log(url))
             ttft, itl = errors(records, log)
             per_level[str(level)] = {"requests": n, "ok": sum(r.status == "ok" for r in records),
                                      "ttft_ms": figures(ttft), "itl_ms": figures(itl)}

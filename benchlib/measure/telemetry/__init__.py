@@ -37,7 +37,7 @@ Where the samples come from is telemetry.source: local (this process, this host)
 server's host). A server on another host with source local gets no sensor cells at all, only the reason.
 
 Part of the measurement layer: imports params and schema only; tokens per joule (which needs requests)
-is analysis and lives in benchlib.analysis.summary.
+is analysis and lives in benchlib.analysis.task_stats.
 
 Rooms of measure/ it may import: pacing, http.
 """

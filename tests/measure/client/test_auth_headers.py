@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from benchlib.config.paths import resolve_data_path
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import make_backend
 from benchlib.measure.client.transcription import TranscriptionRequest
 from benchlib.records.rows import RequestRecord
@@ -39,9 +39,9 @@ def transcription_headers(key_env: str) -> dict[str, str]:
         backend = make_backend(params.server, params.run)
         record = RequestRecord(model=params.server.model, task="transcription", suite="audio")
         try:
-            aio.run(backend.execute(TranscriptionRequest(audio=resolve_data_path("audio/speech_garden.wav")), record))
+            event_loop.run(backend.execute(TranscriptionRequest(audio=resolve_data_path("audio/speech_garden.wav")), record))
         finally:
-            aio.run(backend.aclose())
+            event_loop.run(backend.aclose())
         assert record.status == "ok", record.error_message
         return server.headers[-1]
 

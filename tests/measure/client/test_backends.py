@@ -25,7 +25,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.analysis import crosscheck
 from benchlib.measure.client.backends import make_backend, ollama_keep_alive
 from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings
@@ -204,7 +204,7 @@ def test_embedded_log_implausible_prompt_time_yields_no_server_rates():
 def test_ollama_backend_closes_its_client(params_for):
     backend = make_backend(params_for(kind="ollama").server, params_for(kind="ollama").run)
     assert not backend.http.is_closed
-    aio.run(backend.aclose())
+    event_loop.run(backend.aclose())
     assert backend.http.is_closed
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchlib.measure.client import payloads as media
+from benchlib.measure.client import payloads
 from benchlib.measure.client.payloads import Payload, UnsupportedMedia, build_ollama_message, build_openai_content
 from benchlib.config.params import ServerParams
 from benchlib.config.paths import TESTDATA_DIR
@@ -169,15 +169,15 @@ def test_unsupported_audio_format(tmp_path):
 
 
 def test_encoded_media_are_cached():
-    media.clear_cache()
+    payloads.clear_cache()
     build_openai_content("a", {"image": GRID}, server())
-    before = media._file_b64.cache_info().hits
+    before = payloads._file_b64.cache_info().hits
     build_openai_content("b", {"image": GRID}, server())
-    assert media._file_b64.cache_info().hits == before + 1
+    assert payloads._file_b64.cache_info().hits == before + 1
     build_openai_content("a", {"video": VIDEO}, server())
-    frames_before = media._sampled_frames.cache_info().hits
+    frames_before = payloads._sampled_frames.cache_info().hits
     build_ollama_message("b", {"video": VIDEO}, server("ollama"))
-    assert media._sampled_frames.cache_info().hits == frames_before + 1
+    assert payloads._sampled_frames.cache_info().hits == frames_before + 1
 
 
 def test_cache_notices_a_changed_file(tmp_path):

@@ -15,7 +15,7 @@ import statistics
 import httpx
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.http.failures import RequestFailed
 from benchlib.measure.client.timing import MAX_ARGUMENT_DEPTH, StreamState, compute_rates, finalize
@@ -30,9 +30,9 @@ def send(params, messages=None, max_tokens=64, **request):
     record = RequestRecord()
     req = ChatRequest(messages=messages or [{"role": "user", "content": "hi"}], max_tokens=max_tokens, **request)
     try:
-        aio.run(backend.execute(req, record))
+        event_loop.run(backend.execute(req, record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     return record
 
 
@@ -126,7 +126,7 @@ def test_a_stream_line_nested_past_the_parser_is_a_bad_chunk(params_for):
     with pytest.raises(RequestFailed) as caught:
         backend._parse_line(line, 0, StreamState(0), record)
     assert caught.value.kind == "bad_chunk" and "nested deeper" in str(caught.value)
-    aio.run(backend.aclose())
+    event_loop.run(backend.aclose())
 
 
 def test_thinking_switch_is_sent_off_by_default(params_for):

@@ -12,7 +12,7 @@ import pytest
 
 from benchlib.config.paths import resolve_data_path
 from benchlib.config.tasks import load_tasks
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import make_backend
 from benchlib.measure.client.transcription import TranscriptionRequest
 from benchlib.measure.client.payloads import UnsupportedMedia
@@ -35,9 +35,9 @@ def transcribe(server: FakeTranscriptionServer, path=CLIP, language: str = "en")
     backend = make_backend(params.server, params.run)
     record = RequestRecord(model=params.server.model, task="transcription", suite="audio")
     try:
-        aio.run(backend.execute(TranscriptionRequest(audio=path, language=language), record))
+        event_loop.run(backend.execute(TranscriptionRequest(audio=path, language=language), record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     return record
 
 
@@ -91,8 +91,8 @@ def test_a_refused_connection_is_a_row():
     params = speech_params(url)
     backend = make_backend(params.server, params.run)
     record = RequestRecord()
-    aio.run(backend.execute(TranscriptionRequest(audio=CLIP), record))
-    aio.run(backend.aclose())
+    event_loop.run(backend.execute(TranscriptionRequest(audio=CLIP), record))
+    event_loop.run(backend.aclose())
     assert record.status == "failed" and record.error_kind in ("connection_refused", "connect_error")
 
 

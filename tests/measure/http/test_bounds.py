@@ -14,7 +14,7 @@ import threading
 import httpx
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure import provenance
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.http.failures import RequestFailed
@@ -36,9 +36,9 @@ def attempt(params, max_tokens: int = 8) -> RequestRecord:
     record = RequestRecord(model=params.server.model, task="t", suite="s", host=params.host.name)
     request = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=max_tokens)
     try:
-        aio.run(asyncio.wait_for(backend.execute(request, record), GUARD_S))
+        event_loop.run(asyncio.wait_for(backend.execute(request, record), GUARD_S))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     return record
 
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.http import wire
 from benchlib.measure.client.backends import ChatRequest, OllamaBackend, make_backend
 from benchlib.measure.http.failures import RequestFailed
@@ -90,7 +90,7 @@ class RawServer:
         async def go():
             server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
             return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-        return aio.run(go())
+        return event_loop.run(go())
 
 
 def through(answer: bytes | list[bytes], path: str, close: bool = False) -> RequestRecord:
@@ -100,9 +100,9 @@ def through(answer: bytes | list[bytes], path: str, close: bool = False) -> Requ
     backend = make_backend(params.server, params.run)
     record = RequestRecord(model="fake-model", task="t", suite="s", host="h")
     try:
-        aio.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=16), record))
+        event_loop.run(backend.execute(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=16), record))
     finally:
-        aio.run(backend.aclose())
+        event_loop.run(backend.aclose())
     return record
 
 
@@ -249,7 +249,7 @@ def test_a_stale_connection_is_retried_on_a_fresh_one_even_with_more_stale_ones_
         await http.aclose()
         return first, last
 
-    first, last = aio.run(run())
+    first, last = event_loop.run(run())
     assert [e.status for e in first] == [200, 200] and last.status == 200
     assert server.connections == 3, "the retry went to a fresh (third) connection"
 
@@ -265,7 +265,7 @@ def test_a_stale_connection_failure_is_still_a_failure_on_a_fresh_connection():
             await http.aclose()
 
     with pytest.raises(RequestFailed) as failure:
-        aio.run(run())
+        event_loop.run(run())
     assert failure.value.kind == "stream_cut" and "before responding" in failure.value.message
 
 

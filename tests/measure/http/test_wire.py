@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.http import wire
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.http.failures import RequestFailed
@@ -66,7 +66,7 @@ def test_stamps_are_arrival_instants_bounded_by_the_servers_sends_at_32_streams(
         await backend.aclose()
         return records
 
-    records = aio.run(drive())
+    records = event_loop.run(drive())
     kernel = sys.platform.startswith("linux")
     stamped = wire._RawConnection.kernel_stamps_seen - stamped_before
     reads = wire._RawConnection.reads_seen - reads_before
@@ -158,11 +158,11 @@ def collect(url: str, requests: int = 1) -> list[tuple[list[bytes], wire.Exchang
         await http.aclose()
         return out
 
-    return aio.run(run())
+    return event_loop.run(run())
 
 
 def serve(script: ScriptedServer) -> str:
-    return aio.run(script.start())
+    return event_loop.run(script.start())
 
 
 def test_chunked_lines_split_across_reads_are_reassembled():
@@ -260,7 +260,7 @@ def test_a_pooled_connection_closed_unanswered_is_resent_once_and_counted():
         finally:
             await backend.aclose()
 
-    aio.run(run())
+    event_loop.run(run())
     assert [r.status for r in records] == ["ok", "ok", "ok"], [r.error_message for r in records]
     assert [r.response_text for r in records] == ["hello"] * 3
     # the first request opened a connection; each later one went out on the pooled connection, met the close,

@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from benchlib.measure.pacing import event_loop as aio
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.pacing import send_process
 from benchlib.measure.http import wire
 from benchlib.measure.client.backends import ChatRequest, make_backend
@@ -88,20 +88,20 @@ def paced_level(params, n: int, gap_s: float, lead_ns: int, cap: int = 8) -> lis
         records = [RequestRecord(variant=f"t{i}") for i in range(n)]
 
         async def one(record: RequestRecord, due_ns: int) -> None:
-            async with aio.slot(gate, due_ns) as waited:
+            async with event_loop.slot(gate, due_ns) as waited:
                 record.scheduled_ns, record.queue_wait_s = due_ns, waited / 1e9
                 message = [{"role": "user", "content": f"[{record.variant}] go"}]
                 await backend.execute(ChatRequest(messages=message, max_tokens=16), record)
                 record.schedule_lag_s = (record.start_ns - due_ns - waited) / 1e9
 
         try:
-            await aio.paced([i * gap_s for i in range(n)], time.perf_counter_ns() + 20_000_000,
+            await event_loop.paced([i * gap_s for i in range(n)], time.perf_counter_ns() + 20_000_000,
                             lambda i, due: asyncio.ensure_future(one(records[i], due)), lead_ns=lead_ns)
         finally:
             await backend.aclose()
         return records
 
-    return aio.run(drive())
+    return event_loop.run(drive())
 
 
 def server_log(url: str) -> dict[str, dict]:
@@ -110,7 +110,7 @@ def server_log(url: str) -> dict[str, dict]:
 
 def test_the_wire_client_asks_for_a_lead_and_the_sdk_client_does_not(fake_process):
     assert make_backend(make_params(fake_process).server, make_params(fake_process).run).pacing_lead_ns() == \
-        int(aio.SEND_LEAD_S * 1e9) > 0
+        int(event_loop.SEND_LEAD_S * 1e9) > 0
     sdk = make_params(fake_process, run={"http_client": "sdk"})
     assert make_backend(sdk.server, sdk.run).pacing_lead_ns() == 0
     tls = make_params("https://127.0.0.1:9/v1")
@@ -119,12 +119,12 @@ def test_the_wire_client_asks_for_a_lead_and_the_sdk_client_does_not(fake_proces
 
 def test_each_request_is_written_at_its_instant_and_the_stamps_stay_causal(fake_process, writes, writer):
     params = make_params(fake_process, {"ttft": 0.03, "itl": 0.005, "tokens": 6}, run={"timeout_s": 10})
-    mark = aio.pacers_started()
+    mark = event_loop.pacers_started()
     records = paced_level(params, 24, 0.01, LEAD_NS)
     log = server_log(fake_process)
     assert writes["thread"] == 24 and writes["loop"] == 0, writes  # the first on fresh connections, too
     assert writes["process"] == (24 if writer == "process" else 0), writes
-    assert (aio.BY_SENDING_PROCESS in aio.pacer_scheduling(mark)) == (writer == "process")
+    assert (event_loop.BY_SENDING_PROCESS in event_loop.pacer_scheduling(mark)) == (writer == "process")
     slack = 1e6  # ns: a kernel receive stamp converted from the realtime clock
     for record in records:
         assert record.status == "ok", record.error_message
@@ -159,13 +159,13 @@ def test_a_request_handed_over_after_its_instant_is_written_at_once_and_its_lag_
             record.scheduled_ns = due_ns
 
         try:
-            await aio.paced([0.0], time.perf_counter_ns() + 10_000_000, lambda i, due: asyncio.ensure_future(one(due)),
+            await event_loop.paced([0.0], time.perf_counter_ns() + 10_000_000, lambda i, due: asyncio.ensure_future(one(due)),
                             lead_ns=LEAD_NS)
         finally:
             await backend.aclose()
         return record
 
-    record = aio.run(drive())
+    record = event_loop.run(drive())
     entry = server_log(fake_process)["late0"]
     assert record.status == "ok", record.error_message
     assert writes["thread"] == 1
@@ -201,11 +201,11 @@ def test_the_thread_runs_what_is_handed_to_it_at_its_instant_and_abandons_what_i
 
     async def main() -> None:
         start = time.perf_counter_ns() + 20_000_000
-        seen: list[aio.OnTime | None] = []
+        seen: list[event_loop.OnTime | None] = []
         loop = asyncio.get_running_loop()
 
         def fire(i: int, due_ns: int):
-            timed = aio.on_time()
+            timed = event_loop.on_time()
             seen.append(timed)
             assert time.perf_counter_ns() >= due_ns - LEAD_NS
 
@@ -220,7 +220,7 @@ def test_the_thread_runs_what_is_handed_to_it_at_its_instant_and_abandons_what_i
             timed.pacer.at(due_ns + 10_000_000_000, lambda: run("never", 0), lambda: abandoned.append(f"late{i}"))
             return written
 
-        await aio.paced([0.0, 0.004], start, fire, lead_ns=LEAD_NS)
+        await event_loop.paced([0.0, 0.004], start, fire, lead_ns=LEAD_NS)
         assert [t.due_ns for t in seen] == [start, start + 4_000_000]
         await asyncio.sleep(0)
 
@@ -229,7 +229,7 @@ def test_the_thread_runs_what_is_handed_to_it_at_its_instant_and_abandons_what_i
     assert all(now >= due for _, due, now, _ in ran), "a write ran before its instant"
     assert {thread for _, _, _, thread in ran} == {"benchlib-pacer"}
     assert sorted(abandoned) == ["late0", "late1"]
-    assert aio.on_time() is None
+    assert event_loop.on_time() is None
 
 
 def test_a_slot_taken_early_is_not_queue_wait_and_a_full_gate_is_waited_for_only_after_the_instant():
@@ -238,11 +238,11 @@ def test_a_slot_taken_early_is_not_queue_wait_and_a_full_gate_is_waited_for_only
         out: list[tuple[int, int, int]] = []
 
         async def one(due_ns: int) -> None:
-            async with aio.slot(gate, due_ns) as waited:
+            async with event_loop.slot(gate, due_ns) as waited:
                 out.append((due_ns, time.perf_counter_ns(), waited))
                 await asyncio.sleep(0.015)  # holds the only slot past the next instant
 
-        await aio.paced([0.0, 0.005], time.perf_counter_ns() + 20_000_000,
+        await event_loop.paced([0.0, 0.005], time.perf_counter_ns() + 20_000_000,
                         lambda i, due: asyncio.ensure_future(one(due)), lead_ns=LEAD_NS)
         return out
 
@@ -273,13 +273,13 @@ def test_a_request_cancelled_while_the_sending_process_holds_its_write_never_rea
             return tasks[0]
 
         try:
-            await aio.paced([0.0], time.perf_counter_ns() + lead_ns, fire, lead_ns=lead_ns)
+            await event_loop.paced([0.0], time.perf_counter_ns() + lead_ns, fire, lead_ns=lead_ns)
         finally:
             await backend.aclose()
         await asyncio.sleep(0.5)  # past the instant it had
         return tasks[0]
 
-    task = aio.run(drive())
+    task = event_loop.run(drive())
     assert task.cancelled()
     assert len(handed) == 1 and handed[0] > 0
     assert "gone0" not in server_log(fake_process), "the held write was made after its connection was dropped"

@@ -16,7 +16,7 @@ from benchlib.measure.telemetry import Telemetry, read_windows
 from benchlib.measure.telemetry.bmc import NODE_POWER_CSV
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.measure.telemetry.node_energy import power_energy
-from benchlib.suites.load import concurrency as load_concurrency
+from benchlib.suites.load import concurrency
 from benchlib.paper.runs import load_runs
 from benchlib.paper.systems import run_systems
 from benchlib.suites.runner import open_session, run_suite
@@ -225,7 +225,7 @@ def levels_find_the_known_joules(params, watts: float) -> None:
     """The load sweep's concurrency levels under a node drawing `watts` throughout: each level's window holds the
     node's joules (watts × its span) within its stated error, and the level table carries the node's tokens/J."""
     with open_session(params, "load", concurrency=4) as session:
-        levels = load_concurrency.run_concurrency_sweep(session, progress=False)
+        levels = concurrency.run_concurrency_sweep(session, progress=False)
         windows = session.telemetry.windows_frame()
     level_windows = windows[windows["kind"] == "level"]
     assert len(level_windows) == 2

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis.summary import add_token_efficiency
+from benchlib.analysis.task_stats import add_token_efficiency
 from benchlib.config.params import TelemetryParams
 from benchlib.measure.telemetry import TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, read_telemetry, read_windows, select_gpus
 from benchlib.measure.telemetry.host import Rapl

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from benchlib.analysis import deployments
-from benchlib.analysis import summary as analysis
+from benchlib.analysis import task_stats
 from benchlib.analysis import decisions
 from benchlib.analysis import stats
 from benchlib.analysis import frontier
@@ -54,7 +54,7 @@ def requests_frame() -> pd.DataFrame:
 
 
 def test_summary_excludes_warmup_and_failed_rows(requests_frame):
-    summary = analysis.summarize_requests(requests_frame).set_index("task")
+    summary = task_stats.summarize_requests(requests_frame).set_index("task")
     qa = summary.loc["basic_qa"]
     assert (qa["n_requests"], qa["n_ok"], qa["n_failed"], qa["n_warmup"]) == (4, 3, 1, 1)
     assert qa["decode_tps_count"] == 3
@@ -79,7 +79,7 @@ def test_summary_excludes_warmup_and_failed_rows(requests_frame):
 
 
 def test_unsupported_and_all_failed_tasks(requests_frame):
-    summary = analysis.summarize_requests(requests_frame, max_error_rate=0.2).set_index("task")
+    summary = task_stats.summarize_requests(requests_frame, max_error_rate=0.2).set_index("task")
     audio = summary.loc["transcription"]
     assert (audio["n_ok"], audio["n_unsupported"], audio["n_failed"]) == (0, 2, 0)
     assert math.isnan(audio["error_rate"]) and math.isnan(audio["decode_tps_mean"])
@@ -94,21 +94,21 @@ def test_unsupported_and_all_failed_tasks(requests_frame):
 
 def test_empty_frames():
     for frame in (pd.DataFrame(), pd.DataFrame(columns=COLUMNS)):
-        summary = analysis.summarize_requests(frame)
+        summary = task_stats.summarize_requests(frame)
         assert summary.empty and {"n_ok", "decode_tps_p99", "error_rate", "valid"} <= set(summary.columns)
-    assert analysis.join_windows(analysis.summarize_requests(pd.DataFrame()), pd.DataFrame()).empty
+    assert task_stats.join_windows(task_stats.summarize_requests(pd.DataFrame()), pd.DataFrame()).empty
 
 
 def test_csv_roundtrip_gives_the_same_summary(requests_frame, tmp_path):
     log = RequestLog(tmp_path / "requests.csv")
     log.append_many(_records())
-    from_disk = analysis.summarize_requests(log.read())
-    in_memory = analysis.summarize_requests(requests_frame)
+    from_disk = task_stats.summarize_requests(log.read())
+    in_memory = task_stats.summarize_requests(requests_frame)
     pd.testing.assert_frame_equal(from_disk, in_memory, check_dtype=False)
 
 
 def test_join_windows_combines_task_windows(requests_frame):
-    summary = analysis.summarize_requests(requests_frame)
+    summary = task_stats.summarize_requests(requests_frame)
     windows = pd.DataFrame([
         {"window": "idle", "kind": "idle", "duration_s": 2.0, "energy_j": 20.0, "avg_power_w": 10.0},
         {"window": "basic_qa", "kind": "task", "duration_s": 4.0, "energy_j": 400.0, "avg_power_w": 100.0,
@@ -116,7 +116,7 @@ def test_join_windows_combines_task_windows(requests_frame):
         {"window": "basic_qa", "kind": "task", "duration_s": 1.0, "energy_j": 200.0, "avg_power_w": 200.0,
          "peak_power_w": 250.0, "temp_peak_c": 65.0, "mem_peak_bytes": 9e9},
     ])
-    joined = analysis.join_windows(summary, windows).set_index("task")
+    joined = task_stats.join_windows(summary, windows).set_index("task")
     qa = joined.loc["basic_qa"]
     assert qa["energy_j"] == 600.0 and qa["duration_s"] == 5.0
     assert qa["avg_power_w"] == pytest.approx(120.0)  # energy ÷ duration, not a mean of window means
@@ -128,16 +128,16 @@ def test_join_windows_combines_task_windows(requests_frame):
 
 
 def test_join_windows_keeps_window_efficiency_when_single(requests_frame):
-    summary = analysis.summarize_requests(requests_frame)
+    summary = task_stats.summarize_requests(requests_frame)
     windows = pd.DataFrame([{"window": "basic_qa", "kind": "task", "energy_j": 100.0, "avg_power_w": 50.0,
                              "tokens_per_joule": 0.55, "tps_per_w": 0.4, "decode_tps_mean": 1.0}])
-    qa = analysis.join_windows(summary, windows).set_index("task").loc["basic_qa"]
+    qa = task_stats.join_windows(summary, windows).set_index("task").loc["basic_qa"]
     assert (qa["tokens_per_joule"], qa["tps_per_w"]) == (0.55, 0.4)
     assert qa["decode_tps_mean"] == pytest.approx(20.0)  # the summary's own statistic is not overwritten
 
 
 def test_to_long_matches_reference_schema(requests_frame):
-    summary = analysis.summarize_requests(requests_frame)
+    summary = task_stats.summarize_requests(requests_frame)
     long = deployments.to_long(summary, meta={"hardware": "test GPU", "quantization": "bf16"})
     assert list(long.columns) == reference.REFERENCE_COLUMNS
     assert set(long["source"]) == {"this run"}
@@ -161,12 +161,12 @@ def _quality_records(model: str, vision: bool) -> list[RequestRecord]:
 def test_systems_and_decision_inputs_feed_frontier():
     frame = pd.DataFrame([r.to_row() for r in _records("fast", 2.0) + _quality_records("fast", True)
                           + _records("slow", 1.0) + _quality_records("slow", False)])
-    summary = analysis.summarize_requests(frame)
+    summary = task_stats.summarize_requests(frame)
     assert summary.set_index(["model", "task"]).loc[("fast", "entity_extraction"), "score_mean"] == 0.9
     windows = pd.DataFrame([{"window": "basic_qa", "kind": "task", "energy_j": 100.0, "duration_s": 1.0,
                              "avg_power_w": 100.0, "temp_peak_c": 70.0, "model": m} for m in ("fast", "slow")])
     windows.loc[1, ["avg_power_w", "temp_peak_c"]] = [20.0, 50.0]
-    joined = analysis.join_windows(summary, windows, on=["model"])
+    joined = task_stats.join_windows(summary, windows, on=["model"])
     systems = deployments.systems_from_summary(joined, context_window_k={"fast": 128, "slow": 256})
     # quality-suite tasks (1000 tok/s here) stay out of the speed average
     assert systems.set_index("model")["avg_decode_tps"].to_dict() == pytest.approx({"fast": 35.0, "slow": 20.0})
@@ -193,7 +193,7 @@ def test_itl_tpot_ttfo_are_summarised_itl_over_every_gap():
     gaps_a, gaps_b = [0.01] * 200, [0.01] * 192 + [0.5] * 8  # eight 0.5 s stalls among 400 gaps
     rows = [RequestRecord(task="t", request_key=f"k{i}", itl_s=g, tpot_s=sum(g) / len(g), ttfo_s=0.2 + i,
                           ttft_s=0.1, decode_tps=50.0).to_row() for i, g in enumerate((gaps_a, gaps_b))]
-    summary = analysis.summarize_requests(pd.DataFrame(rows)).iloc[0]
+    summary = task_stats.summarize_requests(pd.DataFrame(rows)).iloc[0]
     assert summary["itl_s_count"] == 400
     assert (summary["itl_s_p50"], summary["itl_s_p50_lo"], summary["itl_s_p50_hi"]) == pytest.approx((0.01,) * 3)
     # the stalls show at p99, its interval from the order statistics (400 gaps: enough for p99's 368)
@@ -223,11 +223,11 @@ def test_implausible_server_counts_are_counted_and_kept_out_of_token_rates():
     rows[0].client_deltas = rows[1].client_deltas = rows[2].client_deltas = 3
     rows[2].implausible_counts = "completion_tokens inf is not a count"
     frame = pd.DataFrame([r.to_row() for r in rows])
-    qa = analysis.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
+    qa = task_stats.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
     assert qa["n_implausible"] == 2 and qa["decode_tps_count"] == 1 and qa["decode_tps_mean"] == pytest.approx(10.0)
     assert qa["prefill_tps_count"] == 1 and qa["completion_tokens_sum"] == 10 and qa["ttft_s_count"] == 3
     assert not bool(qa["valid"]) and "implausible server token counts in 67%" in qa["note"]
-    lenient = analysis.summarize_requests(frame)
+    lenient = task_stats.summarize_requests(frame)
     assert "left out of token rates" in lenient.set_index("task").loc["basic_qa", "note"]
 
 
@@ -239,7 +239,7 @@ def test_a_row_written_elsewhere_with_a_prompt_count_past_any_context_gives_no_p
         r.client_deltas, r.prompt_tokens = 10, 50
     rows[2].prompt_tokens, rows[2].prefill_tps = 10**40, 9.4e41
     frame = pd.DataFrame([r.to_row() for r in rows])
-    qa = analysis.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
+    qa = task_stats.summarize_requests(frame, max_error_rate=0.2).set_index("task").loc["basic_qa"]
     assert qa["n_implausible"] == 1 and qa["prefill_tps_count"] == 2 and qa["prefill_tps_mean"] == pytest.approx(100)
     assert not bool(qa["valid"]) and "implausible server token counts in 33%" in qa["note"]
 
@@ -248,7 +248,7 @@ def test_every_percentile_has_a_distribution_free_interval_that_brackets_it():
     rng = np.random.default_rng(7)
     ttft = rng.lognormal(-2.0, 0.5, 400)
     rows = [RequestRecord(task="t", request_key=f"k{i}", ttft_s=float(v)).to_row() for i, v in enumerate(ttft)]
-    summary = analysis.summarize_requests(pd.DataFrame(rows)).iloc[0]
+    summary = task_stats.summarize_requests(pd.DataFrame(rows)).iloc[0]
     ordered = np.sort(ttft)
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)):
         low, high = stats.order_ranks(400, q)
@@ -277,7 +277,7 @@ def test_a_summary_of_many_gaps_holds_no_resampling_matrix():
                           "ttft_s": np.linspace(0.1, 0.2, 2000)})
     tracemalloc.start()
     try:
-        summary = analysis.summarize_requests(frame).iloc[0]
+        summary = task_stats.summarize_requests(frame).iloc[0]
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -320,7 +320,7 @@ def test_decision_inputs_carry_the_interval_of_the_mean_of_task_means():
     rows = [RequestRecord(task=t, request_key=f"{t}{i}", ttft_s=0.1 * (1 + i), decode_tps=20.0 + i, host="h",
                           model="m", suite="text").to_row() for t in ("a", "b") for i in range(4)]
     frame = pd.DataFrame(rows)
-    cand = deployments.decision_inputs(analysis.summarize_requests(frame), requests=frame).iloc[0]
+    cand = deployments.decision_inputs(task_stats.summarize_requests(frame), requests=frame).iloc[0]
     assert cand["decode_tps"] == pytest.approx(21.5) and cand["decode_tps_n"] == 8
     mean, low, high = stats.stratified_mean_interval([np.arange(20.0, 24.0)] * 2)
     assert (cand["decode_tps_lo"], cand["decode_tps_hi"]) == pytest.approx((low, high))
