@@ -28,11 +28,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.measure_accuracy import start_fake_server  # noqa: E402  (the same fake server, started one way)
 from benchlib.config.params import validate  # noqa: E402
-from benchlib.measure.selfcheck import calibration  # noqa: E402
 from benchlib.interchange import readers
 from benchlib.measure.pacing import event_loop  # noqa: E402
-from bench.measure_accuracy import start_fake_server  # noqa: E402  (the same fake server, started one way)
+from benchlib.measure.selfcheck import calibration  # noqa: E402
 
 TOKENIZER = ROOT / "tests" / "fixtures" / "word-tokenizer"
 

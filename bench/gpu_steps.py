@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib.config.params import load_params  # noqa: E402
 from benchlib.config.paths import outputs_root  # noqa: E402
-from benchlib.measure.servers import llama_server  # noqa: E402
 from benchlib.measure.models import random_model
+from benchlib.measure.servers import llama_server  # noqa: E402
 from benchlib.measure.servers.llama_cpp import packaged_model_path  # noqa: E402
 from benchlib.records import store  # noqa: E402
 from benchlib.suites import runner  # noqa: E402

@@ -24,7 +24,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchlib.config.params import EmbeddedParams, validate  # noqa: E402
-from benchlib.measure.pacing import event_loop  # noqa: E402
 from benchlib.measure.client.backends import ChatRequest, make_backend  # noqa: E402
+from benchlib.measure.pacing import event_loop  # noqa: E402
 from benchlib.measure.servers.llama_cpp import EmbeddedServer  # noqa: E402
 from benchlib.measure.servers.llama_server import LlamaServer, binary_path  # noqa: E402
 from benchlib.records.rows import RequestRecord  # noqa: E402

@@ -44,10 +44,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchlib.config.params import validate  # noqa: E402
+from benchlib.measure.client.backends import ChatRequest  # noqa: E402
 from benchlib.measure.pacing import event_loop  # noqa: E402
 from benchlib.measure.selfcheck import calibration  # noqa: E402
-from benchlib.measure.client.backends import ChatRequest  # noqa: E402
-from benchlib.config.params import validate  # noqa: E402
 from benchlib.records.rows import RequestRecord  # noqa: E402
 
 TAG = re.compile(r"\[([0-9a-f]{6}-[a-z]+-\d+-\d+)\]")

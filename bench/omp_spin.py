@@ -31,8 +31,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings  # noqa: E402
 from benchlib.config.params import EmbeddedParams  # noqa: E402
+from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings  # noqa: E402
 
 
 def _busy() -> None:

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.measure_accuracy import bench_params, start_fake_server  # noqa: E402
+from benchlib.analysis import serving  # noqa: E402
 from benchlib.measure.client.backends import ChatRequest  # noqa: E402
 from benchlib.measure.selfcheck import client_health  # noqa: E402
-from benchlib.analysis import serving  # noqa: E402
 from benchlib.measure.traffic import workload  # noqa: E402
 from benchlib.suites.runner import Planned, open_session  # noqa: E402
 

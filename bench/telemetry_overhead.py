@@ -24,10 +24,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml  # noqa: E402
-
 from benchlib.config.params import TelemetryParams  # noqa: E402
 from benchlib.measure.telemetry import Telemetry  # noqa: E402
+from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml  # noqa: E402
 
 SERVER = ("import subprocess, sys, time\n"
           "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1e6)']) for _ in range(3)]\n"

@@ -19,11 +19,11 @@ from pathlib import Path
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.config.tasks import load_tasks
-from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import make_backend
+from benchlib.measure.client.transcription import TranscriptionRequest
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.provenance import cpu_model
 from benchlib.measure.servers.whisper import WhisperServer
-from benchlib.measure.client.transcription import TranscriptionRequest
 from benchlib.records.rows import RequestRecord
 from benchlib.scoring.checkers import word_errors
 

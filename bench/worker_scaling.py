@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 from bench.measure_accuracy import bench_params  # noqa: E402
 from benchlib.analysis import serving  # noqa: E402
 from benchlib.config.params import RateParams, SloParams  # noqa: E402
-from benchlib.measure.traffic import workload  # noqa: E402
 from benchlib.measure.client.backends import ChatRequest  # noqa: E402
+from benchlib.measure.traffic import workload  # noqa: E402
 from benchlib.suites.load import rate as load_rate  # noqa: E402
 from benchlib.suites.runner import Planned, open_session  # noqa: E402
 

@@ -25,21 +25,19 @@ from benchlib.analysis.plan import PLAN_REGIMES, Workload
 from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
-from benchlib.measure.servers.llama_cpp import EmbeddedServerError
+from benchlib.interchange import import_run, llmd_export, readers
 from benchlib.measure.models.quantize import QuantizeError
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError
 from benchlib.measure.telemetry import agent
 from benchlib.paper.runs import load_runs
+from benchlib.published import hardware
 from benchlib.records import store
 from benchlib.records.rows import write_atomic
 from benchlib.records.run_folder import MANIFEST_JSON, REQUESTS_CSV, SUMMARY_CSV, RunConflict
 from benchlib.records.secrets import cut, redact_url
-from benchlib.interchange import readers
-from benchlib.published import hardware
 from benchlib.suites import fleet, ladder, study
-from benchlib.interchange import import_run, llmd_export
 from benchlib.suites.load.fleet_levels import check_client_nodes
-from benchlib.suites.notebooks import execute_notebook, run_notebooks
-from benchlib.suites.notebooks import shown_path
+from benchlib.suites.notebooks import execute_notebook, run_notebooks, shown_path
 from benchlib.views import planner, run_summary
 from benchlib.views.run_summary import embedded_models, print_summary
 

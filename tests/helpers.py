@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import yaml
 
-from benchlib.measure.pacing import event_loop
-from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.config.params import validate
 from benchlib.config.paths import PROJECT_ROOT
+from benchlib.measure.client.backends import ChatRequest, make_backend
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import RequestRecord
 from benchlib.scoring.checkers import Response
 

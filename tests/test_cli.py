@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib.views import run_summary
 from benchlib import cli as cli_module
 from benchlib.config.paths import PROJECT_ROOT, TASKS_DIR
+from benchlib.views import run_summary
 
 SECRET = "sk-fbtest-DISTINCTIVE-9f8e7d6c5b4a3210"
 

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from benchlib.analysis.stats import CONFIDENCE, bootstrap_interval, wilson_interval
 from benchlib.analysis.task_stats import measured
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import optional_flag
-from benchlib.analysis.stats import CONFIDENCE, bootstrap_interval, wilson_interval
 
 LADDER_COLUMNS = ["host", "model", "qtype", "derived_from", "file_type", "size_bytes", "bits_per_weight",
                   "read_per_token_gb", "embedding_type", "tensor_types", "read_gbs", "copy_gbs", "bandwidth_method"]

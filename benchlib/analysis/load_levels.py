@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.config import metrics
-from benchlib.analysis.failures import WHAT_IT_DID
 from benchlib.analysis import stats
+from benchlib.analysis.failures import WHAT_IT_DID
+from benchlib.config import metrics
 from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
 from benchlib.records.schema import flag, number, numeric_column

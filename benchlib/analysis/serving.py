@@ -71,14 +71,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from benchlib.config import metrics
 from benchlib.analysis import stats
-from benchlib.measure.selfcheck.client_health import CLIENT_LAG_P99_MS, HEALTH_COLUMNS
 from benchlib.analysis.load_levels import failure_text, measured_rows
-from benchlib.records.schema import numeric_column
+from benchlib.config import metrics
 from benchlib.config.params import SloParams
+from benchlib.measure.selfcheck.client_health import CLIENT_LAG_P99_MS, HEALTH_COLUMNS
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
-from benchlib.records.schema import flag
+from benchlib.records.schema import flag, numeric_column
 
 RATE_TASK = "rate"
 

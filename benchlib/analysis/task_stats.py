@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from benchlib.config import metrics
 from benchlib.analysis import stats
+from benchlib.config import metrics
 from benchlib.measure.client.timing import BUDGET_SLACK, MAX_CONTEXT_TOKENS, PROMPT_FIELDS, TOKENS_PER_DELTA
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, STATUS_UNSUPPORTED
 from benchlib.records.schema import flag, json_value, number, numeric_column, optional_flag

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 _PLAIN = (int, float, np.integer, np.floating)  # numbers pd.to_numeric would pass through unchanged
 
 

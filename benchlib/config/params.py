@@ -12,10 +12,10 @@ import hashlib
 import json
 import os
 import re
+import typing
 import urllib.parse
 from functools import lru_cache
 from pathlib import Path
-import typing
 from typing import Any, Literal
 
 import yaml
@@ -24,11 +24,12 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from benchlib.config import graded, graded_run, latency_plan
 from benchlib.config.paths import PROJECT_ROOT, run_dir, tasks_dir
 from benchlib.config.quality_plan import QualityPlan
+from benchlib.config.sections import Section as _Section
+from benchlib.config.sections import url_credentials, url_secret
+from benchlib.config.servers import ENGINES, PROFILES, ServerProfile, profile_for
 from benchlib.config.strict_yaml import MAX_DEPTH, MAX_INT_BITS, StrictLoader
 from benchlib.config.tasks import TaskError, load_tasks
 from benchlib.config.telemetry_source import TelemetrySourceParams
-from benchlib.config.sections import Section as _Section, url_credentials, url_secret
-from benchlib.config.servers import ENGINES, PROFILES, ServerProfile, profile_for
 from benchlib.config.workload_params import CLIENT_NODES_HELP, MAX_CLIENT_NODES, WORKLOADS_HELP, WorkloadParams
 
 SECTIONS = ("host", "server", "run", "tasks", "telemetry", "sweep", "thresholds")

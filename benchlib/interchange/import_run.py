@@ -39,11 +39,18 @@ from benchlib.interchange import readers
 from benchlib.measure.provenance import git_commit, to_json
 from benchlib.records import plausible, store
 from benchlib.records.rows import COLUMNS, REQUEST_KINDS, RequestLog, write_atomic, write_csv_atomic
+from benchlib.records.run_folder import (
+    MANIFEST_JSON,
+    REQUESTS_CSV,
+    RUN_JSON,
+    SUMMARY_CSV,
+    RunConflict,
+    RunFolder,
+    archived_path,
+    run_lock,
+)
 from benchlib.records.schema import coerce
-from benchlib.records.run_folder import (MANIFEST_JSON, REQUESTS_CSV, RUN_JSON, SUMMARY_CSV, RunConflict, RunFolder,
-                                        archived_path, run_lock)
 from benchlib.records.secrets import redact
-
 
 BATCH = 2_000  # rows held and written at a time (~2-3 MB of records)
 MAX_RECORDS = 1_000_000  # requests one import may hold: the summary statistics are bounded for that many

@@ -33,8 +33,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import stats
-from benchlib.analysis import task_stats
+from benchlib.analysis import stats, task_stats
 from benchlib.config.identity import Deployment
 from benchlib.records import plausible
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, write_atomic

@@ -44,14 +44,14 @@ from typing import Any, Callable, Protocol
 
 import httpx
 
-from benchlib.measure.capacity import bandwidth
-from benchlib.measure.servers import preflight
-from benchlib.measure.http.bounded import fetch, within
-from benchlib.measure.http.failures import RequestFailed
-from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
-from benchlib.measure.servers.whisper import model_folder
 from benchlib.config.params import BenchParams, code_version, task_set_hash
 from benchlib.config.paths import PROJECT_ROOT
+from benchlib.measure.capacity import bandwidth
+from benchlib.measure.http.bounded import fetch, within
+from benchlib.measure.http.failures import RequestFailed
+from benchlib.measure.servers import preflight
+from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
+from benchlib.measure.servers.whisper import model_folder
 from benchlib.records.rows import write_atomic
 from benchlib.records.run_folder import RunFolder
 from benchlib.records.secrets import assert_no_secret, cut, redact, scrub

@@ -14,8 +14,18 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
-from benchlib.paper.catalog import (FIGURES, GLANCE, LONG_TABLE, PAPER_FIGURES, PAPER_TABLES, SECTIONS, SUMMARY,
-                                    TABLES, Inputs, Section)
+from benchlib.paper.catalog import (
+    FIGURES,
+    GLANCE,
+    LONG_TABLE,
+    PAPER_FIGURES,
+    PAPER_TABLES,
+    SECTIONS,
+    SUMMARY,
+    TABLES,
+    Inputs,
+    Section,
+)
 from benchlib.paper.format import Table
 from benchlib.paper.report_html import GLANCE_END, report_html
 from benchlib.paper.runs import Runs, load_reference_sets, load_runs

@@ -21,10 +21,9 @@ from benchlib.paper.first_screen import deployments_table, regimes_table
 from benchlib.paper.format import Table
 from benchlib.paper.frontier_figure import fig_pareto
 from benchlib.paper.ladder_figure import fig_ladder
-from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
 from benchlib.paper.on_this_host import fig_on_this_host, host_table, latency_plan_table, quality_plan_table
 from benchlib.paper.predicted import fig_predicted, predicted_table
-from benchlib.paper.quality_tables import graded_table, paired_table
+from benchlib.paper.published_figures import fig_bandwidth_law, fig_power_thermal
 from benchlib.paper.published_tables import (
     bandwidth_law_table,
     contradictions_table,
@@ -32,11 +31,18 @@ from benchlib.paper.published_tables import (
     napkin_ceiling_table,
     prefill_ttft_table,
 )
+from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.roofline_figure import fig_roofline
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import Settings
 from benchlib.paper.summary import Summary, verdict_summary
-from benchlib.paper.systems import all_systems, published_and_runs_long, roofline_points, task_catalog, task_metrics_long
+from benchlib.paper.systems import (
+    all_systems,
+    published_and_runs_long,
+    roofline_points,
+    task_catalog,
+    task_metrics_long,
+)
 from benchlib.paper.tables import (
     capability_table,
     ladder_law_table,

@@ -14,8 +14,8 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from benchlib.analysis import host, paired, sequential, stats
 from benchlib.analysis.failures import GRADED_FAILED, graded_outcome
-from benchlib.config.tasks import graded_set_names
 from benchlib.config.formatting import fmt
+from benchlib.config.tasks import graded_set_names
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
 from benchlib.paper.settings import THIS_RUN

@@ -9,6 +9,8 @@ import pandas as pd
 from benchlib.config.formatting import fmt
 from benchlib.paper.format import Table
 from benchlib.published import rebuilt
+
+
 def _kept(table: Table) -> Table | None:
     return table if len(table.data) else None
 

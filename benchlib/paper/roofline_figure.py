@@ -20,7 +20,6 @@ from benchlib.paper.runs import Runs, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN
 from benchlib.paper.style import no_runs_note, theme, wrap
 
-
 MARKERS = {"000": "o", "002": "s", "004": "^", THIS_RUN: "D"}  # per source: the seed's prefix, or this run
 SOURCE_NOTES = {"000": ": paper 000, average throughput (§6)",
                 "002": ": Ollama on 3 machines, quantization not stated (no ceiling)",

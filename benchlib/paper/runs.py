@@ -14,20 +14,18 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from benchlib.analysis import task_stats
-from benchlib.analysis import bandwidth_law
-from benchlib.published import reference
-from benchlib.analysis import roofline, weights
+from benchlib.analysis import bandwidth_law, roofline, task_stats, weights
 from benchlib.analysis.plan import read_plans
-from benchlib.measure.selfcheck import calibration
-from benchlib.measure.telemetry import TELEMETRY_CSV
-from benchlib.records import store
-from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
+from benchlib.config.graded_run import reduced_note
 from benchlib.config.identity import Deployment, short_labels
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
-from benchlib.config.graded_run import reduced_note
 from benchlib.config.params import NOTEBOOK_ORDER, RunSettings
 from benchlib.config.paths import cache_dir, outputs_root
+from benchlib.measure.selfcheck import calibration
+from benchlib.measure.telemetry import TELEMETRY_CSV
+from benchlib.paper.settings import NO_RUNS, REFERENCE_SETS, THIS_RUN, seed_prefix, shown_path
+from benchlib.published import reference
+from benchlib.records import store
 from benchlib.records.run_folder import WINDOWS_CSV, RunFolder, suite_folders
 from benchlib.records.schema import number, read_csv
 from benchlib.records.secrets import redact_url

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from benchlib.analysis import decisions
-from benchlib.analysis import frontier
+from benchlib.analysis import decisions, frontier
 from benchlib.config import metrics
+from benchlib.config.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 from benchlib.published import reference
 from benchlib.records import store
-from benchlib.config.paths import PAPER_OUT_DIR, PROJECT_ROOT, outputs_root
 
 THIS_RUN = "this run"
 

@@ -8,23 +8,19 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from benchlib.analysis import deployments
-from benchlib.measure.capacity import bandwidth
-from benchlib.measure.telemetry import boundary
-from benchlib.analysis import frontier, paired
-from benchlib.config import metrics
-from benchlib.published import reference
-from benchlib.analysis import roofline
-from benchlib.analysis import load_levels
+from benchlib.analysis import deployments, frontier, load_levels, paired, roofline
 from benchlib.analysis.failures import graded_outcome, not_ranked
 from benchlib.analysis.serving import serving_figures
+from benchlib.config import metrics
 from benchlib.config.formatting import is_missing
 from benchlib.config.identity import Deployment
+from benchlib.config.tasks import graded_set_names, load_tasks
+from benchlib.measure.capacity import bandwidth
+from benchlib.measure.telemetry import boundary
 from benchlib.paper.runs import Runs, seed_rows
 from benchlib.paper.settings import PAPER_TASK_TITLES, PAPER_TASKS, THIS_RUN
+from benchlib.published import reference
 from benchlib.records.schema import flag, number
-from benchlib.config.tasks import graded_set_names, load_tasks
-
 
 # why a speech model (server.api transcription) is on no frontier and no roofline: the audio table compares it
 SPEECH_MODEL = "a speech model: transcripts only (see the Transcription table)"

@@ -9,28 +9,26 @@ from typing import Any
 
 import pandas as pd
 
+from benchlib.analysis import bandwidth_law, roofline
+from benchlib.analysis.frontier import node_flips
+from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing, quantity, readable
+from benchlib.config.identity import Deployment
 from benchlib.measure.capacity import bandwidth
 from benchlib.measure.telemetry.boundary import NODE_INPUT
-from benchlib.analysis import bandwidth_law
-from benchlib.analysis.frontier import node_flips
-from benchlib.published import reference
-from benchlib.analysis import roofline
-from benchlib.published import arithmetic
-from benchlib.config.identity import Deployment
-from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing, quantity, readable
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, column_label, seed_rows, source_label
 from benchlib.paper.settings import NO_RUNS, THIS_RUN, shown_path
 from benchlib.paper.systems import (
     run_avg_power,
     run_peak_temp,
-    run_telemetry_source,
     run_systems_memory,
+    run_telemetry_source,
     servers_of,
     system_order,
     task_label,
     task_order,
 )
+from benchlib.published import arithmetic, reference
 from benchlib.records.schema import number
 
 

@@ -10,17 +10,15 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import deployments
-from benchlib.analysis import decisions
-from benchlib.analysis import frontier
+from benchlib.analysis import decisions, deployments, frontier
 from benchlib.config import metrics
 from benchlib.config.formatting import bracket, fmt, short_number
 from benchlib.config.identity import Deployment
-from benchlib.published import reference
+from benchlib.config.params import ThresholdParams
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs, seed_rows, source_label
 from benchlib.paper.settings import AXIS_FORMATS, THIS_RUN, THRESHOLD_PRESETS
-from benchlib.config.params import ThresholdParams
+from benchlib.published import reference
 from benchlib.records.schema import number
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from benchlib.analysis import roofline
 from benchlib.analysis.candidates import from_entry
-from benchlib.analysis.plan import Calibration, Efficiency, Host, prefill_ceiling, predict, relative_error
+from benchlib.analysis.plan import Calibration, Efficiency, Host, predict, prefill_ceiling, relative_error
 from benchlib.config.paths import REFERENCE_DIR
 from benchlib.published import reference
 

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis import frontier
+from benchlib.analysis.deployments import LONG_COLUMNS
 from benchlib.config import metrics
 from benchlib.config.identity import Deployment
-from benchlib.analysis.deployments import LONG_COLUMNS
 from benchlib.config.paths import PROJECT_ROOT, REFERENCE_DIR
 
 REFERENCE_COLUMNS = LONG_COLUMNS

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.published import reference
 from benchlib.config.paths import REFERENCE_DIR
+from benchlib.published import reference
 
 SPEC_FILE = "seed_tables.csv"
 SEPARATORS = ("pipe", "space", "none")

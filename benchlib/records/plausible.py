@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+
 import numpy as np
 import pandas as pd
 

@@ -51,8 +51,20 @@ except ImportError:
 
 from benchlib.records import store
 from benchlib.records.secrets import redact_url
-from benchlib.suites.study import (STUDY_JSON, Deployment, SettleSpec, Study, StudyError, StudyResult, StudyState,
-                                   SuiteRunner, log_tail, mem_available_mb, server_groups, settle)
+from benchlib.suites.study import (
+    STUDY_JSON,
+    Deployment,
+    SettleSpec,
+    Study,
+    StudyError,
+    StudyResult,
+    StudyState,
+    SuiteRunner,
+    log_tail,
+    mem_available_mb,
+    server_groups,
+    settle,
+)
 
 RESOURCE_PREFIX = "host:"
 POLL_S = 0.5

@@ -33,8 +33,8 @@ except ImportError:
     NodeAffinitySchedulingStrategy = None
 
 from benchlib.measure.client.backends import make_backend
-from benchlib.measure.selfcheck.client_health import client_cpu_s, health_figures
 from benchlib.measure.pacing.event_loop import LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
+from benchlib.measure.selfcheck.client_health import client_cpu_s, health_figures
 from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR, ClockOffset, measure_offset
 from benchlib.measure.traffic.workers import WorkerJob, send_job
 from benchlib.records.rows import RequestRecord

@@ -18,14 +18,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchlib.measure.capacity import bandwidth
-from benchlib.measure.provenance import cpu_model
-from benchlib.measure.servers.llama_cpp import model_path_of
+from benchlib.analysis.weights import read_cached
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import cache_dir, ladder_file
+from benchlib.measure.capacity import bandwidth
 from benchlib.measure.models.quantize import LADDER_TYPES, check_type, file_sha256, make_rung
+from benchlib.measure.provenance import cpu_model
+from benchlib.measure.servers.llama_cpp import model_path_of
 from benchlib.records.rows import write_atomic
-from benchlib.analysis.weights import read_cached
 
 DEFAULT_TYPES = list(LADDER_TYPES)
 SPEED_SUITES = ["text"]

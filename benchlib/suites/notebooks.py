@@ -24,7 +24,6 @@ from benchlib.records import store
 from benchlib.records.rows import RequestLog, read_requests, write_atomic
 from benchlib.records.run_folder import RunConflict, RunFolder, check_unlocked, prepare_out_dir, run_lock
 
-
 # papermill's kernel manager, named for traitlets to import when a notebook runs (suites/kernel.py says why it is ours)
 KERNEL_MANAGER = "benchlib.suites.kernel.KernelManager"
 

@@ -25,28 +25,26 @@ from typing import Any, Iterator
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchlib.measure.pacing import event_loop
-from benchlib.analysis import task_stats
-from benchlib.analysis import crosscheck
-from benchlib.analysis import transcription
+from benchlib.analysis import crosscheck, task_stats, transcription
+from benchlib.config.params import BenchParams, task_set_hash
+from benchlib.config.tasks import Task, Variant, load_pass, tasks_for, under_load
 from benchlib.measure import provenance
-from benchlib.measure.selfcheck import calibration
-from benchlib.scoring import checkers
-from benchlib.records import store
-from benchlib.suites import latency_looks, quality_looks
-from benchlib.records.run_folder import REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir, run_lock
-from benchlib.records.secrets import scrub_fields
 from benchlib.measure.client import payloads
 from benchlib.measure.client.backends import Backend, ChatRequest, make_backend
-from benchlib.measure.client.transcription import TranscriptionRequest
-from benchlib.measure.client.timing import compute_rates
-from benchlib.scoring.answers import strip_thinking
-from benchlib.scoring.echo import strip_echo
-from benchlib.scoring.graded import CODE_CHECKERS, stop_refusal
-from benchlib.measure.servers import launchers
 from benchlib.measure.client.payloads import UnsupportedMedia
-from benchlib.config.params import BenchParams, task_set_hash
-
+from benchlib.measure.client.timing import compute_rates
+from benchlib.measure.client.transcription import TranscriptionRequest
+from benchlib.measure.pacing import event_loop
+from benchlib.measure.selfcheck import calibration
+from benchlib.measure.servers import launchers
+from benchlib.measure.servers.prometheus import (
+    SERVER_METRICS_CSV,
+    SERVER_METRICS_LOG,
+    ServerMetrics,
+    read_server_metrics,
+)
+from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, WindowKind
+from benchlib.records import store
 from benchlib.records.rows import (
     STATUS_OK,
     STATUS_UNSUPPORTED,
@@ -57,9 +55,13 @@ from benchlib.records.rows import (
     request_key,
     write_csv_atomic,
 )
-from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV, SERVER_METRICS_LOG, ServerMetrics, read_server_metrics
-from benchlib.config.tasks import Task, Variant, load_pass, tasks_for, under_load
-from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, WindowKind
+from benchlib.records.run_folder import REQUESTS_CSV, SERVER_LOG, SUMMARY_CSV, WINDOWS_CSV, prepare_out_dir, run_lock
+from benchlib.records.secrets import scrub_fields
+from benchlib.scoring import checkers
+from benchlib.scoring.answers import strip_thinking
+from benchlib.scoring.echo import strip_echo
+from benchlib.scoring.graded import CODE_CHECKERS, stop_refusal
+from benchlib.suites import latency_looks, quality_looks
 
 TRANSCRIPTION_CSV = "transcription.csv"
 # HTTP statuses that, on a request carrying media, mean "this deployment does not take that input".

@@ -24,11 +24,11 @@ from typing import Any, Mapping
 import pandas as pd
 from IPython.display import HTML, Audio, display
 
+from benchlib.config.tasks import TaskError, load_pass, load_tasks
 from benchlib.measure.client.payloads import sample_frames
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.schema import flag, number, optional_flag
 from benchlib.scoring.checkers import call_parts
-from benchlib.config.tasks import TaskError, load_pass, load_tasks
 
 SHORT = 600  # characters of an answer shown on a card
 

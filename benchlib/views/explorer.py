@@ -27,14 +27,14 @@ import pandas as pd
 from IPython.display import HTML, Audio, Image, Markdown, display
 
 from benchlib.config import metrics
-from benchlib.views import evidence
-from benchlib.views.evidence import Media, request_media, video_frames
 from benchlib.config.identity import Deployment
 from benchlib.config.params import NOTEBOOK_ORDER
 from benchlib.config.paths import outputs_root
 from benchlib.records.rows import STATUS_OK
 from benchlib.records.run_folder import RunFolder, suite_folders
 from benchlib.records.schema import flag, number
+from benchlib.views import evidence
+from benchlib.views.evidence import Media, request_media, video_frames
 from benchlib.views.timeline import telemetry_figure
 
 RUN_COLUMNS = ["host", "model", "deployment", "suite", "path", "n_requests", "modalities"]

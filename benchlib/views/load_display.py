@@ -12,11 +12,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from benchlib.analysis.load_levels import flag_column
+from benchlib.analysis.serving import max_slo_rate
 from benchlib.config.formatting import is_missing, quantity
 from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS
-from benchlib.analysis.load_levels import flag_column
 from benchlib.records.schema import numeric_column
-from benchlib.analysis.serving import max_slo_rate
 
 
 def plot_concurrency(levels: pd.DataFrame, out_dir: Path | None = None, title: str = "") -> Any:

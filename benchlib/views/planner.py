@@ -38,15 +38,33 @@ import yaml
 
 from benchlib.analysis import frontier, stats
 from benchlib.analysis.candidates import CandidateError, from_config, from_entry, from_gguf
-from benchlib.analysis.plan import (FIT_NO, PLAN_JSON, SPEED_SUITE, UNKNOWN, Calibration, Candidate, Efficiency,
-                                    Figure, Host, Point, Prediction, Ranked, Workload, flips, measured_points, predict,
-                                    qualities, rank, relative_error)
+from benchlib.analysis.plan import (
+    FIT_NO,
+    PLAN_JSON,
+    SPEED_SUITE,
+    UNKNOWN,
+    Calibration,
+    Candidate,
+    Efficiency,
+    Figure,
+    Host,
+    Point,
+    Prediction,
+    Ranked,
+    Workload,
+    flips,
+    measured_points,
+    predict,
+    qualities,
+    rank,
+    relative_error,
+)
 from benchlib.config.params import BenchParams, ParamsError, load_params
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
 from benchlib.measure.capacity import bandwidth, compute
+from benchlib.measure.models.quantize import LADDER_TYPES, derived_from, file_sha256
 from benchlib.measure.provenance import cpu_model, gpu_info
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, model_path_of
-from benchlib.measure.models.quantize import LADDER_TYPES, derived_from, file_sha256
 from benchlib.published import hardware, reference
 from benchlib.records.rows import STATUS_OK, read_requests, write_atomic
 from benchlib.records.run_folder import RunFolder

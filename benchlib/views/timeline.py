@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from benchlib.measure.telemetry import TELEMETRY_CSV, WINDOWS_CSV, read_telemetry, read_windows
 from benchlib.records import run_folder
 from benchlib.records.schema import number
-from benchlib.measure.telemetry import TELEMETRY_CSV, WINDOWS_CSV, read_telemetry, read_windows
 
 SERIES = [("power_w", "GPU power (W)", 1.0), ("cpu_percent", "host CPU (%)", 1.0),
           ("server_rss_bytes", "server RSS (GB)", 1e-9), ("mem_used_bytes", "GPU memory (GB)", 1e-9),

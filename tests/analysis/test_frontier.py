@@ -8,11 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import decisions
-from benchlib.analysis import frontier
-from benchlib.published import reference
+from benchlib.analysis import decisions, frontier
 from benchlib.config.identity import Deployment
 from benchlib.config.params import ThresholdParams
+from benchlib.published import reference
 
 
 @pytest.fixture(scope="module")

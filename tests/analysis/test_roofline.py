@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from benchlib.published import reference
 from benchlib.analysis import roofline
 from benchlib.config.params import HostParams, ServerParams
+from benchlib.published import reference
 
 
 @pytest.mark.parametrize("label,expected", [

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import speed_verdicts
-from benchlib.analysis import stats
+from benchlib.analysis import speed_verdicts, stats
 
 # Issue 56's rows: SmolLM2 against Gemma on the same 10 prompts (two a task); basic Q&A, multilingual and reasoning
 # as the issue quotes them, coding and summarization in the same proportions.

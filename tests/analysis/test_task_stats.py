@@ -10,11 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from benchlib.analysis import deployments
-from benchlib.analysis import task_stats
-from benchlib.analysis import decisions
-from benchlib.analysis import stats
-from benchlib.analysis import frontier
+from benchlib.analysis import decisions, deployments, frontier, stats, task_stats
 from benchlib.published import reference
 from benchlib.records.rows import COLUMNS, RequestLog, RequestRecord
 

@@ -10,8 +10,8 @@ import papermill
 import pytest
 import yaml
 
-from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params, validate
 from benchlib.cli import main as cli_main
+from benchlib.config.params import NOTEBOOK_ORDER, SECTIONS, ParamsError, load_params, validate
 from benchlib.config.paths import NOTEBOOKS_DIR, PARAMS_DIR
 from benchlib.config.tasks import load_pass, load_tasks, under_load
 

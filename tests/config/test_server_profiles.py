@@ -22,7 +22,6 @@ from benchlib.measure.servers.llama_server import LlamaServer
 from benchlib.measure.servers.vllm import VllmServer
 from benchlib.measure.servers.whisper import WhisperServer
 from benchlib.measure.traffic.prompt_fitting import ServerTokenizer
-
 from tests.helpers import make_params
 
 

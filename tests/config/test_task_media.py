@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from benchlib.config.paths import TESTDATA_DIR
-from benchlib.scoring.checkers import CHECKERS
 from benchlib.config.tasks import load_tasks
+from benchlib.scoring.checkers import CHECKERS
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from benchlib.config.paths import PROJECT_ROOT
 from benchlib.records.rows import read_requests
 
 pytestmark = pytest.mark.e2e
-import llama_cpp  # noqa: F401 — `make test` installs the embedded extra; its absence must fail, not skip
+import llama_cpp  # noqa: F401, E402 — `make test` installs the embedded extra; its absence must fail, not skip
 
 
 def embedded_params(tmp_path: Path, name: str = "e2e.yaml", **run) -> Path:

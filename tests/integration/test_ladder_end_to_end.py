@@ -15,7 +15,6 @@ import pytest
 from benchlib.analysis import bandwidth_law
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper.runs import load_runs
-
 from tests.helpers import ladder_params
 
 

@@ -20,17 +20,16 @@ import pandas as pd
 import pytest
 
 from benchlib.config.params import EmbeddedParams, validate
-from benchlib.measure.pacing import event_loop
+from benchlib.config.paths import TESTDATA_DIR
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.client.payloads import encode_file, encode_image
-from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
 from benchlib.measure.models import projector
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.servers.llama_cpp import group_members
 from benchlib.measure.servers.llama_server import LlamaServer, binary_path
+from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
 from benchlib.records.rows import RequestRecord
 from benchlib.suites.runner import run_suite
-from benchlib.config.paths import TESTDATA_DIR
-
 from tests.helpers import make_params
 
 pytestmark = pytest.mark.llama_server

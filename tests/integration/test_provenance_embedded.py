@@ -14,6 +14,7 @@ import pytest
 from benchlib.config.params import validate
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure import provenance
+
 SECRET = "sk-fb-test-7Qz3XkV9pLm2Rr8T"  # distinctive: if it shows up anywhere, it leaked
 
 

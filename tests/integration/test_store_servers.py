@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from benchlib import paper
-from benchlib.records import store
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
+from benchlib.records import store
 from benchlib.records.rows import read_requests
 from benchlib.suites.runner import run_suite
 

@@ -19,19 +19,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchlib.measure.pacing import event_loop
-from benchlib.measure.servers import preflight
+from benchlib.analysis.crosscheck import flag_record
+from benchlib.config.params import EmbeddedParams
 from benchlib.measure import provenance
 from benchlib.measure.client.backends import ChatRequest, make_backend
-from benchlib.analysis.crosscheck import flag_record
+from benchlib.measure.pacing import event_loop
+from benchlib.measure.servers import preflight
 from benchlib.measure.servers.llama_cpp import group_members
+from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
 from benchlib.measure.servers.vllm import DEFAULT_VLLM_PYTHON, VllmServer
 from benchlib.measure.traffic.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
-from benchlib.config.params import EmbeddedParams
 from benchlib.records.rows import RequestRecord
 from benchlib.suites.runner import run_suite
-from benchlib.measure.servers.prometheus import SERVER_METRICS_CSV
-
 from tests.helpers import make_params
 
 pytestmark = pytest.mark.vllm

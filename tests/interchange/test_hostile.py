@@ -20,8 +20,8 @@ import pytest
 from benchlib import cli
 from benchlib.analysis import compare
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.records import outside
 from benchlib.interchange import import_run, llmd_export
+from benchlib.records import outside
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, write_synthetic_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

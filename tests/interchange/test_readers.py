@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchlib.measure.selfcheck import calibration
-from benchlib.measure.pacing import event_loop
 from benchlib.interchange import readers
+from benchlib.measure.pacing import event_loop
+from benchlib.measure.selfcheck import calibration
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK
 from tests.fakes.servers import DEFAULTS
 

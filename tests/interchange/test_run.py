@@ -15,13 +15,13 @@ import pytest
 from benchlib import cli
 from benchlib.analysis import compare
 from benchlib.analysis.task_stats import summarize_requests
+from benchlib.interchange import llmd_export
 from benchlib.paper.catalog import Inputs
 from benchlib.paper.runs import load_reference_sets, load_runs
 from benchlib.paper.settings import Settings
 from benchlib.paper.systems import all_systems
 from benchlib.paper.tables import runs_table
 from benchlib.records.rows import read_requests
-from benchlib.interchange import llmd_export
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, write_synthetic_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

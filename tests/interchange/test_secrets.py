@@ -16,8 +16,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from benchlib import cli
-from benchlib.records import secrets
 from benchlib.interchange import llmd_export
+from benchlib.records import secrets
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ALPHABET = string.ascii_letters + string.digits

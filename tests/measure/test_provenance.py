@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchlib.records import secrets
-from benchlib.measure.capacity import bandwidth
 from benchlib.measure import provenance
+from benchlib.measure.capacity import bandwidth
+from benchlib.records import secrets
 from tests.fakes.fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNvml
 from tests.fakes.servers import FAKE_DIGEST
 from tests.helpers import make_params, send

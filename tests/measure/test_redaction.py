@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from benchlib.config.params import ParamsError
-from benchlib.measure.servers.prometheus import SERVER_METRICS_LOG, ServerMetrics
 from benchlib.measure.http.sse import shown
+from benchlib.measure.servers.prometheus import SERVER_METRICS_LOG, ServerMetrics
 from benchlib.records.secrets import CUT, cut, scrub, scrub_fields
 from benchlib.suites.runner import run_suite
-
 from tests.fakes.servers import FakeServer
 from tests.helpers import make_params
 

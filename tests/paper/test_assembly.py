@@ -16,11 +16,10 @@ import pytest
 from benchlib import paper
 from benchlib.analysis import load_levels
 from benchlib.analysis import serving as load_serving
+from benchlib.config.paths import PAPER_DIR
 from benchlib.paper import systems as paper_systems
 from benchlib.paper.labels import label_problems, place_labels
-from benchlib.config.paths import PAPER_DIR
 from benchlib.suites.notebooks import execute_notebook
-
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 
 PUBLISHED = {"Gemma 4 E2B @ RTX 3090 host", "Phi-4 Multimodal @ RTX 3090 host", "Qwen3.5-4B @ GB10 DGX Spark"}

@@ -5,15 +5,15 @@ the terminal, the summary and the frontier give one paired verdict, on the grade
 from __future__ import annotations
 
 import re
-from itertools import takewhile
 from dataclasses import asdict
+from itertools import takewhile
 
 import pytest
 
 from benchlib import paper
-from benchlib.views import run_summary
 from benchlib.analysis import frontier, paired, sequential
 from benchlib.config.formatting import fmt
+from benchlib.views import run_summary
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
 FAST = SYN_SYSTEM

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import paired, stats
-from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.config.graded_run import reduced_note
+from benchlib.paper.quality_tables import graded_table, paired_table
 from benchlib.paper.runs import META_COLUMNS, Runs
 
 NAMES = {"strong": "tiny-instruct · llama-cpp-python · local", "weak": "tiny-base · llama-cpp-python · local"}

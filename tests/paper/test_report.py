@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 from playwright.sync_api import sync_playwright
 
-from benchlib.views import run_summary
 from benchlib import cli, paper
 from benchlib.analysis import frontier
 from benchlib.analysis.weights import read_gguf
@@ -25,11 +24,11 @@ from benchlib.config.identity import Deployment
 from benchlib.config.params import load_params
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.paper import summary as summary_text
-from benchlib.paper.report_html import GLANCE_END, OPEN_ROWS, report_html
 from benchlib.paper import systems
+from benchlib.paper.report_html import GLANCE_END, OPEN_ROWS, report_html
 from benchlib.views import explorer as explorer_view
+from benchlib.views import run_summary
 from benchlib.views.suite_report import console_table
-
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_synthetic_run
 from tests.suites.test_ladder import tiny_gguf
 

@@ -11,8 +11,6 @@ import json
 import subprocess
 import sys
 import tarfile
-import time
-from pathlib import Path
 
 import pytest
 

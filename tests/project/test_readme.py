@@ -11,10 +11,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pandas as pd
-import pytest
 import yaml
 
 from benchlib import cli

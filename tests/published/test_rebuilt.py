@@ -8,9 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from benchlib.published import reference
-from benchlib.published import rebuilt
-from benchlib.published import transcription
+from benchlib.published import rebuilt, reference, transcription
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from benchlib.published import reference
-from benchlib.published import transcription
 from benchlib.config.paths import PROJECT_ROOT, REFERENCE_DIR
+from benchlib.published import reference, transcription
 
 SEEDS_PRESENT = reference.SEEDS_DIR.is_dir() and any(reference.SEEDS_DIR.glob("00*_*.txt"))
 

@@ -10,11 +10,9 @@ import re
 import pandas as pd
 import pytest
 
-from benchlib.published import reference
-from benchlib.published import arithmetic
-from benchlib.published import transcription
-from benchlib.paper import TABLES
 from benchlib.config.paths import REFERENCE_DIR
+from benchlib.paper import TABLES
+from benchlib.published import arithmetic, reference, transcription
 
 
 @pytest.fixture(scope="module")

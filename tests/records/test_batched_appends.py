@@ -14,8 +14,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from benchlib.records.rows import BatchedAppends, RequestLog, RequestRecord, complete_prefix, read_requests
 
 ROOT = Path(__file__).resolve().parents[2]

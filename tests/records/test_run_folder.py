@@ -9,8 +9,16 @@ import json
 import pytest
 
 from benchlib.records.rows import COLUMNS
-from benchlib.records.run_folder import (MANIFEST_JSON, REQUESTS_CSV, RUN_JSON, RunFolder, archived_path,
-                                         is_archived, prepare_out_dir, suite_folders)
+from benchlib.records.run_folder import (
+    MANIFEST_JSON,
+    REQUESTS_CSV,
+    RUN_JSON,
+    RunFolder,
+    archived_path,
+    is_archived,
+    prepare_out_dir,
+    suite_folders,
+)
 from tests.helpers import make_params
 
 

@@ -8,9 +8,9 @@ import logging
 
 import pandas as pd
 
+from benchlib.measure.telemetry import read_windows
 from benchlib.records.rows import REQUEST_KINDS, RequestLog, RequestRecord, read_requests
 from benchlib.records.schema import flag, integer, number, optional_flag, read_csv
-from benchlib.measure.telemetry import read_windows
 
 
 def test_coercions_accept_every_literal_old_files_hold():

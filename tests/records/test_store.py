@@ -13,10 +13,9 @@ import fsspec
 import pytest
 
 from benchlib import paper
+from benchlib.cli import main as cli_main
 from benchlib.records import store
 from benchlib.records.secrets import redact_url
-from benchlib.cli import main as cli_main
-
 
 # ---- rules, on fsspec's memory file system -----------------------------------------------------------------
 

@@ -11,9 +11,9 @@ import nbformat
 import pytest
 
 from benchlib.records import rows
-from benchlib.suites.notebooks import settle_notebook
 from benchlib.records.rows import RequestLog, RequestRecord, complete_prefix, read_requests
 from benchlib.records.run_folder import RunLocked, lock_path, run_lock
+from benchlib.suites.notebooks import settle_notebook
 from benchlib.suites.runner import open_session, run_suite
 
 

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
+from benchlib.config.tasks import load_tasks
 from benchlib.scoring import checkers
 from benchlib.scoring.checkers import CHECKERS, Response, detect_looping, loop_reason, parse_json_lenient, score
-from benchlib.config.tasks import load_tasks
-
 from tests.helpers import perfect_answer
 
 

@@ -7,10 +7,9 @@ import hashlib
 
 import pytest
 
+from benchlib.config.tasks import load_tasks
 from benchlib.scoring.echo import strip_echo
 from benchlib.suites.runner import run_suite
-from benchlib.config.tasks import load_tasks
-
 from tests.helpers import perfect_answer
 
 SUITES = ("text", "quality", "vision", "audio", "video")

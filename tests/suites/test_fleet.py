@@ -19,12 +19,11 @@ import yaml
 
 from benchlib import cli
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.records import store
 from benchlib.measure.telemetry.clock import ClockOffset
+from benchlib.records import store
 from benchlib.records.rows import STATUS_OK, RequestRecord
 from benchlib.suites import fleet, fleet_load, study
 from benchlib.suites.load import fleet_levels
-
 
 LEVEL_N = 40  # tools/fleet_cluster.py's load deployment: one level of 40 requests at 20 req/s (not imported: ray)
 

@@ -16,17 +16,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchlib.measure.capacity import bandwidth
 from benchlib.analysis import bandwidth_law
-from benchlib.suites import ladder
+from benchlib.analysis.weights import read_cached, read_gguf
+from benchlib.config.params import load_params
+from benchlib.config.paths import PROJECT_ROOT
+from benchlib.measure.capacity import bandwidth
+from benchlib.measure.models.quantize import QuantizeError, derived_from, make_rung
 from benchlib.measure.servers.llama_cpp import default_model_path
 from benchlib.paper import assembly
 from benchlib.paper.runs import load_runs
-from benchlib.config.params import load_params
-from benchlib.config.paths import PROJECT_ROOT
-from benchlib.measure.models.quantize import QuantizeError, derived_from, make_rung
-from benchlib.analysis.weights import read_cached, read_gguf
-
+from benchlib.suites import ladder
 from tests.helpers import ladder_params
 
 

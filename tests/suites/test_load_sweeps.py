@@ -18,15 +18,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchlib.measure.pacing import event_loop
-from benchlib.suites.load import concurrency
-from benchlib.suites.load import context as load_context
-from benchlib.measure.selfcheck import client_health
 from benchlib.analysis import load_levels
+from benchlib.measure.pacing import event_loop
+from benchlib.measure.selfcheck import client_health
 from benchlib.measure.traffic import prompt_fitting
 from benchlib.records.rows import read_requests
+from benchlib.suites.load import concurrency
+from benchlib.suites.load import context as load_context
 from benchlib.suites.runner import open_session
-
 from tests.fakes.servers import FAKE_TEMPLATE_TOKENS
 
 
@@ -198,11 +197,10 @@ def test_client_bound_rule():
 def test_energy_per_level_from_its_own_window_with_known_power(params_for, outputs, monkeypatch):
     """A fake GPU drawing exactly 120 W: each level's energy is 120 W × its window, warm-ups and calibration are
     in no level's window, tokens per joule and tok/s/W come from the level's own tokens and aggregate rate."""
-    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
-
-    from benchlib.suites import runner
     from benchlib.config.params import TelemetryParams
     from benchlib.measure.telemetry import Telemetry
+    from benchlib.suites import runner
+    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
     nvml = FakeNvml([FakeGpu(power_w=120.0)])
     monkeypatch.setattr(runner, "Telemetry", lambda settings, out_dir: Telemetry(

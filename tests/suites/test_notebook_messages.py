@@ -10,8 +10,8 @@ import pytest
 
 from benchlib.records import rows
 from benchlib.records.rows import RequestLog, RequestRecord
-from benchlib.suites.notebooks import run_notebooks
 from benchlib.records.run_folder import prepare_out_dir
+from benchlib.suites.notebooks import run_notebooks
 
 
 def _papermill(monkeypatch, *, disk_full: bool = False, error: str = ""):

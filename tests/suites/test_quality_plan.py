@@ -7,12 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from benchlib.views import run_summary
 from benchlib.analysis import sequential
 from benchlib.config.params import ParamsError
 from benchlib.config.tasks import load_pass, load_tasks
 from benchlib.suites.quality_looks import QUALITY_PLAN_CSV, compare_plans
 from benchlib.suites.runner import run_suite
+from benchlib.views import run_summary
 from tests.helpers import make_params
 
 SETS = ["arithmetic", "letter_counting"]

@@ -23,7 +23,6 @@ from benchlib.config.params import ParamsError, SloParams
 from benchlib.records.rows import read_requests
 from benchlib.suites.load import rate as load_rate
 from benchlib.suites.runner import open_session
-
 from tests.fakes.servers import FakeServer
 from tests.helpers import make_params
 

@@ -17,14 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.measure.client.backends import ChatRequest
-from benchlib.suites.load import rate as load_rate
 from benchlib.analysis import serving
-from benchlib.measure.traffic import workload
 from benchlib.config.params import LengthParams, ParamsError, SloParams
+from benchlib.measure.client.backends import ChatRequest
+from benchlib.measure.traffic import workload
 from benchlib.records.rows import read_requests
+from benchlib.suites.load import rate as load_rate
 from benchlib.suites.runner import Planned, open_session
-
 from tests.fakes.servers import FAKE_TEMPLATE_TOKENS
 
 NS = 1_000_000_000
@@ -264,11 +263,10 @@ def test_shared_prefix_is_the_same_text_ahead_of_the_request_id(params_for, outp
 def test_each_rate_level_has_its_own_energy_window(params_for, outputs, monkeypatch):
     """A fake GPU drawing exactly 120 W: a level's energy is 120 W × its own window; tokens per joule are its
     completion tokens ÷ that energy; prompt fitting and calibration lie in no level's window."""
-    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
-
-    from benchlib.suites import runner
     from benchlib.config.params import TelemetryParams
     from benchlib.measure.telemetry import Telemetry
+    from benchlib.suites import runner
+    from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
     nvml = FakeNvml([FakeGpu(power_w=120.0)])
     monkeypatch.setattr(runner, "Telemetry", lambda settings, out_dir: Telemetry(

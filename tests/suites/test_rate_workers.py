@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import serving
-from benchlib.measure.traffic import workers, workload
 from benchlib.measure.client.backends import ChatRequest
+from benchlib.measure.traffic import workers, workload
 from benchlib.records.rows import RequestRecord, read_requests
 from benchlib.suites.load import rate as load_rate
 from benchlib.suites.runner import open_session

@@ -11,10 +11,10 @@ import pytest
 
 from benchlib.config import params as params_module
 from benchlib.config.paths import TASKS_DIR
+from benchlib.config.tasks import _load_dir
 from benchlib.records.rows import read_requests
 from benchlib.records.run_folder import RunConflict
 from benchlib.suites.runner import run_suite
-from benchlib.config.tasks import _load_dir
 
 
 @pytest.fixture

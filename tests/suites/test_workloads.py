@@ -21,7 +21,6 @@ from benchlib.suites.load import workloads
 from benchlib.suites.load.workloads import run_workloads
 from benchlib.suites.runner import open_session
 from benchlib.suites.study import load_study
-
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 from tests.fakes.servers import PrefixCacheServer
 from tests.helpers import make_params

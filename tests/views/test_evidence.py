@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchlib.views import evidence
-from benchlib.records.rows import RequestLog, RequestRecord, read_requests
 from benchlib.config.tasks import load_tasks
+from benchlib.records.rows import RequestLog, RequestRecord, read_requests
+from benchlib.views import evidence
 
 
 def rows(tmp_path, records: list[RequestRecord]) -> pd.DataFrame:

@@ -9,12 +9,10 @@ import matplotlib.pyplot as plt
 import papermill
 import pytest
 
-from benchlib.views import evidence
-from benchlib.views import explorer as explorer_view
-from benchlib.views import timeline
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.suites.notebooks import execute_notebook
-
+from benchlib.views import evidence, timeline
+from benchlib.views import explorer as explorer_view
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
 

@@ -22,7 +22,6 @@ from benchlib.paper.predicted import predicted_table
 from benchlib.paper.runs import Runs, load_runs
 from benchlib.published import hardware, reference
 from benchlib.views import planner
-
 from tests.analysis.test_plan import tiny_gguf
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,7 +14,6 @@ import yaml
 from benchlib import cli
 from benchlib.config.identity import key_lines, shared_part, short_labels
 from benchlib.views import run_summary
-
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, write_graded, write_synthetic_run
 
 GEMMA, SMOL = "gemma3-270m-q4_k_m", "smollm2-135m-instruct-q4_1"

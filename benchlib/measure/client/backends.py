@@ -33,17 +33,25 @@ from typing import Any, AsyncIterator
 import httpx
 import openai
 
-from benchlib.measure.pacing import send_process
-from benchlib.measure.pacing.event_loop import SEND_LEAD_S, on_time
-from benchlib.measure.http.failures import (RequestFailed, connect_failure, deadline_exceeded, http_failure, media_type,
-                                       not_a_stream, server_message, too_large)
 from benchlib.config.params import RunSettings, ServerParams
-from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord
-from benchlib.records.secrets import cut
-from benchlib.measure.http.sse import DONE, Events, LineSplitter, shown
 from benchlib.measure.client.timing import NS, StreamState, apply_llamacpp_timings, apply_ollama_durations, finalize
 from benchlib.measure.client.transcription import TranscriptionRequest, read_transcription, transcription_form
+from benchlib.measure.http.failures import (
+    RequestFailed,
+    connect_failure,
+    deadline_exceeded,
+    http_failure,
+    media_type,
+    not_a_stream,
+    server_message,
+    too_large,
+)
+from benchlib.measure.http.sse import DONE, Events, LineSplitter, shown
 from benchlib.measure.http.wire import StreamingHTTP, direct_route
+from benchlib.measure.pacing import send_process
+from benchlib.measure.pacing.event_loop import SEND_LEAD_S, on_time
+from benchlib.records.rows import STATUS_FAILED, STATUS_OK, RequestRecord
+from benchlib.records.secrets import cut
 
 EVENT_STREAM = "text/event-stream"
 

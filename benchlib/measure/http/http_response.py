@@ -20,8 +20,15 @@ import time
 import zlib
 from typing import Any, Callable
 
-from benchlib.measure.http.failures import (RequestFailed, deadline_exceeded, http_failure, media_type, not_a_stream,
-                                       server_message, too_large)
+from benchlib.measure.http.failures import (
+    RequestFailed,
+    deadline_exceeded,
+    http_failure,
+    media_type,
+    not_a_stream,
+    server_message,
+    too_large,
+)
 from benchlib.measure.http.sse import LineSplitter
 from benchlib.records.secrets import cut
 

@@ -44,10 +44,10 @@ import urllib.parse
 import urllib.request
 from typing import Callable, NamedTuple
 
-from benchlib.measure.pacing import send_process
-from benchlib.measure.http.http_response import Exchange, LineHandler
-from benchlib.measure.pacing.event_loop import OnTime, on_time
 from benchlib.measure.http.failures import RequestFailed, connect_failure
+from benchlib.measure.http.http_response import Exchange, LineHandler
+from benchlib.measure.pacing import send_process
+from benchlib.measure.pacing.event_loop import OnTime, on_time
 
 # Kernel receive timestamps (struct timespec, CLOCK_REALTIME): SO_TIMESTAMPNS is 35 on Linux (Python does not
 # export the constant); the control message has the same type.

@@ -24,9 +24,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 import gguf
+import numpy as np
 
 from benchlib.measure.models.gguf_header import read_header
 

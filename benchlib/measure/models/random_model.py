@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
-
 import gguf
+import numpy as np
 
 ARCH = "llama"
 POOL = 1 << 22  # values drawn once; every tensor is a window of this pool repeated

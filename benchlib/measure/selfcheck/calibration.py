@@ -42,8 +42,8 @@ import numpy as np
 
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, slug
-from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.selfcheck.stamping_server import DEFAULTS as STAMP
 from benchlib.records.rows import RequestRecord, write_atomic
 

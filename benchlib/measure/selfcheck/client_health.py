@@ -12,7 +12,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from benchlib.measure.pacing import send_process
-from benchlib.measure.pacing.event_loop import LAG_INTERVAL_S, LoopLagSampler, pacer_scheduling, pacers_started, quiet_gc
+from benchlib.measure.pacing.event_loop import (
+    LAG_INTERVAL_S,
+    LoopLagSampler,
+    pacer_scheduling,
+    pacers_started,
+    quiet_gc,
+)
 
 CLIENT_LAG_P99_MS = 5.0
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from benchlib.config.params import EmbeddedParams
 from benchlib.config.paths import PROJECT_ROOT, cache_dir
-from benchlib.measure.servers.llama_cpp import EmbeddedServer, EmbeddedServerError, ServerTimings
 from benchlib.measure.models.projector import projector_for
+from benchlib.measure.servers.llama_cpp import EmbeddedServer, EmbeddedServerError, ServerTimings
 
 LLAMA_LOCK = PROJECT_ROOT / "requirements" / "llama.txt"
 BUILD_INCLUDE = PROJECT_ROOT / "tools" / "llama_server_build.cmake"

@@ -29,10 +29,10 @@ from typing import Any
 import httpx
 
 from benchlib.config.params import BenchParams
-from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.http.bounded import fetch, within
 from benchlib.measure.http.failures import RequestFailed
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import STATUS_OK, RequestRecord, write_atomic
 from benchlib.records.secrets import cut, scrub
 

@@ -19,10 +19,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from benchlib.measure.servers.llama_cpp import EmbeddedServer, EmbeddedServerError, ServerTimings
 from benchlib.config.params import EmbeddedParams
 from benchlib.config.paths import PROJECT_ROOT, cache_dir
 from benchlib.measure.models.quantize import file_sha256
+from benchlib.measure.servers.llama_cpp import EmbeddedServer, EmbeddedServerError, ServerTimings
 
 CONVERTER = PROJECT_ROOT / "tools" / "gguf_to_hf.py"
 

@@ -53,8 +53,8 @@ from benchlib.measure.telemetry.files import (
                                       read_windows,
 )
 from benchlib.measure.telemetry.nvml import select_gpus
-from benchlib.measure.telemetry.sampler import Telemetry
 from benchlib.measure.telemetry.remote import RemoteTelemetry
+from benchlib.measure.telemetry.sampler import Telemetry
 from benchlib.measure.telemetry.windows import WindowHandle
 
 __all__ = ["KINDS", "RemoteTelemetry", "SENSORS_JSON", "TELEMETRY_COLUMNS", "TELEMETRY_CSV", "Telemetry", "WINDOWS_CSV",

@@ -25,9 +25,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchlib.measure.http.bounded import fetch
-from benchlib.records.secrets import redact_url
 from benchlib.measure.telemetry.clock import url_host
 from benchlib.measure.telemetry.common import NAN, sensor_status
+from benchlib.records.secrets import redact_url
 
 SCRAPE_DEADLINE_S = 2.0
 

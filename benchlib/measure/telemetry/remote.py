@@ -26,7 +26,6 @@ import httpx
 
 from benchlib.config.params import TelemetryParams
 from benchlib.measure.http.bounded import fetch
-from benchlib.records.secrets import redact_url
 from benchlib.measure.telemetry.bmc import node_status_missing
 from benchlib.measure.telemetry.clock import ClockOffset, measure_offset, url_host
 from benchlib.measure.telemetry.common import NAN, sensor_status
@@ -34,6 +33,7 @@ from benchlib.measure.telemetry.exporters import ExporterSource
 from benchlib.measure.telemetry.nvml import Gpu
 from benchlib.measure.telemetry.sampler import Telemetry, _close_if_alive, series_names
 from benchlib.measure.telemetry.windows import Series
+from benchlib.records.secrets import redact_url
 
 AGENT_DEADLINE_S = 2.0
 

@@ -21,7 +21,6 @@ import pandas as pd
 import psutil
 
 from benchlib.config.params import TelemetryParams
-from benchlib.records.rows import write_atomic
 from benchlib.measure.telemetry.bmc import NodePower, node_status_missing
 from benchlib.measure.telemetry.clock import is_this_host, url_host
 from benchlib.measure.telemetry.common import KINDS, NAN, WindowKind, check_kind, sensor_status
@@ -41,6 +40,7 @@ from benchlib.measure.telemetry.host import ProcessTree, Rapl, host_cpu_times, r
 from benchlib.measure.telemetry.nvml import Nvml
 from benchlib.measure.telemetry.soc import Hwmon, Powermetrics, ThermalZones, pressure_level, soc_power_sensor
 from benchlib.measure.telemetry.windows import Series, WindowArithmetic, WindowHandle
+from benchlib.records.rows import write_atomic
 
 
 class Telemetry(WindowArithmetic):

@@ -14,8 +14,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from benchlib.config import metrics
-from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR
 from benchlib.measure.telemetry.boundary import GPU_BOARD, window_boundary
+from benchlib.measure.telemetry.clock import CLOCK_FLAG_FACTOR
 from benchlib.measure.telemetry.common import NAN, is_number
 from benchlib.measure.telemetry.files import WINDOW_COLUMNS
 from benchlib.measure.telemetry.nvml import MEM_SOURCE_LABELS, POWER_INSTANT_SOURCE, POWER_USAGE_SOURCE, Gpu

@@ -14,9 +14,9 @@ from typing import Any, Callable
 import httpx
 
 from benchlib.config.params import BenchParams
+from benchlib.measure.client.timing import count_value
 from benchlib.measure.http.bounded import fetch
 from benchlib.measure.http.failures import RequestFailed, server_message
-from benchlib.measure.client.timing import count_value
 from benchlib.records.secrets import cut, scrub
 
 CONTEXT_MARGIN = 64  # tokens kept free besides the completion budget

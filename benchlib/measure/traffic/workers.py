@@ -35,9 +35,16 @@ import numpy as np
 
 from benchlib.config.params import RunSettings, ServerParams
 from benchlib.measure.client.backends import Backend, ChatRequest, make_backend
+from benchlib.measure.pacing.event_loop import (
+    SEND_LEAD_S,
+    LoopLagSampler,
+    paced,
+    pacer_scheduling,
+    pacers_started,
+    quiet_gc,
+    slot,
+)
 from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS, client_cpu_s, health_figures
-from benchlib.measure.pacing.event_loop import (SEND_LEAD_S, LoopLagSampler, paced, pacer_scheduling, pacers_started,
-                                        quiet_gc, slot)
 from benchlib.records.rows import RequestRecord
 
 SPAWN = multiprocessing.get_context("spawn")

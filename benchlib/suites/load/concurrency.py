@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from benchlib.analysis.attribution import level_attribution
-from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.load_levels import (
     CONCURRENCY_CSV,
     CONCURRENCY_TASK,
@@ -16,6 +15,7 @@ from benchlib.analysis.load_levels import (
     level_steady,
     level_window,
 )
+from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.records.rows import write_csv_atomic
 from benchlib.suites.load.common import read_previous, row_identity, simple_request
 from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes

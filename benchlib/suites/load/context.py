@@ -10,7 +10,6 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import (
     CONTEXT_CSV,
@@ -20,6 +19,7 @@ from benchlib.analysis.load_levels import (
     level_server_metrics,
     level_window,
 )
+from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.measure.traffic.prompt_fitting import (
     ServerTokenizer,
     context_targets,

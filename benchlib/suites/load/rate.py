@@ -34,13 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.measure.client.backends import ChatRequest
-from benchlib.suites.load.common import calibrate, read_previous, row_identity
-from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
-from benchlib.measure.selfcheck.client_health import client_health
 from benchlib.analysis.attribution import level_attribution
 from benchlib.analysis.load_levels import level_energy, level_server_metrics, level_steady, level_window
-from benchlib.measure.traffic.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.analysis.serving import (
     RATE_COLUMNS,
     RATE_CSV,
@@ -53,10 +48,15 @@ from benchlib.analysis.serving import (
     search_next,
     sweep_rates,
 )
+from benchlib.config.params import RateParams, SloParams
+from benchlib.measure.client.backends import ChatRequest
+from benchlib.measure.selfcheck.client_health import client_health
+from benchlib.measure.traffic.prompt_fitting import ServerTokenizer, filler_words, fit_to_tokens
 from benchlib.measure.traffic.workers import WorkerPool, merged_health, resolve_workers, split_jobs
 from benchlib.measure.traffic.workload import lengths, level_size, offsets
-from benchlib.config.params import RateParams, SloParams
 from benchlib.records.rows import write_atomic, write_csv_atomic
+from benchlib.suites.load.common import calibrate, read_previous, row_identity
+from benchlib.suites.load.fleet_levels import client_nodes, send_level_from_nodes
 from benchlib.suites.runner import Planned, Session, progress_bar
 
 RATE_PLAN = "rate_plan.json"

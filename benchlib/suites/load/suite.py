@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.suites.load.concurrency import run_concurrency_sweep
-from benchlib.suites.load.context import run_context_sweep
 from benchlib.analysis.load_levels import SUITE, frontier_figures
-from benchlib.suites.load.rate import run_rate_sweep
-from benchlib.suites.load.workloads import REPLAY_COLUMNS, TURN_COLUMNS, WORKLOAD_COLUMNS, run_workloads
 from benchlib.analysis.serving import RATE_COLUMNS, serving_figures
 from benchlib.config.params import BenchParams
 from benchlib.records.rows import STATUS_OK, write_csv_atomic
 from benchlib.records.run_folder import SUMMARY_CSV
+from benchlib.suites.load.concurrency import run_concurrency_sweep
+from benchlib.suites.load.context import run_context_sweep
+from benchlib.suites.load.rate import run_rate_sweep
+from benchlib.suites.load.workloads import REPLAY_COLUMNS, TURN_COLUMNS, WORKLOAD_COLUMNS, run_workloads
 from benchlib.suites.runner import Session, finish_suite, open_session
 
 

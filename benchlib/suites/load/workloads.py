@@ -40,18 +40,28 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis import stats
-from benchlib.analysis.load_levels import failure_text, level_energy, level_server_metrics, level_window, \
-    measured_rows
+from benchlib.analysis.load_levels import failure_text, level_energy, level_server_metrics, level_window, measured_rows
 from benchlib.analysis.serving import meets_slo, pooled_gaps, slo_text
 from benchlib.config import metrics
 from benchlib.config.params import SloParams, WorkloadParams
 from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.client.backends import ChatRequest
 from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS, client_health
-from benchlib.measure.traffic.prompt_fitting import CONTEXT_MARGIN, ServerTokenizer, context_window, filler_words, \
-    fit_to_tokens
-from benchlib.measure.traffic.traces import TraceRequest, read_trace, reuse_share, scaled_tokens, send_offsets, \
-    whole_blocks
+from benchlib.measure.traffic.prompt_fitting import (
+    CONTEXT_MARGIN,
+    ServerTokenizer,
+    context_window,
+    filler_words,
+    fit_to_tokens,
+)
+from benchlib.measure.traffic.traces import (
+    TraceRequest,
+    read_trace,
+    reuse_share,
+    scaled_tokens,
+    send_offsets,
+    whole_blocks,
+)
 from benchlib.measure.traffic.workload import rng_for
 from benchlib.records.rows import STATUS_OK, write_atomic, write_csv_atomic
 from benchlib.records.schema import numeric_column

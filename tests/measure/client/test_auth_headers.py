@@ -9,11 +9,10 @@ import httpx
 import pytest
 
 from benchlib.config.paths import resolve_data_path
-from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import make_backend
 from benchlib.measure.client.transcription import TranscriptionRequest
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import RequestRecord
-
 from tests.fakes.servers import FakeTranscriptionServer
 from tests.helpers import make_params, send
 

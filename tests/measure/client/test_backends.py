@@ -25,12 +25,11 @@ import httpx
 import pandas as pd
 import pytest
 
-from benchlib.measure.pacing import event_loop
 from benchlib.analysis import crosscheck
-from benchlib.measure.client.backends import make_backend, ollama_keep_alive
-from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings
 from benchlib.config.params import EmbeddedParams
-
+from benchlib.measure.client.backends import make_backend, ollama_keep_alive
+from benchlib.measure.pacing import event_loop
+from benchlib.measure.servers.llama_cpp import EmbeddedServer, parse_timings
 from tests.helpers import make_params, send
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchlib.measure.client import payloads
-from benchlib.measure.client.payloads import Payload, UnsupportedMedia, build_ollama_message, build_openai_content
 from benchlib.config.params import ServerParams
 from benchlib.config.paths import TESTDATA_DIR
+from benchlib.measure.client import payloads
+from benchlib.measure.client.payloads import Payload, UnsupportedMedia, build_ollama_message, build_openai_content
 
 GRID = Path("image/grid_a.png")
 SPEECH = Path("audio/speech_umbrella.wav")

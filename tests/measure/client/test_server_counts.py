@@ -9,7 +9,6 @@ import pytest
 
 from benchlib.measure.client.timing import MAX_CONTEXT_TOKENS, TOKENS_PER_DELTA, completion_limit
 from benchlib.suites.runner import run_suite
-
 from tests.helpers import send
 
 HUGE = {"prompt_tokens": 12, "completion_tokens": 10_000_000, "total_tokens": 10_000_012}

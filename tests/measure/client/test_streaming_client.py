@@ -15,12 +15,11 @@ import statistics
 import httpx
 import pytest
 
-from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import ChatRequest, make_backend
-from benchlib.measure.http.failures import RequestFailed
 from benchlib.measure.client.timing import MAX_ARGUMENT_DEPTH, StreamState, compute_rates, finalize
+from benchlib.measure.http.failures import RequestFailed
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import RequestRecord
-
 from tests.fakes.servers import closed_port
 from tests.helpers import make_params
 

@@ -12,10 +12,10 @@ import pytest
 
 from benchlib.config.paths import resolve_data_path
 from benchlib.config.tasks import load_tasks
-from benchlib.measure.pacing import event_loop
 from benchlib.measure.client.backends import make_backend
-from benchlib.measure.client.transcription import TranscriptionRequest
 from benchlib.measure.client.payloads import UnsupportedMedia
+from benchlib.measure.client.transcription import TranscriptionRequest
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import RequestRecord, read_requests
 from benchlib.suites.runner import TRANSCRIPTION_CSV, Session, run_suite
 from tests.fakes.servers import FakeTranscriptionServer

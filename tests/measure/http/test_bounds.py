@@ -14,15 +14,14 @@ import threading
 import httpx
 import pytest
 
-from benchlib.measure.pacing import event_loop
 from benchlib.measure import provenance
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.http.failures import RequestFailed
 from benchlib.measure.http.http_response import Exchange
+from benchlib.measure.pacing import event_loop
 from benchlib.measure.servers.prometheus import ServerMetrics
 from benchlib.measure.traffic.prompt_fitting import ServerTokenizer, TokenizerError
 from benchlib.records.rows import RequestRecord
-
 from tests.fakes.servers import FakeServer
 from tests.helpers import make_params
 

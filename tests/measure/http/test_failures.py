@@ -9,7 +9,6 @@ import time
 import pytest
 
 from benchlib.suites.runner import run_suite
-
 from tests.fakes.servers import closed_port
 from tests.helpers import make_params
 

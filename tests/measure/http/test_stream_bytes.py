@@ -13,13 +13,12 @@ import json
 
 import pytest
 
-from benchlib.measure.pacing import event_loop
-from benchlib.measure.http import wire
 from benchlib.measure.client.backends import ChatRequest, OllamaBackend, make_backend
-from benchlib.measure.http.failures import RequestFailed
 from benchlib.measure.client.timing import StreamState
+from benchlib.measure.http import wire
+from benchlib.measure.http.failures import RequestFailed
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import RequestRecord
-
 from tests.helpers import make_params
 
 PATHS = ["wire", "sdk"]

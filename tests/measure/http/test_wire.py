@@ -19,12 +19,11 @@ import httpx
 import numpy as np
 import pytest
 
-from benchlib.measure.pacing import event_loop
-from benchlib.measure.http import wire
 from benchlib.measure.client.backends import ChatRequest, make_backend
+from benchlib.measure.http import wire
 from benchlib.measure.http.failures import RequestFailed
+from benchlib.measure.pacing import event_loop
 from benchlib.records.rows import RequestRecord
-
 from tests.helpers import make_params
 
 

@@ -3,10 +3,10 @@ clip.cpp loads for a gemma3-type vision and a qwen2a-type audio encoder in one f
 for a language model of any n_embd, and a file small and reproducible enough to write at run time. The real
 llama-server taking it is in tests/integration/test_llama_server_real.py."""
 
+import gguf
 import numpy as np
 import pytest
 
-import gguf
 from benchlib.measure.models import projector
 from benchlib.measure.servers.llama_cpp import default_model_path
 

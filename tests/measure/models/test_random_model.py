@@ -5,11 +5,11 @@ generate. The ~4B size is the same code with other numbers; it is written on the
 
 import dataclasses
 
+import gguf
 import numpy as np
 import pytest
-
-import gguf
 from llama_cpp import Llama  # `make test` installs the embedded extra; its absence must fail, not skip
+
 from benchlib.measure.models import random_model
 from benchlib.measure.servers.llama_cpp import packaged_model_path
 

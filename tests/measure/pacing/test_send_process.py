@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from benchlib.measure.selfcheck import client_health
 from benchlib.measure.pacing import send_process
+from benchlib.measure.selfcheck import client_health
 
 
 @pytest.fixture

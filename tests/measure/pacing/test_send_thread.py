@@ -19,12 +19,10 @@ import httpx
 import numpy as np
 import pytest
 
-from benchlib.measure.pacing import event_loop
-from benchlib.measure.pacing import send_process
-from benchlib.measure.http import wire
 from benchlib.measure.client.backends import ChatRequest, make_backend
+from benchlib.measure.http import wire
+from benchlib.measure.pacing import event_loop, send_process
 from benchlib.records.rows import RequestRecord
-
 from tests.helpers import make_params
 
 LEAD_NS = 5_000_000

@@ -15,7 +15,6 @@ from benchlib.paper.systems import all_systems, task_catalog, task_metrics_long
 from benchlib.paper.tables import latency_accuracy_table
 from benchlib.suites.runner import run_suite
 from benchlib.views import suite_report
-
 from tests.fakes.synthetic_run import write_synthetic_run
 
 

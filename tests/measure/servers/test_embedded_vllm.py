@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from benchlib.analysis import frontier
+from benchlib.config.params import EmbeddedParams, ParamsError, validate
+from benchlib.measure.models.quantize import file_sha256
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, default_model_path
 from benchlib.measure.servers.vllm import CHAT_TEMPLATE, VllmServer, hf_copy
 from benchlib.paper.runs import load_runs
 from benchlib.paper.systems import run_systems
-from benchlib.config.params import EmbeddedParams, ParamsError, validate
-from benchlib.measure.models.quantize import file_sha256
 from benchlib.suites.runner import run_suite
 
 

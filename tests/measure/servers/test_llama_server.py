@@ -16,11 +16,10 @@ import pytest
 
 from benchlib.config.params import EmbeddedParams, ParamsError, load_params, validate
 from benchlib.config.paths import PROJECT_ROOT
-from benchlib.measure.servers.prometheus import ServerMetrics
 from benchlib.measure.servers import llama_server
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, group_members
 from benchlib.measure.servers.llama_server import CHAT_TEMPLATE, CMAKE_FLAGS, LlamaServer
-
+from benchlib.measure.servers.prometheus import ServerMetrics
 from tests.measure.models.test_projector import tiny_model
 
 

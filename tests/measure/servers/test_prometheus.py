@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 from benchlib.analysis import crosscheck
-from benchlib.measure.client.timing import StreamState
 from benchlib.analysis.crosscheck import check_server_metrics
-from benchlib.suites.runner import run_suite
+from benchlib.measure.client.timing import StreamState
 from benchlib.measure.servers.prometheus import (
     SERVER_METRICS_COLUMNS,
     SERVER_METRICS_CSV,
@@ -25,7 +24,7 @@ from benchlib.measure.servers.prometheus import (
     software_of,
     window_row,
 )
-
+from benchlib.suites.runner import run_suite
 from tests.fakes.servers import FakeServer, render_metrics
 
 COUNTS = {"requests": 4, "prompt": 40, "generation": 64, "ttft": 0.2, "itl": 0.6, "itl_n": 60, "e2e": 1.0,

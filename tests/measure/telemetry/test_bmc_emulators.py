@@ -16,9 +16,9 @@ from benchlib.measure.telemetry import Telemetry, read_windows
 from benchlib.measure.telemetry.bmc import NODE_POWER_CSV
 from benchlib.measure.telemetry.boundary import NODE_INPUT
 from benchlib.measure.telemetry.node_energy import power_energy
-from benchlib.suites.load import concurrency
 from benchlib.paper.runs import load_runs
 from benchlib.paper.systems import run_systems
+from benchlib.suites.load import concurrency
 from benchlib.suites.runner import open_session, run_suite
 from tests.measure.telemetry.bmc_emulators import (
     IPMI_PASSWORD,

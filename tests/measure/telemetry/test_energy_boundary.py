@@ -7,10 +7,8 @@ import time
 from pathlib import Path
 
 from benchlib.config.params import TelemetryParams
-from benchlib.measure.telemetry import WINDOW_COLUMNS, Telemetry, read_windows
-from benchlib.measure.telemetry import boundary
+from benchlib.measure.telemetry import WINDOW_COLUMNS, Telemetry, boundary, read_windows
 from benchlib.measure.telemetry.soc import Hwmon
-
 from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml
 from tests.measure.telemetry.test_soc_sensors import ORIN, ina3221
 

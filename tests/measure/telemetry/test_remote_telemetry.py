@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 
 from benchlib.config.params import ParamsError, TelemetryParams
-from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, read_telemetry
-from benchlib.measure.telemetry import clock
+from benchlib.measure.telemetry import RemoteTelemetry, Telemetry, clock, read_telemetry
 from benchlib.measure.telemetry.agent import CONNECTION_THREAD, AgentSampler, AgentServer, serve
 from benchlib.measure.telemetry.clock import measure_offset
 from benchlib.suites import runner

@@ -12,10 +12,14 @@ import pytest
 from benchlib.config.params import TelemetryParams
 from benchlib.measure.telemetry import WINDOW_COLUMNS, Telemetry, read_windows
 from benchlib.measure.telemetry.files import append_window_row
-from benchlib.measure.telemetry.soc import Hwmon, Powermetrics, ThermalZones, parse_powermetrics_sample, powermetrics_command
-
+from benchlib.measure.telemetry.soc import (
+    Hwmon,
+    Powermetrics,
+    ThermalZones,
+    parse_powermetrics_sample,
+    powermetrics_command,
+)
 from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml
-
 
 FAKES = Path(__file__).resolve().parents[2] / "fakes"
 FIXTURES = FAKES / "fixtures"

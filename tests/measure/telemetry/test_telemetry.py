@@ -17,11 +17,22 @@ import pytest
 
 from benchlib.analysis.task_stats import add_token_efficiency
 from benchlib.config.params import TelemetryParams
-from benchlib.measure.telemetry import TELEMETRY_COLUMNS, WINDOW_COLUMNS, Telemetry, read_telemetry, read_windows, select_gpus
+from benchlib.measure.telemetry import (
+    TELEMETRY_COLUMNS,
+    WINDOW_COLUMNS,
+    Telemetry,
+    read_telemetry,
+    read_windows,
+    select_gpus,
+)
 from benchlib.measure.telemetry.host import Rapl
-
-from tests.fakes.fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, UnsupportedEverywhere, all_unsupported_gpu
-
+from tests.fakes.fake_nvml import (
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    FakeGpu,
+    FakeNvml,
+    UnsupportedEverywhere,
+    all_unsupported_gpu,
+)
 
 FAST = TelemetryParams(power_hz=50, slow_hz=10)
 
