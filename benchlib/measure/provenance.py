@@ -246,7 +246,7 @@ def _ollama(params: BenchParams, client: httpx.Client, root: str, info: dict[str
                      "context_length_trained": context, "capabilities": (show or {}).get("capabilities")}
 
 
-def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str, Any], session: Any) -> None:
+def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str, Any]) -> None:
     errors = info["errors"]
     kind = params.server.kind
     profile = params.server.profile()
@@ -293,7 +293,7 @@ def _openai(params: BenchParams, client: httpx.Client, root: str, info: dict[str
     if kind == "embedded" and params.server.embedded.engine == "whisper":  # a CTranslate2 folder, not a GGUF
         model.update(_whisper_model(params))
     elif kind == "embedded":
-        model.update(_embedded_model(params, session))
+        model.update(_embedded_model(params))
     else:
         model.update(_served_weights(params, model))
     info["version"] = version
@@ -327,7 +327,7 @@ def _served_weights(params: BenchParams, model: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def _embedded_model(params: BenchParams, session: Any) -> dict[str, Any]:
+def _embedded_model(params: BenchParams) -> dict[str, Any]:
     """The GGUF behind the embedded server: path, size, and the sha256 its package pins (no re-hashing)."""
     out: dict[str, Any] = {}
     path = params.server.embedded.model_path
@@ -400,7 +400,7 @@ def server_state(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S) -> dic
     return state
 
 
-def server_info(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S, session: Any = None) -> dict[str, Any]:
+def server_info(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
     """What the server says about itself (see the module docstring); every probe is best-effort."""
     base = params.server.base_url.rstrip("/")
     info: dict[str, Any] = {"kind": params.server.kind, "software": params.server.software, "base_url": base,
@@ -414,7 +414,7 @@ def server_info(params: BenchParams, timeout_s: float = PROBE_TIMEOUT_S, session
         if params.server.kind == "ollama":
             _ollama(params, client, params.server.root_url(base), info)
         else:
-            _openai(params, client, params.server.root_url(base), info, session)
+            _openai(params, client, params.server.root_url(base), info)
     if not info["errors"]:
         del info["errors"]
     return info
@@ -429,11 +429,11 @@ def _iso(unix: float | None) -> str | None:
 
 def build_manifest(params: BenchParams, run_id: str, suite: str, started_unix: float,
                    extra: dict[str, Any] | None = None, *, server_before: dict[str, Any] | None = None,
-                   session: Any = None, nvml: Any = None,
+                   nvml: Any = None,
                    probe: Callable[..., dict[str, Any]] | None = None) -> dict[str, Any]:
     """The manifest as a dict (already redacted; `write_manifest` also scrubs and checks the text)."""
     finished = time.time()
-    server = (probe or server_info)(params, session=session)
+    server = (probe or server_info)(params)
     if params.server.kind == "ollama":
         server["state_before"] = server_before
         server["state_after"] = server_state(params)
@@ -529,7 +529,7 @@ def write_manifest(session: ManifestSource, nvml: Any = None) -> dict[str, Any]:
         extra["server_metrics"] = {"url": scraper.url, "software": scraper.software, "available": scraper.available,
                                    "reason": scraper.reason, "poll_s": scraper.poll_s}
     data = build_manifest(session.params, session.run_id, session.suite, session.started_unix, extra,
-                          server_before=getattr(session, "server_before", None), session=session, nvml=nvml)
+                          server_before=getattr(session, "server_before", None), nvml=nvml)
     folder = RunFolder(session.out_dir)
     data["parts"] = _earlier_parts(folder, session.run_id) + [_part(data)]
     text = to_json(data, session.params)
