@@ -7,7 +7,7 @@ outputs/<host>/<model>/<suite>/
     summary.csv     per-task statistics, rewritten atomically at the end
     windows.csv     telemetry windows (idle, loaded, one per task) with energy and tokens per joule
     telemetry.csv   the sampler's time series
-    provenance.json   provenance: params (no secrets), versions, server, git commit
+    manifest.json   provenance: params (no secrets), versions, server, git commit
     server.log      the embedded server's log
     transcription.csv  per clip word errors, e2e and real-time factor, and each task's corpus WER (audio suite)
 """

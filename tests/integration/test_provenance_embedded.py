@@ -1,4 +1,4 @@
-"""provenance.json from the real embedded llama.cpp server: its version, model digest and size, OpenMP settings,
+"""manifest.json from the real embedded llama.cpp server: its version, model digest and size, OpenMP settings,
 the host's bandwidth and git commit, and never the API key."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_manifest_from_the_real_embedded_server(tmp_path, monkeypatch):
     assert b"GOMP_SPINCOUNT=1000" in environ
     assert data["embedded_server"]["openmp"] == {"GOMP_SPINCOUNT": "1000"}
     assert data["embedded_server"]["command"][1:3] == ["-m", "llama_cpp.server"]
-    text = (tmp_path / "provenance.json").read_text()
+    text = (tmp_path / "manifest.json").read_text()
     assert json.loads(text) == data
     assert {"run_id", "suite", "params_file", "params", "started", "finished", "started_unix", "finished_unix",
             "git_commit", "python", "platform", "cpu", "host", "packages", "server", "api_key_env"} <= set(data)

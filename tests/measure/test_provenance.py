@@ -1,4 +1,4 @@
-"""provenance.json: provenance from the server's own endpoints, host/GPU facts, and never a secret.
+"""manifest.json: provenance from the server's own endpoints, host/GPU facts, and never a secret.
 
 Fake-server tests cover the documented shapes (Ollama /api/version, /api/tags, /api/show, /api/ps; llama.cpp
 /props; see measure/test_backends.py for the references); integration/test_provenance_embedded.py reads the real
@@ -90,7 +90,7 @@ def test_no_secret_reaches_the_manifest(fake_server, tmp_path, monkeypatch):
         "extra_body": {"api_key": SECRET, "note": f"Bearer {SECRET}", "fake": {}}})
     session = SimpleNamespace(params=params, run_id="r", suite="text", started_unix=time.time(), out_dir=tmp_path)
     data = provenance.write_manifest(session, nvml=FakeNvml())
-    text = (tmp_path / "provenance.json").read_text()
+    text = (tmp_path / "manifest.json").read_text()
     assert SECRET not in text and SECRET not in json.dumps(data)
     assert data["params"]["server"]["api_key_env"] == "FB_MANIFEST_TEST_KEY"
     assert data["params"]["server"]["extra_body"]["api_key"] == "***"
