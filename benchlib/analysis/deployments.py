@@ -225,7 +225,7 @@ def _speed_intervals(requests: pd.DataFrame | None, ident: Mapping[str, Any], su
     for column, source, scale in (("decode_tps", "decode_tps", 1.0), ("ttft_ms", "ttft_s", 1e3)):
         values = pd.to_numeric(rows[source], errors="coerce") * scale if source in rows else pd.Series(dtype=float)
         groups = [values[rows["task"] == t].dropna().to_numpy() for t in rows["task"].unique()]
-        _, out[f"{column}_lo"], out[f"{column}_hi"] = stats.stratified_mean_interval(groups)
+        _, out[f"{column}_lo"], out[f"{column}_hi"] = stats.stratified_mean_interval(groups, floor=0.0)
         out[f"{column}_n"] = float(values.notna().sum())
     return out
 
@@ -249,7 +249,7 @@ def _reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, floa
     groups = [g for g in groups if len(g)]
     if not groups:
         return np.nan, np.nan, np.nan
-    mean, low, high = stats.stratified_mean_interval(groups)
+    mean, low, high = stats.stratified_mean_interval(groups, floor=0.0)  # a time or a rate: never below 0
     return (float(np.mean([g.mean() for g in groups])), np.nan, np.nan) if np.isnan(mean) else (mean, low, high)
 
 

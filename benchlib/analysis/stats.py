@@ -159,10 +159,12 @@ def bootstrap_interval(values: Iterable[float], statistic: str = "mean") -> tupl
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def stratified_mean_interval(groups: Iterable[np.ndarray]) -> tuple[float, float, float]:
+def stratified_mean_interval(groups: Iterable[np.ndarray], floor: float | None = None) -> tuple[float, float, float]:
     """(mean of the group means, low, high): the 95 % t interval of a mean of task means, each task's variance
     from its own requests (Welch–Satterthwaite degrees of freedom) — the interval of a deployment's figure that
-    averages its tasks. Groups of fewer than 2 values are left out; no interval without one."""
+    averages its tasks. Groups of fewer than 2 values are left out; no interval without one. `floor`: the least
+    the figure can be (0 for a time or a rate): a few requests per task can stretch a t interval below it, and the
+    part below holds no value the figure can take, so it is cut there (the interval still covers at 95 %)."""
     kept = [np.asarray(g, dtype=float) for g in groups]
     kept = [g[~np.isnan(g)] for g in kept]
     kept = [g for g in kept if len(g) >= 2]
@@ -176,7 +178,8 @@ def stratified_mean_interval(groups: Iterable[np.ndarray]) -> tuple[float, float
         return mean, mean, mean
     dof = variance ** 2 / sum(p ** 2 / (len(g) - 1) for p, g in zip(parts, kept))
     half = float(scipy_stats.t.isf((1 - CONFIDENCE) / 2, dof)) * math.sqrt(variance)
-    return mean, mean - half, mean + half
+    low = mean - half if floor is None else max(floor, mean - half)
+    return mean, low, mean + half
 
 
 def wilson_interval(passed: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:

@@ -321,3 +321,17 @@ def test_decision_inputs_carry_the_interval_of_the_mean_of_task_means():
     mean, low, high = stats.stratified_mean_interval([np.arange(20.0, 24.0)] * 2)
     assert (cand["decode_tps_lo"], cand["decode_tps_hi"]) == pytest.approx((low, high))
     assert low < 21.5 < high and cand["ttft_ms_lo"] < 250 < cand["ttft_ms_hi"]
+
+
+def test_a_time_or_rate_interval_stops_at_zero_where_few_requests_stretch_it_below():
+    """Two requests a task of very different TTFT: the t interval runs below 0 ms, which no TTFT can be; the
+    deployment's interval is cut at 0 there, its upper end and the mean unchanged."""
+    groups = [np.array([50.0, 900.0]), np.array([40.0, 700.0])]
+    mean, low, high = stats.stratified_mean_interval(groups)
+    assert low < 0
+    assert stats.stratified_mean_interval(groups, floor=0.0) == (mean, 0.0, high)
+    rows = [RequestRecord(task=t, request_key=f"{t}{i}", ttft_s=v / 1e3, decode_tps=20.0, host="h", model="m",
+                          suite="text").to_row() for t, g in zip("ab", groups) for i, v in enumerate(g)]
+    frame = pd.DataFrame(rows)
+    cand = deployments.decision_inputs(task_stats.summarize_requests(frame), requests=frame).iloc[0]
+    assert cand["ttft_ms_lo"] == 0.0 and cand["ttft_ms_hi"] == pytest.approx(high)
