@@ -89,8 +89,8 @@ PER_TASK = "; per task"  # where a speed verdict's evidence turns to each task (
 
 def speed_lines(frame: pd.DataFrame, a: str, b: str, labels: Mapping[str, str]) -> list[str]:
     """A pair's speed verdicts (analysis.host, the words and evidence the report's "On this host" gives): one
-    'decode speed: smollm2-135m faster — decode rate ratio 2.00× [1.80×–2.20×] on the same 10 prompts (…)' each, the
-    evidence task by task left to the report (PER_TASK)."""
+    'decode speed: smollm2-135m faster — decode rate 2.00× [1.80×–2.20×] the other's on the same 10 prompts (…)'
+    each, the evidence task by task left to the report (PER_TASK)."""
     rows = frame[(frame["a"] == a) & (frame["b"] == b) & frame["axis"].isin(SPEED_AXES)
                  & (frame["better"] != host.NOT_MEASURED)]
     return [f"  {r.words}: {glance.relabel(str(r.note), labels)} — "

@@ -63,7 +63,7 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     p = paired.mcnemar_exact(RIGHT, 0)
     assert pair.startswith(f"**{FAST_LABEL}** against **{SLOW_LABEL}**: decode speed 31.0 [")
     # decided prompt by prompt: the slow one decodes at half the rate on each of the same 6 prompts
-    assert (f"tok/s ({FAST_LABEL} faster: decode rate ratio 2.00× [2.00×–2.00×] on the same 6 prompts (paired sign-flip "
+    assert (f"tok/s ({FAST_LABEL} faster: decode rate 2.00× [2.00×–2.00×] the other's on the same 6 prompts (paired sign-flip "
             "test, tasks weighted equally))") in pair
     assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
             and f"p = {fmt(p, '.2g')} ({FAST_LABEL} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "

@@ -90,7 +90,7 @@ def test_the_closing_summary_fits_one_screen(study_output):
     assert verdict == ("verdict: smollm2-135m dominates gemma3-270m (faster decode, better answers; equivalent on time "
                        "to first token)")  # analysis.host's words, each name by its label
     decode, ttft, answers = whole[whole.index(verdict) + 1:whole.index(verdict) + 4]
-    assert decode.startswith("  decode speed: smollm2-135m faster — decode rate ratio 0.50× [0.50×–0.50×] on the same "
+    assert decode.startswith("  decode speed: smollm2-135m faster — decode rate 2.00× [2.00×–2.00×] the other's on the same "
                              "6 prompts") and "per task" not in decode  # each task's evidence is the report's
     assert ttft.startswith("  time to first token: equivalent within ±10% — ")
     assert answers.startswith("  answers, item by item: smollm2-135m 83% vs gemma3-270m 25% on the same 12 items: "
