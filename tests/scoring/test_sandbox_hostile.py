@@ -158,7 +158,7 @@ def test_the_home_folder_is_seen_empty_or_not_at_all_but_the_interpreter_works(m
 def test_a_key_in_the_checkers_words_never_reaches_requests_csv(params_for, outputs, monkeypatch):
     """Whatever a checker says (code it ran printed the key, say) is scrubbed like every other field."""
     monkeypatch.setenv("FB_SANDBOX_TEST_KEY", KEY)
-    monkeypatch.setattr(runner.scoring, "score", lambda *a, **k: Verdict(False, 0.0, f"printed {KEY} here",
+    monkeypatch.setattr(runner.checkers, "score", lambda *a, **k: Verdict(False, 0.0, f"printed {KEY} here",
                                                                             f"answer {KEY}"))
     params = params_for({"tokens": 2, "ttft": 0.001}, tasks=["basic_qa"], server={"api_key_env": "FB_SANDBOX_TEST_KEY"})
     result = run_suite(params, "text", progress=False)

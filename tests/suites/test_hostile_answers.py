@@ -31,7 +31,7 @@ def test_a_checker_that_raises_records_check_error_with_the_reason(params_for, o
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
 
-    monkeypatch.setattr(runner.scoring, "score", broken)
+    monkeypatch.setattr(runner.checkers, "score", broken)
     params = params_for({"tokens": 2, "ttft": 0.001}, tasks=["basic_qa"], run={"repeats": 2})
     result = run_suite(params, "text", progress=False)
     assert result.requests["status"].tolist() == ["ok", "ok"]

@@ -170,7 +170,9 @@ def test_the_paper_has_the_ladder_table_law_and_figure_only_when_a_ladder_ran(tm
     root = tmp_path / "outputs"
     write_ladder(root)
     runs = load_runs(root)
-    monkeypatch.setattr(runs, "requests", requests_for())
+    requests = requests_for()  # named by each deployment's name, as load_runs names every frame's rows
+    requests["system"] = [runs.name(host, model) for host, model in zip(requests["host"], requests["model"])]
+    monkeypatch.setattr(runs, "requests", requests)
     paper = assembly.build_tables(assembly.load_reference_sets(), runs)
     table = paper["ladder"].display
     assert list(table["rung"]) == ["q2_k", "q4_k_m", "q8_0"]

@@ -74,7 +74,7 @@ def test_the_run_id_follows_the_measuring_code_not_the_paper(tmp_path):
     assert before == params_module.code_version()
     figure = copy / "paper" / "frontier_figure.py"
     figure.write_text(figure.read_text(encoding="utf-8") + "\n# a caption edited\n", encoding="utf-8")
-    summary = copy / "analysis" / "summary.py"
+    summary = copy / "analysis" / "task_stats.py"
     summary.write_text(summary.read_text(encoding="utf-8") + "\n# a table changed\n", encoding="utf-8")
     assert params_module.code_version(copy) == before
     checkers = copy / "scoring" / "checkers.py"

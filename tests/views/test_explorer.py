@@ -1,5 +1,5 @@
 """Request explorer: runs and requests listed from outputs/, media resolved through the task files, metrics,
-verdicts, the telemetry timeline, the cascading dropdowns, and notebooks/explorer_view.ipynb through papermill."""
+verdicts, the telemetry timeline, the cascading dropdowns, and notebooks/explore.ipynb through papermill."""
 
 from __future__ import annotations
 
@@ -142,9 +142,9 @@ def test_dropdowns_cascade(root):
 
 
 def test_explore_notebook_runs_through_papermill(root, tmp_path):
-    notebook = NOTEBOOKS_DIR / "explorer_view.ipynb"
+    notebook = NOTEBOOKS_DIR / "explore.ipynb"
     assert "outputs_dir" in papermill.inspect_notebook(str(notebook))
-    executed = tmp_path / "explorer_view.ipynb"
+    executed = tmp_path / "explore.ipynb"
     execute_notebook(notebook, executed, {"outputs_dir": str(root)}, progress=False)  # as `frontier-bench` runs one
     cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
