@@ -42,12 +42,12 @@ def parameters_cell() -> str:
 PARAMETERS = parameters_cell()
 
 DERIVED = '''\
-from benchlib.config import params
+from benchlib.config.params import from_notebook
 from benchlib.suites import runner
 from benchlib.views import evidence, suite_report
 
-params = params.from_notebook(params_file, host=host, server=server, run=run, tasks=tasks,
-                                    telemetry=telemetry, sweep=sweep, thresholds=thresholds)
+params = from_notebook(params_file, host=host, server=server, run=run, tasks=tasks, telemetry=telemetry,
+                       sweep=sweep, thresholds=thresholds)
 SUITE = "{suite}"
 print(f"{{SUITE}} suite · {{params.server.model}} on {{params.host.name}} · run id {{params.identity()}}")
 '''
