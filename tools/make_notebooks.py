@@ -1,11 +1,14 @@
 """Write the suite notebooks from one template, so every suite declares the same parameters cell.
 
-Run after changing the template: `.venv/bin/python tools/make_notebooks.py`. Notebooks are written
-without outputs. Hand edits to a generated notebook are overwritten; change the template here.
+Run after changing the template: `.venv/bin/python tools/make_notebooks.py` (`make notebooks`); `--out DIR` writes
+them elsewhere (tests/project/test_notebooks_generated.py compares that with notebooks/). Notebooks are written
+without outputs. Hand edits to a generated notebook are overwritten; change the template here. notebooks/explore.ipynb
+is not generated (it shares nothing with the suites).
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import nbformat
@@ -170,12 +173,25 @@ def load_notebook() -> nbformat.NotebookNode:
     return _notebook(cells)
 
 
-def main() -> None:
-    for suite in SUITES:
-        nbformat.write(suite_notebook(suite), NOTEBOOKS / f"{suite}.ipynb")
-        print(f"wrote notebooks/{suite}.ipynb")
-    nbformat.write(load_notebook(), NOTEBOOKS / "load.ipynb")
-    print("wrote notebooks/load.ipynb")
+def notebooks() -> dict[str, nbformat.NotebookNode]:
+    """Every generated notebook by its file name."""
+    return {**{f"{suite}.ipynb": suite_notebook(suite) for suite in SUITES}, "load.ipynb": load_notebook()}
+
+
+def write(out_dir: Path = NOTEBOOKS) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, notebook in notebooks().items():
+        nbformat.write(notebook, out_dir / name)
+        written.append(out_dir / name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=NOTEBOOKS, help="folder to write into (default: notebooks/)")
+    for path in write(parser.parse_args(argv).out):
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":
