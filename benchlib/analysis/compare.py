@@ -129,9 +129,18 @@ def _speed_change(a: pd.DataFrame, b: pd.DataFrame, column: str, margin: float) 
     verdict = speed_verdicts.compare(pd.concat([prompts(a, "A"), prompts(b, "B")], ignore_index=True), "B", "A",
                                      column, margin)
     word = verdict.relative()
-    return {"change": (verdict.ratio - 1) * 100, "change_lo": (verdict.ratio_lo - 1) * 100,
-            "change_hi": (verdict.ratio_hi - 1) * 100, "verdict": word, "paired": verdict.paired,
-            "evidence": verdict.evidence(per_task=True), "bad": verdict.word == speed_verdicts.SLOWER}
+    found = {"change": (verdict.ratio - 1) * 100, "change_lo": (verdict.ratio_lo - 1) * 100,
+             "change_hi": (verdict.ratio_hi - 1) * 100, "verdict": word, "paired": verdict.paired,
+             "evidence": verdict.evidence(per_task=True), "bad": verdict.word == speed_verdicts.SLOWER}
+    if verdict.paired and "request_key" in a and "request_key" in b:
+        # a paired change is measured on the prompts both sent: the values beside it are those prompts' means, so
+        # the two cannot point different ways because one side also sent prompts the other did not
+        va, vb = (rows.assign(value=pd.to_numeric(rows[column], errors="coerce")).dropna(subset=["value"])
+                  .drop_duplicates("request_key", keep="last").set_index("request_key")["value"] for rows in (a, b))
+        shared = va.index.intersection(vb.index)
+        if len(shared):
+            found.update(a=float(va[shared].mean()), b=float(vb[shared].mean()), n_a=len(shared), n_b=len(shared))
+    return found
 
 
 def _share_change(a: pd.DataFrame, b: pd.DataFrame) -> dict:
@@ -140,11 +149,14 @@ def _share_change(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     items_a, items_b = (paired.outcomes(paired.item_results(rows.assign(system=name)), name)
                         for rows, name in ((a, "A"), (b, "B")))
     both = paired.compare(items_b, items_a, "B", "A") if items_a and items_b else None
+    shown: dict = {}
     if both is not None and both.n:
         low, high, change = both.difference_lo, both.difference_hi, both.difference
         evidence = both.line()
         decided = both.winner != 0
         is_paired = True
+        # the items both answered: their accuracies beside the change measured on them
+        shown = {"a": both.accuracy_b, "b": both.accuracy_a, "n_a": both.n, "n_b": both.n}
     else:
         va, vb = _values(a, "passed", "share"), _values(b, "passed", "share")
         if not len(va) or not len(vb):
@@ -158,8 +170,10 @@ def _share_change(a: pd.DataFrame, b: pd.DataFrame) -> dict:
         evidence, decided, is_paired = "unpaired: no item both answered (Newcombe's hybrid score interval)", \
             low > 0 or high < 0, False
     word = (BETTER if change > 0 else WORSE) if decided else "undecided"
+    if is_paired and not decided and (low > 0 or high < 0):  # paired.py's rule asks both: say which one held back
+        word += f" (the interval excludes 0, McNemar's exact p = {both.p_value:.2g} does not reject)"
     return {"change": change * 100, "change_lo": low * 100, "change_hi": high * 100, "verdict": word,
-            "paired": is_paired, "evidence": evidence, "bad": word == WORSE}
+            "paired": is_paired, "evidence": evidence, "bad": word == WORSE, **shown}
 
 
 def _values(rows: pd.DataFrame, column: str, kind: str) -> np.ndarray:
@@ -247,7 +261,12 @@ def parse_same(texts: list[str] | None, a: pd.DataFrame, b: pd.DataFrame) -> dic
         left, sep, right = text.partition("=")
         if not sep or not left or not right:
             raise CompareError(f"--same {text}: write A_NAME=B_NAME (a deployment's model folder, or host/folder)")
-        mapping[_resolve(b, right, "B", text)] = _resolve(a, left, "A", text)
+        mine, theirs = _resolve(b, right, "B", text), _resolve(a, left, "A", text)
+        named = set(zip(b["host"], b["deployment"]))
+        if theirs in named and theirs != mine:  # renaming would pool two of B's deployments into one
+            raise CompareError(f"--same {text}: B has a deployment named {theirs[1]!r} already, so its rows and "
+                               f"{mine[1]!r}'s would be pooled; give A and B as two results folders")
+        mapping[mine] = theirs
     return mapping
 
 

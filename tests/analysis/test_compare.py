@@ -205,3 +205,51 @@ def test_compare_reads_at_a_glance(two_names, tmp_path):
     assert page.index("<details><summary>7 rows in one study only") > page.index("</table>")
     assert compare.tone("better beyond noise") == "better" and compare.tone("within noise") == ""
     assert compare.tone("faster (×1.8)") == "better" and compare.tone("slower") == "worse"  # the words to come too
+
+
+def test_a_paired_change_shows_the_means_of_the_prompts_both_sent():
+    """B sent the ten prompts A sent, each faster, and ten slow ones of its own: all of B's requests average slower
+    than A's, but the paired change (on the ten both sent) is faster — and the values beside it are those ten's, so
+    the two read the same way."""
+    def rows(keys, ttft):
+        return pd.DataFrame({"host": "h", "deployment": "m", "suite": "text", "task": "t", "request_key": keys,
+                             "status": "ok", "passed": np.nan, "decode_tps": np.nan, "ttft_s": ttft,
+                             "e2e_s": np.nan})
+    shared = [f"p{i}" for i in range(10)]
+    a = rows(shared, [0.20 + 0.001 * i for i in range(10)])
+    b = pd.concat([rows(shared, [0.15 + 0.001 * i for i in range(10)]),
+                   rows([f"q{i}" for i in range(10)], [0.50] * 10)], ignore_index=True)
+    assert b["ttft_s"].mean() > a["ttft_s"].mean()
+    ttft = compare.compare(a, b).set_index("metric").loc["ttft_s"]
+    assert ttft["paired"] and ttft["verdict"].startswith("faster") and ttft["change_hi"] < 0
+    assert (ttft["n_a"], ttft["n_b"]) == (10, 10) and ttft["b"] < ttft["a"]
+
+
+def test_an_accuracy_the_exact_test_cannot_decide_says_so_beside_an_interval_that_excludes_0():
+    """4 of 4 against 1 of 4 on the same items: the score interval excludes 0, McNemar's exact test (p = 0.25) does
+    not reject, so the verdict is undecided and says which test held it back."""
+    def rows(passed):
+        return pd.DataFrame({"host": "h", "deployment": "m", "suite": "quality", "task": "set", "status": "ok",
+                             "variant": [f"v{i}" for i in range(4)], "repeat": 0, "request_key": [f"k{i}" for i in
+                                                                                                 range(4)],
+                             "checker": "graded_exact", "passed": passed, "decode_tps": np.nan, "ttft_s": np.nan,
+                             "e2e_s": np.nan})
+    acc = compare.compare(rows([True] * 4), rows([True, False, False, False])).set_index("metric").loc["accuracy"]
+    assert acc["paired"] and acc["change_hi"] < 0
+    assert acc["verdict"].startswith("undecided (the interval excludes 0, McNemar's exact p = 0.25")
+    assert compare.tone(acc["verdict"]) == ""
+
+
+def test_same_refuses_to_pool_two_of_bs_deployments(two_names, tmp_path, capsys):
+    """One root as both A and B holds both names: mapping one onto the other would pool two deployments' rows."""
+    a, b = two_names
+    both = tmp_path / "both"
+    for root in (a, b):
+        for path in root.rglob("requests.csv"):
+            target = both / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    assert cli_main(["compare", str(both), str(both), "--same", "SmolLM2=smollm2+demo",
+                     "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "would be pooled" in err and "two results folders" in err
