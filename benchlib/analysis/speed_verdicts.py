@@ -140,12 +140,12 @@ class SpeedVerdict:
             return self.note or "no request both measured"
         unit = metrics.metric(self.metric).label
         # where the word names the faster one, its figure against the other's, so the ratio reads with the word
-        # ("B faster — time to first token 0.50× the other's"); else A ÷ B, as "A vs B" names them
+        # ("B faster — time to first token 0.50× the other's"); else the ratio names its two sides
         shown = self.turned() if self.word == SLOWER else self
         interval = (f" [{_x(shown.ratio_lo)}–{_x(shown.ratio_hi)}]" if not math.isnan(shown.ratio_lo)
                     else " (no finite 95 % interval)")
         ratio = (f"{unit} {_x(shown.ratio)}{interval} the other's" if self.word in (FASTER, SLOWER)
-                 else f"{unit} ratio {_x(self.ratio)}{interval}")
+                 else f"{unit} ratio {self.a} ÷ {self.b} {_x(self.ratio)}{interval}")
         how = (f"on the same {self.n} prompts (paired sign-flip test, tasks weighted equally)" if self.paired else
                f"unpaired, {self.n} requests on the smaller side (Welch on log values, by task)")
         text = f"{ratio} {how}"

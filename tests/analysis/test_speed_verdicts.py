@@ -29,7 +29,7 @@ def test_the_issues_pair_is_no_tie_but_undecided_with_its_per_task_evidence():
     assert by_task["reasoning"].ratio == pytest.approx(math.exp(np.mean(np.log([29.4 / 56.8, 29.9 / 77.7]))))
     assert all(t.word == speed_verdicts.UNDECIDED and t.n == 2 for t in verdict.tasks)  # 2 prompts a task decide nothing
     line = verdict.line()
-    assert line.startswith("SmolLM2 vs Gemma undecided: decode rate ratio 1.48× [")
+    assert line.startswith("SmolLM2 vs Gemma undecided: decode rate ratio SmolLM2 ÷ Gemma 1.48× [")
     assert "reasoning 0.45× undecided (2)" in line and "more prompts" in line and "tie" not in line
 
 

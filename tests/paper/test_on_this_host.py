@@ -175,6 +175,6 @@ def test_the_terminal_gives_the_same_speed_words(built):
     table = assembled.tables["on_this_host"].data.set_index("axis")
     # the report's words by the short labels, its evidence up to the tasks'
     assert decode == f"decode speed: {FAST_LABEL} faster — {table.loc['decode_tps', 'rule'].split('; per task')[0]}"
-    assert ttft.startswith("time to first token: equivalent within ±10% — time to first token ratio 1.00× "
-                           "[1.00×–1.00×] on the same 6 prompts")
+    assert ttft.startswith("time to first token: equivalent within ±10% — time to first token ratio tiny-model ÷ "
+                           "tiny-model · slow 1.00× [1.00×–1.00×] on the same 6 prompts")
     assert not any("tie" in line for line in (decode, ttft))
