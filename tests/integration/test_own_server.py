@@ -31,10 +31,11 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           cwd=PROJECT_ROOT, timeout=900)
 
 
-def _serve(command: str, port: int) -> subprocess.Popen:
-    """The README's server command, its port this test's: llama-cpp-python's server with its defaults."""
-    return start_server(["bash", "-c", "exec " + command.rstrip("& ").replace("8011", str(port))],
-                        f"http://127.0.0.1:{port}/v1/models", cwd=PROJECT_ROOT)
+def _serve(command: str, port: int, log: Path) -> subprocess.Popen:
+    """The README's server command, its port and its log this test's: llama-cpp-python's server with its
+    defaults."""
+    command = command.rstrip("& ").replace("8011", str(port)).replace("own-server.log", str(log))
+    return start_server(["bash", "-c", "exec " + command], f"http://127.0.0.1:{port}/v1/models", cwd=PROJECT_ROOT)
 
 
 def _params_at(port: int, tmp_path: Path, name: str, host: str = "", **run: object) -> Path:
@@ -67,7 +68,8 @@ def walk(tmp_path_factory):
                                          graded_items={"arithmetic": 3, "*": 0}))}],
         "overrides": {"tasks": ["arithmetic"]}}), encoding="utf-8")
     dead = _cli("study", str(study), "--no-paper", "--quiet", env=env)
-    server = _serve(serve_cmd, port)
+    assert "> own-server.log 2>&1" in serve_cmd  # the server's log kept out of the run's terminal
+    server = _serve(serve_cmd, port, tmp / "own-server.log")
     try:
         rerun = _cli("study", str(study), "--no-paper", "--quiet", env=env)
         own = run_cmd.replace("params/own-server.yaml", str(_params_at(port, tmp, "own.yaml")))

@@ -33,7 +33,8 @@ RUN_BY = {
                  "tests/integration/test_e2e.py::test_text_notebook_through_papermill_writes_real_rows"],
     "make test": [".ci/run", f"{THIS}::test_ci_runs_make_test"],
     ".venv/bin/frontier-bench models": [OWN + "::test_the_walk_answers_every_graded_item_and_names_smollm2s_weights"],
-    '.venv/bin/python -m llama_cpp.server --model "$(.venv/bin/frontier-bench models --path smollm2)" --port 8011 &':
+    '.venv/bin/python -m llama_cpp.server --model "$(.venv/bin/frontier-bench models --path smollm2)" --port 8011 '
+    '> own-server.log 2>&1 &':
         [OWN + "::test_the_walk_answers_every_graded_item_and_names_smollm2s_weights"],
     "make run PARAMS=params/own-server.yaml": [OWN + "::test_the_walk_answers_every_graded_item_and_names_smollm2s_weights"],
     "make validate PARAMS=params/mine.yaml": [f"{THIS}::test_the_own_server_walk_runs_as_written"],
@@ -48,10 +49,11 @@ def readme() -> str:
 
 
 def fenced_commands(text: str) -> list[str]:
-    """The commands of the ```bash blocks, one per line, without their comments."""
+    """The commands of the ```bash blocks, one per line (a line ending in a backslash joined to the next), without
+    their comments."""
     out = []
     for block in re.findall(r"^```(?:bash|sh|shell)\n(.*?)^```", text, re.M | re.S):
-        for line in block.splitlines():
+        for line in re.sub(r"\\\n\s*", "", block).splitlines():
             command = re.sub(r"\s+#.*$", "", line).strip()
             if command and not command.startswith("#"):
                 out.append(command)
