@@ -44,10 +44,22 @@ CONCURRENCY_COLUMNS = (["run_id", "host", "model", "server_software",
                         "span_s",  # the level's first wire start → its last answer's end, s
                         "completion_tokens",  # the ok requests' completion tokens, summed
                         "throughput_tps",  # completion_tokens ÷ span_s: aggregate output tokens per second
-                        # the ok requests' decode rate, mean and median; TTFT and e2e percentiles (p99 from 100
-                        # samples)
-                        "decode_tps_mean", "decode_tps_p50", "ttft_s_p50", "ttft_s_p90", "ttft_s_p99", "e2e_s_p50",
-                        "e2e_s_p90", "e2e_s_p99",
+                        "decode_tps_mean",  # the ok requests' mean decode rate
+                        # their median decode rate, with its 95 % order-statistic interval (PERCENTILE BOUNDS,
+                        # benchlib.analysis.stats: empty below stats.INTERVAL_N values, 6 for a median)
+                        "decode_tps_p50", "decode_tps_p50_lo", "decode_tps_p50_hi",
+                        # their TTFT, s: median, with its interval (from 6 values)
+                        "ttft_s_p50", "ttft_s_p50_lo", "ttft_s_p50_hi",
+                        # their TTFT, s: p90 (from 10 values), with its interval (from 36)
+                        "ttft_s_p90", "ttft_s_p90_lo", "ttft_s_p90_hi",
+                        # their TTFT, s: p99 (from 100 values), with its interval (from 368)
+                        "ttft_s_p99", "ttft_s_p99_lo", "ttft_s_p99_hi",
+                        # their e2e latency, s: median, with its interval (from 6 values)
+                        "e2e_s_p50", "e2e_s_p50_lo", "e2e_s_p50_hi",
+                        # their e2e latency, s: p90 (from 10 values), with its interval (from 36)
+                        "e2e_s_p90", "e2e_s_p90_lo", "e2e_s_p90_hi",
+                        # their e2e latency, s: p99 (from 100 values), with its interval (from 368)
+                        "e2e_s_p99", "e2e_s_p99_lo", "e2e_s_p99_hi",
                         "throughput_gain",  # throughput_tps ÷ the previous level's − 1
                         "latency_growth",  # the larger of p50 TTFT's and p50 e2e's ratio to the previous level's
                         # KNEE RULE: the first level after which throughput grows less than 10 % while p50 TTFT or
@@ -67,8 +79,13 @@ CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software",
                     "token_error", "exact",  # prompt_tokens − target_tokens; every request hit the target exactly
                     "n_requests", "n_ok", "n_failed", "failures",  # the level's requests; ok; failed; by kind
                     "completion_tokens",  # the ok requests' completion tokens, summed
-                    "ttft_s_p50", "ttft_s_min",  # the ok requests' median TTFT, and the fastest, s
-                    "e2e_s_p50", "decode_tps_mean",  # their median e2e, s; their mean decode rate
+                    # the ok requests' median TTFT, s, with its 95 % order-statistic interval (PERCENTILE BOUNDS,
+                    # benchlib.analysis.stats; empty below 6 values)
+                    "ttft_s_p50", "ttft_s_p50_lo", "ttft_s_p50_hi",
+                    "ttft_s_min",  # the fastest TTFT, s
+                    # their median e2e latency, s, with its 95 % order-statistic interval (empty below 6 values)
+                    "e2e_s_p50", "e2e_s_p50_lo", "e2e_s_p50_hi",
+                    "decode_tps_mean",  # their mean decode rate
                     # prompt_tokens ÷ ttft_s_p50; the server's own prefill rate, mean
                     "prefill_tps", "server_prefill_tps",
                     "cached_tokens",  # prompt tokens the server took from its cache
@@ -77,9 +94,9 @@ CONTEXT_COLUMNS = (["run_id", "host", "model", "server_software",
 
 
 # ---- shared helpers -----------------------------------------------------------------------------------------
-def quantile(series: pd.Series, q: float) -> float:
-    """The q-quantile, NaN below the samples it needs (p90: 10, p99: 100; benchlib.analysis.stats)."""
-    return stats.percentile(series.dropna().to_numpy(dtype=float), q)
+def percentiles(series: pd.Series, prefix: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Each named percentile of a column's values with its bounds (stats.percentile_columns)."""
+    return stats.percentile_columns(series.to_numpy(dtype=float), prefix, names)
 
 
 def failure_text(rows: pd.DataFrame) -> str:
@@ -121,10 +138,9 @@ def concurrency_levels(requests: pd.DataFrame, health: dict[int, dict[str, Any]]
                "span_s": span, "completion_tokens": tokens,
                "throughput_tps": metrics.rate(tokens, span) if len(ok) else np.nan,
                "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
-               "decode_tps_p50": quantile(numeric_column(ok, "decode_tps"), 0.5)}
+               **percentiles(numeric_column(ok, "decode_tps"), "decode_tps", ("p50",))}
         for metric in ("ttft_s", "e2e_s"):
-            for q in (50, 90, 99):
-                row[f"{metric}_p{q}"] = quantile(numeric_column(ok, metric), q / 100)
+            row.update(percentiles(numeric_column(ok, metric), metric, ("p50", "p90", "p99")))
         row.update({c: np.nan for c in HEALTH_COLUMNS})
         row.update((health or {}).get(int(level), {}))
         out.append(row)
@@ -184,7 +200,9 @@ def context_levels(requests: pd.DataFrame, plans: dict[int, dict] | None = None,
         plan = (plans or {}).get(target, {})
         prompt_tokens = numeric_column(ok, "prompt_tokens")
         actual = float(prompt_tokens.median()) if prompt_tokens.notna().any() else np.nan
-        ttft = quantile(numeric_column(ok, "ttft_s"), 0.5)
+        medians = {**percentiles(numeric_column(ok, "ttft_s"), "ttft_s", ("p50",)),
+                   **percentiles(numeric_column(ok, "e2e_s"), "e2e_s", ("p50",))}
+        ttft = medians["ttft_s_p50"]
         row = {**(identity or {}), "target_tokens": target,
                "requested_tokens": plan.get("requested_tokens", target), "method": plan.get("method", ""),
                "template_tokens": plan.get("template_tokens", np.nan),
@@ -195,8 +213,7 @@ def context_levels(requests: pd.DataFrame, plans: dict[int, dict] | None = None,
                "failures": failure_text(group),
                "completion_tokens": float(numeric_column(ok, "completion_tokens").fillna(0).sum()),
                "decode_tps_mean": float(numeric_column(ok, "decode_tps").mean()) if len(ok) else np.nan,
-               "ttft_s_p50": ttft, "ttft_s_min": float(numeric_column(ok, "ttft_s").min())
-               if len(ok) else np.nan, "e2e_s_p50": quantile(numeric_column(ok, "e2e_s"), 0.5),
+               **medians, "ttft_s_min": float(numeric_column(ok, "ttft_s").min()) if len(ok) else np.nan,
                "prefill_tps": metrics.prefill_tps(actual, ttft),
                "server_prefill_tps": float(numeric_column(ok, "server_prefill_tps").mean()) if len(ok) else np.nan,
                "cached_tokens": float(numeric_column(ok, "cached_tokens").mean()) if len(ok) else np.nan,

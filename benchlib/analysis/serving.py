@@ -121,9 +121,17 @@ RATE_COLUMNS = (["run_id", "host", "model", "server_software",
                  "achieved_rps",  # requests completed inside the window per second
                  "throughput_tps",  # output tokens per second the server sustained inside the window
                  "completion_tokens",  # the level's ok requests' completion tokens, summed
-                 # the ok requests' TTFT, TPOT, inter-token gaps (pooled) and e2e, p50 and p99 (p99 from 100 samples)
-                 "ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "itl_s_p99", "e2e_s_p50",
-                 "e2e_s_p99",
+                 # the window's ok requests' median TTFT, s, with its 95 % order-statistic interval (PERCENTILE
+                 # BOUNDS, benchlib.analysis.stats: empty below stats.INTERVAL_N values, 6 for a median)
+                 "ttft_s_p50", "ttft_s_p50_lo", "ttft_s_p50_hi",
+                 # their TTFT p99, s (from 100 values), with its interval (from 368)
+                 "ttft_s_p99", "ttft_s_p99_lo", "ttft_s_p99_hi",
+                 "tpot_s_p50", "tpot_s_p50_lo", "tpot_s_p50_hi",  # their median TPOT, s, with its interval
+                 "tpot_s_p99", "tpot_s_p99_lo", "tpot_s_p99_hi",  # their TPOT p99, s, with its interval
+                 # their inter-token gaps pooled, s: median and p99, each with its interval (n: gaps, not requests)
+                 "itl_s_p50", "itl_s_p50_lo", "itl_s_p50_hi", "itl_s_p99", "itl_s_p99_lo", "itl_s_p99_hi",
+                 "e2e_s_p50", "e2e_s_p50_lo", "e2e_s_p50_hi",  # their median e2e latency, s, with its interval
+                 "e2e_s_p99", "e2e_s_p99_lo", "e2e_s_p99_hi",  # their e2e latency p99, s, with its interval
                  "slos",  # the SLOs set, in words
                  # measured requests meeting every SLO; their share (failures count against)
                  "slo_met", "slo_met_share",
@@ -322,10 +330,8 @@ def rate_level(rows: pd.DataFrame, plan: dict[str, Any], slo: SloParams, ramp_sh
     reason = oversaturation(rows, w0, w1) if offered == offered else ""
     row["oversaturated"], row["oversaturation"] = bool(reason), reason
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
-        for q in (50, 99):
-            row[f"{metric}_p{q}"] = stats.percentile(numeric_column(ok_in, metric).dropna().to_numpy(), q / 100)
-    gaps = pooled_gaps(ok_in)
-    row["itl_s_p50"], row["itl_s_p99"] = stats.percentile(gaps, 0.5), stats.percentile(gaps, 0.99)
+        row.update(stats.percentile_columns(numeric_column(ok_in, metric).to_numpy(), metric, ("p50", "p99")))
+    row.update(stats.percentile_columns(pooled_gaps(ok_in), "itl_s", ("p50", "p99")))
     return row
 
 

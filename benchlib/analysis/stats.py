@@ -13,7 +13,8 @@
                       exists only from INTERVAL_N[q] values — p50 from 6, p90 from 36, p95 from 72, p99 from 368 —
                       below that the sample maximum (or minimum) would be one of its bounds; the summary then shows
                       no percentile, and `percentile_note` says "n too small for p99 (needs 368)".
-                      `percentile` (an estimate alone, from n >= 1 / (1 − q)) stays for the load tables.
+                      The load tables keep `percentile` (an estimate alone, from n >= 1 / (1 − q)) beside the same
+                      bounds (`percentile_columns`): a level's p99 shows from 100 requests, its interval from 368.
 """
 
 from __future__ import annotations
@@ -108,6 +109,20 @@ def percentile(values: np.ndarray, q: float) -> float:
     if len(values) < min_samples(q) or not len(values):
         return math.nan
     return float(np.quantile(values, q))
+
+
+def percentile_columns(values: np.ndarray, prefix: str, names: Iterable[str]) -> dict[str, float]:
+    """`<prefix>_<name>` with `<prefix>_<name>_lo` and `_hi` for each named percentile (PERCENTILES) of the
+    non-missing values: the estimate `percentile` gives (from min_samples), the bounds `percentile_bounds` gives
+    (from INTERVAL_N), so a level too small for an interval still shows its estimate."""
+    data = finite_only(np.asarray(values, dtype=float))
+    quantiles = {name: PERCENTILES[name] for name in names}
+    bounds = percentile_bounds(data, quantiles)
+    out = {}
+    for name, q in quantiles.items():
+        _, low, high = bounds[name]
+        out.update({f"{prefix}_{name}": percentile(data, q), f"{prefix}_{name}_lo": low, f"{prefix}_{name}_hi": high})
+    return out
 
 
 def percentile_note(n: int) -> str:

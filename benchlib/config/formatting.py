@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 MISSING = "–"  # a value that was not measured, not printed or not applicable: never "nan", never "None"
+READABLE = "readable"  # the spec that writes a number as `readable` does, for a table whose columns mix scales
+NO_BOUNDS = f" [{MISSING}]"  # after a figure that should carry an interval and has none (too few values)
 
 
 def is_missing(value: Any) -> bool:
@@ -23,14 +25,14 @@ def is_missing(value: Any) -> bool:
 
 
 def fmt(value: Any, spec: str = ".4g", missing: str = MISSING) -> str:
-    """A number written with spec ('.1f', '.0%', ...); a missing value (or the text "nan") -> missing; a bool
+    """A number written with spec ('.1f', '.0%', ..., READABLE); a missing value (or the text "nan") -> missing; a bool
     -> yes/no; other text as it is."""
     if is_missing(value):
         return missing
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (int, float, np.integer, np.floating)):
-        return format(value, spec)
+        return readable(value, missing) if spec == READABLE else format(value, spec)
     text = str(value)
     return text if text and text != "nan" else missing
 
@@ -69,11 +71,24 @@ def bracket(low: Any, high: Any, spec: str) -> str:
     return f" [{fmt(low, spec)}{dash}{fmt(high, spec)}]"
 
 
-def interval(value: Any, low: Any, high: Any, spec: str, n: int | None = None, missing: str = MISSING) -> str:
-    """'value [low–high] (n=…)': a value with its interval where it has one and the count it rests on."""
+def interval(value: Any, low: Any, high: Any, spec: str, n: int | None = None, missing: str = MISSING,
+             unbounded: str = "") -> str:
+    """'value [low–high] (n=…)': a value with its interval where it has one and the count it rests on;
+    `unbounded` (NO_BOUNDS: ' [–]') after a value whose interval is missing."""
     if is_missing(value):
         return missing
-    return fmt(value, spec) + bracket(low, high, spec) + (f" (n={n})" if n is not None else "")
+    ends = bracket(low, high, spec) or unbounded
+    return fmt(value, spec) + ends + (f" (n={n})" if n is not None else "")
+
+
+def bounded_column(frame: pd.DataFrame, column: str, spec: str = READABLE) -> list[str]:
+    """A column whose interval lies in `<column>_lo` and `<column>_hi` (a percentile with its order-statistic
+    bounds), each cell 'value [low–high]', 'value [–]' where it has none (too few values, or a file written before
+    the bounds were), '–' where the value is missing."""
+    def numbers(name: str) -> pd.Series:
+        return pd.to_numeric(frame[name], errors="coerce") if name in frame else pd.Series(math.nan, index=frame.index)
+    return [interval(value, low, high, spec, unbounded=NO_BOUNDS)
+            for value, low, high in zip(numbers(column), numbers(f"{column}_lo"), numbers(f"{column}_hi"))]
 
 
 def quantity(value: Any, spec: str, unit: str, missing: str = MISSING) -> str:

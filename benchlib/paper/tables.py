@@ -9,9 +9,18 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.analysis import bandwidth_law, roofline
+from benchlib.analysis import bandwidth_law, roofline, stats
 from benchlib.analysis.frontier import node_flips
-from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing, quantity, readable
+from benchlib.config.formatting import (
+    MISSING,
+    bounded_column,
+    bracket,
+    fmt,
+    interval,
+    is_missing,
+    quantity,
+    readable,
+)
 from benchlib.config.identity import Deployment
 from benchlib.measure.capacity import bandwidth
 from benchlib.measure.telemetry.boundary import NODE_INPUT
@@ -30,6 +39,7 @@ from benchlib.paper.systems import (
 )
 from benchlib.published import arithmetic, reference
 from benchlib.records.schema import number
+from benchlib.views.load_display import BOUNDED
 
 
 def runs_table(runs: Runs) -> Table:
@@ -418,6 +428,12 @@ LOAD_DISPLAY = {
 }
 
 
+LOAD_BOUNDS_NOTE = (" Each percentile carries its 95 % interval in brackets: distribution-free order-statistic bounds "
+                    f"(PERCENTILE BOUNDS, benchlib.analysis.stats); [{MISSING}] where the level had too few values for "
+                    f"one: a p50 needs at least {stats.INTERVAL_N['p50']} requests, a p99 at least "
+                    f"{stats.INTERVAL_N['p99']}.")
+
+
 LOAD_CAPTIONS = {
     "concurrency": "Aggregate output tok/s and latency per concurrency level; the knee is the first level after which "
                    "throughput grows < 10 % while p50 latency grows ≥ 1.5×; client_bound marks levels the client "
@@ -429,7 +445,8 @@ LOAD_CAPTIONS = {
     "rate": "Open-loop rate sweep: per level the offered rate, what the server achieved and its latency in the "
             "steady-state window (ramp-up and drain left out; n_window requests), goodput = achieved rate × share "
             "meeting every SLO (slos). The highest offered rate whose level meets the SLOs is the system's "
-            "max_slo_rate_rps on the frontier.",
+            "max_slo_rate_rps on the frontier. ITL percentiles pool every inter-token gap of the window: their n "
+            "counts gaps, and their bounds take the gaps as independent.",
 }
 
 
@@ -442,9 +459,13 @@ def load_table(runs: Runs, kind: str) -> Table | None:
     data = data[["system"] + [c for c in data.columns if c != "system"]]
     display = data[[c for c in LOAD_DISPLAY[kind] if c in data.columns]].copy()
     for column in display.columns:
-        if pd.api.types.is_float_dtype(display[column]):
+        if column in BOUNDED:
+            display[column] = bounded_column(data, column)
+        elif pd.api.types.is_float_dtype(display[column]):
             display[column] = [readable(v) for v in display[column]]
-    return Table(name, f"Load sweep: {kind} (our runs)", data, display, caption=LOAD_CAPTIONS[kind])
+    bounded = any(c in BOUNDED for c in display.columns)
+    return Table(name, f"Load sweep: {kind} (our runs)", data, display,
+                 caption=LOAD_CAPTIONS[kind] + (LOAD_BOUNDS_NOTE if bounded else ""))
 
 
 def ladder_points_and_laws(ref: pd.DataFrame, runs: Runs) -> tuple[pd.DataFrame, pd.DataFrame]:

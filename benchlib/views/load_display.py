@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from benchlib.analysis.load_levels import flag_column
-from benchlib.analysis.serving import max_slo_rate
-from benchlib.config.formatting import is_missing, quantity
+from benchlib.analysis.load_levels import CONCURRENCY_COLUMNS, CONTEXT_COLUMNS, flag_column
+from benchlib.analysis.serving import RATE_COLUMNS, max_slo_rate
+from benchlib.config.formatting import bounded_column, is_missing, quantity
 from benchlib.measure.selfcheck.client_health import HEALTH_COLUMNS
 from benchlib.records.schema import numeric_column
 
@@ -99,19 +99,33 @@ def health_table(concurrency: pd.DataFrame, context: pd.DataFrame, rate: pd.Data
     return frame[["sweep", "level"] + [c for c in HEALTH_COLUMNS if c in frame] + lag].round(3)
 
 
+# the sweeps' columns whose interval lies in <column>_lo / _hi (their percentiles): shown 'value [lo–hi]'
+BOUNDED = frozenset(c for columns in (CONCURRENCY_COLUMNS, CONTEXT_COLUMNS, RATE_COLUMNS) for c in columns
+                    if f"{c}_lo" in columns)
+
+
+def level_table(levels: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The levels' `columns` (those present) rounded to 3 decimals, each percentile with its interval (BOUNDED)."""
+    table = levels[[c for c in columns if c in levels]].round(3)
+    for column in table.columns:
+        if column in BOUNDED:
+            table[column] = bounded_column(levels, column)
+    return table
+
+
 def concurrency_table(levels: pd.DataFrame) -> pd.DataFrame:
     """The per-level columns a reader scans first."""
     columns = ["concurrency", "n_requests", "n_ok", "n_failed", "throughput_tps", "decode_tps_p50", "ttft_s_p50",
                "ttft_s_p99", "e2e_s_p50", "e2e_s_p99", "throughput_gain", "latency_growth", "knee", "saturated",
                "client_bound"]
-    return levels[[c for c in columns if c in levels]].round(3)
+    return level_table(levels, columns)
 
 
 def context_table(levels: pd.DataFrame) -> pd.DataFrame:
     """Target vs server-counted prompt length, TTFT and prefill speed per length."""
     columns = ["target_tokens", "prompt_tokens", "token_error", "exact", "method", "n_ok", "n_failed", "ttft_s_p50",
                "prefill_tps", "server_prefill_tps", "client_bound", "note"]
-    return levels[[c for c in columns if c in levels]].round(3)
+    return level_table(levels, columns)
 
 
 # ---- rate sweep ---------------------------------------------------------------------------------------------
@@ -124,7 +138,7 @@ RATE_TABLE_COLUMNS = ["level", "mode", "offered_rps", "n_requests", "n_window", 
 
 def rate_table(levels: pd.DataFrame) -> pd.DataFrame:
     """The rate sweep's levels: offered vs achieved, latency, goodput, scheduling accuracy."""
-    return levels[[c for c in RATE_TABLE_COLUMNS if c in levels]].round(3)
+    return level_table(levels, RATE_TABLE_COLUMNS)
 
 
 def slo_line(levels: pd.DataFrame) -> str:

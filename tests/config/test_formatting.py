@@ -10,6 +10,9 @@ import pandas as pd
 
 from benchlib.config.formatting import (
     MISSING,
+    NO_BOUNDS,
+    READABLE,
+    bounded_column,
     bracket,
     fmt,
     interval,
@@ -50,6 +53,16 @@ def test_an_interval_follows_its_value_and_a_negative_range_keeps_its_signs_apar
     assert interval(0.25, math.nan, math.nan, ".0%", 4) == "25% (n=4)"  # no interval: the value and its count
     assert interval(math.nan, 0.1, 0.2, ".1f", 4) == MISSING
     assert bracket(0.21, 0.94, ".0%") == " [21%–94%]" and bracket(0.2, None, ".0%") == ""
+
+
+def test_a_percentile_column_reads_value_and_bounds_and_says_where_it_has_none():
+    assert interval(0.01234, 0.0101, 1234.6, READABLE) == "0.0123 [0.0101–1235]"  # readable, as the table's cells
+    assert interval(0.25, math.nan, 0.3, ".2f", unbounded=NO_BOUNDS) == "0.25 [–]"
+    frame = pd.DataFrame({"ttft_s_p50": [0.1234, 0.2, math.nan], "ttft_s_p50_lo": [0.11, math.nan, 0.1],
+                          "ttft_s_p50_hi": [0.135, math.nan, 0.3]})
+    assert bounded_column(frame, "ttft_s_p50") == ["0.123 [0.11–0.135]", "0.2 [–]", MISSING]
+    # a file written before the bounds were: no _lo / _hi columns at all
+    assert bounded_column(frame[["ttft_s_p50"]], "ttft_s_p50") == ["0.123 [–]", "0.2 [–]", MISSING]
 
 
 def test_a_quantity_carries_its_unit_only_when_it_has_a_value():

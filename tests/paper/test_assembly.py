@@ -14,7 +14,7 @@ import papermill
 import pytest
 
 from benchlib import paper
-from benchlib.analysis import load_levels
+from benchlib.analysis import load_levels, stats
 from benchlib.analysis import serving as load_serving
 from benchlib.config.paths import PAPER_DIR
 from benchlib.paper import systems as paper_systems
@@ -271,6 +271,7 @@ def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
         "host": SYN_HOST, "model": SYN_MODEL, "concurrency": c, "n_requests": 4, "n_ok": 4, "n_failed": 0,
         "throughput_tps": tps, "decode_tps_mean": tps / c, "ttft_s_p50": 0.1 * c, "e2e_s_p50": 1.0 * c,
         "knee": c == 2, "saturated": c > 2, "client_bound": False} for c, tps in ((1, 40.0), (2, 70.0), (4, 72.0))])
+    levels.loc[2, ["ttft_s_p50_lo", "ttft_s_p50_hi"]] = 0.35, 0.45  # the one level with enough requests for bounds
     levels.to_csv(load / sweeps.CONCURRENCY_CSV, index=False)
     lengths = pd.DataFrame([{c: None for c in sweeps.CONTEXT_COLUMNS} | {
         "host": SYN_HOST, "model": SYN_MODEL, "target_tokens": n, "prompt_tokens": n + 3, "exact": False,
@@ -300,6 +301,13 @@ def test_load_sweeps_become_tables_and_a_figure_when_present(tmp_path):
     assert serving.drop(SYN_SYSTEM)["dominated_by"].str.startswith("not eligible").all()  # published: no sweeps
     conc = pd.read_csv(tmp_path / "out" / "tables" / "load_concurrency.csv")
     assert conc["throughput_tps"].tolist() == [40.0, 70.0, 72.0] and set(conc["system"]) == {SYN_SYSTEM}
+    assert conc["ttft_s_p50_hi"].tolist()[2] == 0.45  # the CSV keeps the bounds as numbers
+    # each shown percentile with its bounds, '[–]' where the level had too few requests for them
+    shown = built.tables["load_concurrency"].display
+    assert shown["ttft_s_p50"].tolist() == ["0.1 [–]", "0.2 [–]", "0.4 [0.35–0.45]"]
+    assert shown["e2e_s_p50"].tolist() == ["1 [–]", "2 [–]", "4 [–]"]
+    assert "order-statistic" in built.tables["load_concurrency"].caption
+    assert f"a p99 at least {stats.INTERVAL_N['p99']}" in built.tables["load_rate"].caption
     assert (tmp_path / "out" / "tables" / "load_context.md").read_text().count(SYN_SYSTEM) == 2
     assert (tmp_path / "out" / "figures" / "load_sweeps.png").stat().st_size > 0
     drawn = [ax for ax in built.figures["load_sweeps"].axes if ax.axison and ax.lines]

@@ -15,10 +15,11 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import load_levels
+from benchlib.analysis import load_levels, stats
 from benchlib.measure.pacing import event_loop
 from benchlib.measure.selfcheck import client_health
 from benchlib.measure.traffic import prompt_fitting
@@ -101,6 +102,61 @@ def test_knee_rule_on_synthetic_levels():
     # still scaling: no knee; flat throughput without latency growth is not a knee either
     assert load_levels.find_knee(level_frame([1, 2, 4], [40, 78, 150], [0.1, 0.1, 0.11], [1, 1, 1.05])) is None
     assert load_levels.find_knee(level_frame([1, 2, 4], [40, 41, 42], [0.1, 0.1, 0.11], [1, 1.1, 1.2])) is None
+
+
+def level_rows(task, sizes, seed=7, **columns):
+    """Measured ok rows of a sweep: `sizes` maps each level (a concurrency, or a context variant 'n<tokens>') to
+    its request count; TTFT, e2e and decode rate drawn from a seeded generator."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for level, n in sizes.items():
+        parts.append(pd.DataFrame({
+            "task": task, "concurrency" if task == "concurrency" else "variant": level, "is_warmup": False,
+            "status": "ok", "start_ns": 10**9 + np.arange(n) * 10**6, "ttft_s": rng.gamma(2.0, 0.05, n),
+            "e2e_s": rng.gamma(4.0, 0.3, n), "decode_tps": rng.normal(50, 5, n), "completion_tokens": 16,
+            "error_kind": "", **columns}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_level_percentiles_carry_their_order_statistic_bounds():
+    rows = level_rows("concurrency", {1: 5, 2: 40, 8: stats.INTERVAL_N["p99"]})
+    levels = load_levels.concurrency_levels(rows).set_index("concurrency")
+    for level, mine in rows.groupby("concurrency"):
+        n = len(mine)
+        for metric, names in (("decode_tps", ("p50",)), ("ttft_s", ("p50", "p90", "p99")),
+                              ("e2e_s", ("p50", "p90", "p99"))):
+            values = mine[metric].to_numpy()
+            bounds = stats.percentile_bounds(values, {name: stats.PERCENTILES[name] for name in names})
+            for name in names:
+                q, column, (estimate, low, high) = stats.PERCENTILES[name], f"{metric}_{name}", bounds[name]
+                # the estimate is the one the level always had (numpy's quantile from 1 / (1 − q) values), shown
+                # from fewer values than its interval needs
+                expected = np.quantile(values, q) if n >= stats.min_samples(q) else np.nan
+                assert levels.loc[level, column] == pytest.approx(expected, rel=1e-12, nan_ok=True)
+                if n >= stats.INTERVAL_N[name]:
+                    assert levels.loc[level, column] == pytest.approx(estimate, rel=1e-12)
+                    assert (levels.loc[level, f"{column}_lo"], levels.loc[level, f"{column}_hi"]) == (low, high)
+                    assert low <= levels.loc[level, column] <= high and low < high
+                else:
+                    assert math.isnan(levels.loc[level, f"{column}_lo"]) and math.isnan(levels.loc[level, f"{column}_hi"])
+    # 5 requests: a median but no interval; 40: p50 and p90 intervals, a p99 estimate without one; 368: all
+    assert levels.loc[1, "ttft_s_p50"] > 0 and math.isnan(levels.loc[1, "ttft_s_p50_lo"])
+    assert levels.loc[2, "ttft_s_p90_lo"] > 0 and math.isnan(levels.loc[2, "ttft_s_p99"])
+    assert levels.loc[8, "e2e_s_p99_lo"] < levels.loc[8, "e2e_s_p99"] <= levels.loc[8, "e2e_s_p99_hi"]
+    assert list(levels.reset_index().columns) == [c for c in load_levels.CONCURRENCY_COLUMNS if c in levels.reset_index()]
+
+
+def test_context_medians_carry_their_bounds():
+    rows = level_rows("context", {"n64": 3, "n512": 12}, prompt_tokens=64)
+    levels = load_levels.context_levels(rows).set_index("target_tokens")
+    for target, n in ((64, 3), (512, 12)):
+        mine = rows[rows["variant"] == f"n{target}"]
+        for metric in ("ttft_s", "e2e_s"):
+            estimate, low, high = stats.percentile_bounds(mine[metric].to_numpy(), {"p50": 0.5})["p50"]
+            assert levels.loc[target, f"{metric}_p50"] == pytest.approx(np.median(mine[metric]), rel=1e-12)
+            got = (levels.loc[target, f"{metric}_p50_lo"], levels.loc[target, f"{metric}_p50_hi"])
+            assert (np.isnan(got).all() if n < stats.INTERVAL_N["p50"] else got == (low, high))
+    assert levels.loc[512, "prefill_tps"] == pytest.approx(64 / levels.loc[512, "ttft_s_p50"])
 
 
 def test_context_targets_clip_to_the_window():

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import serving
+from benchlib.analysis import serving, stats
 from benchlib.config.params import LengthParams, ParamsError, SloParams
 from benchlib.measure.client.backends import ChatRequest
 from benchlib.measure.traffic import workload
@@ -115,6 +115,34 @@ def test_goodput_counts_requests_meeting_every_slo_and_failures_against_it():
     assert serving.rate_level(rows, plan, SloParams(itl_ms=50), 0.0)["slo_met"] == 9
     assert serving.rate_level(rows, plan, SloParams(e2e_ms=999), 0.0)["slo_met"] == 0
     assert "ttft ≤ 200 ms, tpot ≤ 20 ms (90 % of requests)" == serving.slo_text(slo)
+
+
+def test_rate_percentiles_carry_their_bounds_from_the_window_requests():
+    rng = np.random.default_rng(3)
+    n = stats.INTERVAL_N["p99"] + 40
+    ttft, tpot = rng.gamma(2.0, 0.05, n), rng.gamma(3.0, 0.004, n)
+    gaps = [list(rng.gamma(3.0, 0.004, 4)) for _ in range(n)]
+    rows = rows_at(np.arange(n) * 0.01, rng.gamma(4.0, 0.3, n), ttft, tpot_s=tpot, itl=gaps)
+    plan = {"level": "L", "mode": "constant", "offered_rps": 100.0, "max_concurrency": 64}
+    level = serving.rate_level(rows, plan, SloParams(), ramp_share=0.05)
+    starts = rows["start_ns"]
+    inside = rows[starts >= starts.min() + 0.05 * (starts.max() - starts.min())]
+    assert level["n_window"] == len(inside) >= stats.INTERVAL_N["p99"]
+    pooled = np.concatenate([np.asarray(g) for g in inside["itl_s"]])
+    for metric, values in (("ttft_s", inside["ttft_s"]), ("tpot_s", inside["tpot_s"]), ("e2e_s", inside["e2e_s"]),
+                           ("itl_s", pooled)):
+        values = np.asarray(values, dtype=float)
+        for name, (estimate, low, high) in stats.percentile_bounds(values, {"p50": 0.5, "p99": 0.99}).items():
+            assert level[f"{metric}_{name}"] == pytest.approx(np.quantile(values, stats.PERCENTILES[name]))
+            assert level[f"{metric}_{name}"] == pytest.approx(estimate)
+            assert (level[f"{metric}_{name}_lo"], level[f"{metric}_{name}_hi"]) == (low, high) and low < high
+    # a window under INTERVAL_N['p99'] requests: the p99 estimate stays, its bounds are NaN; the p50's remain
+    few = serving.rate_level(rows.iloc[:200], plan, SloParams(), ramp_share=0.0)
+    assert few["n_window"] == 200 and few["ttft_s_p99"] == pytest.approx(np.quantile(ttft[:200], 0.99))
+    assert np.isnan(few["ttft_s_p99_lo"]) and np.isnan(few["ttft_s_p99_hi"]) and few["ttft_s_p50_lo"] > 0
+    assert few["itl_s_p99_lo"] > 0  # 800 pooled gaps: enough for the ITL's p99 bounds
+    assert set(serving.RATE_COLUMNS) >= {f"{m}_{q}{end}" for m in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+                                         for q in ("p50", "p99") for end in ("", "_lo", "_hi")}
 
 
 def test_levels_all_sent_at_once_have_no_steady_state():
