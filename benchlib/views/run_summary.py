@@ -222,7 +222,9 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
     lines += table_lines(figures, labels)
     texts = set((graded_notes or {}).get(name, "") for name in labels) - {""}
     if len(texts) == 1 and len(notes) == len(labels) > 1:
-        lines += fit(f"graded accuracy: {texts.pop()} each (run.graded_items): a demo's verdict, not a model's score")
+        note = texts.pop()
+        lines += fit(f"graded accuracy on {note.removeprefix('reduced: ')}, the same for each ({setting_of(note)}): "
+                     "a demo's verdict, not a model's score")
     else:
         lines += [line for note in notes for line in fit("graded accuracy of " + note)]
     invalid = summary[~summary["valid"].map(flag)] if "valid" in summary else summary.iloc[0:0]
