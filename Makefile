@@ -122,11 +122,11 @@ endef
 
 $(VENV)/.installed-run: pyproject.toml $(RUN_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
 	@$(call locked_install,$@,$^,$(LOCK_PYTHON_CHECK); \
-	  $(call logged,Installing frontier-bench from $(RUN_LOCK) (the first time llama-cpp-python compiles: ~2 min),$(INSTALL_RUN)))
+	  $(call logged,Installing from $(RUN_LOCK) (a first llama.cpp compile: ~2 min),$(INSTALL_RUN)))
 
 $(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) $(LLAMA_LOCK) $(MODELS_LOCK) | $(PY)
 	@$(call locked_install,$@,$^,$(LOCK_PYTHON_CHECK); \
-	  $(call logged,Installing frontier-bench with the test extras from $(TEST_LOCK) (the first time llama-cpp-python compiles: ~2 min),$(INSTALL_TEST)) \
+	  $(call logged,Installing the test extras from $(TEST_LOCK) (a first llama.cpp compile: ~2 min),$(INSTALL_TEST)) \
 	  && touch $(VENV)/.installed-run)
 
 # Regenerates the locks (commit them): uv, pinned, goes into .venv. Versions already locked are kept where they still

@@ -135,8 +135,9 @@ def test_an_install_prints_one_line_and_its_noise_goes_to_the_log(tree):
     assert done.returncode == 0, out
     lines = out.splitlines()
     assert len(lines) == 1, out
-    assert lines[0].startswith("Installing frontier-bench from requirements/run.txt")
+    assert lines[0].startswith("Installing from requirements/run.txt")
     assert "(log: .venv/install.log)" in lines[0] and lines[0].endswith(" s")
+    assert len(lines[0]) <= 120, lines[0]  # the terminal's lines fit 120 characters
     log = (tree / ".venv" / "install.log").read_text()
     assert log.count(NOISE) == 3 and "SetuptoolsDeprecationWarning" in log
 
