@@ -42,7 +42,7 @@ import pandas as pd
 
 from benchlib.analysis import paired, speed_verdicts, stats
 from benchlib.config import metrics
-from benchlib.config.identity import Deployment
+from benchlib.config.identity import Deployment, short_labels
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records import plausible, store
 from benchlib.records.rows import STATUS_FAILED, STATUS_OK, read_requests
@@ -242,10 +242,12 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, thresholds: list[Threshold] | None
 
 # ---- pairing two names for one deployment, counting what was sent ----------------------------------------------
 def _resolve(rows: pd.DataFrame, name: str, side: str, flag_text: str) -> tuple[str, str]:
-    """The one (host, deployment) of `rows` that `name` names: its full name, its model folder, or host/folder."""
+    """The one (host, deployment) of `rows` that `name` names: its full name, its short label among that side's
+    deployments (as the terminal after a run prints it), its model folder, or host/folder."""
     folders = rows["folder"] if "folder" in rows else rows["host"] + "/" + rows["deployment"]
     found = sorted(set(zip(rows["host"], rows["deployment"], folders)))
-    hits = [(h, d) for h, d, f in found if name in (d, f, f.split("/", 1)[-1])]
+    labels = short_labels([d for _, d, _ in found])
+    hits = [(h, d) for h, d, f in found if name in (d, labels.get(d), f, f.split("/", 1)[-1])]
     if len(hits) != 1:
         known = ", ".join(f"{f} ({d})" for _, d, f in found)
         raise CompareError(f"--same {flag_text}: {'no' if not hits else 'more than one'} deployment of {side} is "

@@ -168,6 +168,9 @@ def test_compare_pairs_one_deployment_under_two_names_when_told(two_names, tmp_p
     printed = capsys.readouterr().out
     assert "SmolLM2 · my-server (B: smollm2+demo · local-cpu) · text · decode rate: 30.3 tok/s (n 8) → 10.1 tok/s" in \
         printed  # the changes that go one way, each on a line of its own
+    by_label = compare.parse_same(["SmolLM2=smollm2+demo"], compare.read_sent(str(a)), compare.read_sent(str(b)))
+    assert compare.parse_same(["SmolLM2 · my-server=smollm2+demo · local-cpu"], compare.read_sent(str(a)),
+                              compare.read_sent(str(b))) == by_label  # the names the terminal and the table print
     for wrong in ("nobody=smollm2+demo", "SmolLM2=nobody", "SmolLM2"):
         assert cli_main(["compare", str(a), str(b), "--same", wrong, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err.strip()
@@ -253,3 +256,16 @@ def test_same_refuses_to_pool_two_of_bs_deployments(two_names, tmp_path, capsys)
                      "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "would be pooled" in err and "two results folders" in err
+
+
+def test_same_takes_the_short_label_the_terminal_printed():
+    """After `make run` the terminal names SmolLM2 'smollm2-135m' (its short label beside Gemma): --same takes it."""
+    def side(*names):
+        return pd.DataFrame({"host": "local-cpu", "deployment": list(names),
+                             "folder": [f"local-cpu/{n.split(' · ')[0]}_demo" for n in names]})
+    b = side("smollm2-135m-instruct-q4_1 · llama-cpp-python · demo · local-cpu",
+             "gemma3-270m-q4_k_m · llama-cpp-python · demo · local-cpu")
+    a = pd.DataFrame({"host": "my-machine", "deployment": ["smollm2 · llama-cpp-python · my-machine"],
+                      "folder": ["my-machine/smollm2"]})
+    mapping = compare.parse_same(["smollm2=smollm2-135m"], a, b)
+    assert mapping == {("local-cpu", b["deployment"][0]): ("my-machine", a["deployment"][0])}
