@@ -519,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="exit 1 when METRIC (decode_tps, ttft_s, e2e_s, accuracy) regressed beyond the noise by "
                            "more than PCT percent (percentage points for accuracy); repeatable")
     cmp_.add_argument("--same", action="append", metavar="A_NAME=B_NAME",
-                      help="the same deployment under two names (its full name, model folder or host/folder): "
+                      help="the same deployment under two names (full name, short label, model folder or host/folder): "
                            "compared as one, e.g. a model behind your own server in A and in the default study in B; "
                            "repeatable")
     cmp_.add_argument("--out", default="outputs/compare", help="where compare.md and compare.html go")
