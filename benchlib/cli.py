@@ -52,18 +52,6 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def report_line() -> str:
     """Where the paper's report is, as the last lines of a run or study say it."""
     return (f"report: {shown_path(str(PAPER_OUT_DIR / 'report.html'))} (open it in a browser; the same as Markdown: "
@@ -407,7 +395,8 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     """Another tool's results as a run folder of the params file's deployment (benchlib.interchange.import_run); exit 2
     with one line naming the file and the record when they cannot be read, nothing written."""
     try:
-        done = import_run.import_results(args.tool, args.path, args.params, fresh=args.fresh)
+        done = import_run.import_results(args.tool, args.path, args.params, fresh=args.fresh,
+                                         model_mismatch_ok=args.model_mismatch_ok)
     except (readers.ForeignError, ParamsError, RunConflict, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     run = done.run
@@ -418,6 +407,9 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
     found = "" if args.tool else f" (read as {run.tool}'s files: --from to say otherwise)"
     print(f"imported {rows} measured by {what}{found} → {shown_path(str(done.out_dir))}/")
+    if done.model_mismatch:
+        print(f"  filed under the params' model although {run.tool} measured {run.model!r} (--model-mismatch-ok; "
+              f"the manifest keeps it: measured_by.model_mismatch)")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
     return 0
@@ -572,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
     imr.add_argument("path", help="AIPerf artifact folder, GuideLLM benchmarks.json or vllm bench serve result JSON")
     imr.add_argument("--params", required=True, help="params/<deployment>.yaml: the deployment that was measured")
     imr.add_argument("--fresh", action="store_true", help="archive an earlier import of other files and replace it")
+    imr.add_argument("--model-mismatch-ok", action="store_true",
+                     help="file the results under the params' model although the tool's files name another one "
+                          "(recorded in the manifest as measured_by.model_mismatch)")
     imr.set_defaults(func=cmd_import_results)
     exp = sub.add_parser("export", help="write a run folder in another tool's format (validated)")
     exp.add_argument("--format", required=True, choices=llmd_export.FORMATS)
