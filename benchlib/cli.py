@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from benchlib.analysis import compare
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
+from benchlib.config import formatting
 from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
@@ -43,8 +44,8 @@ from benchlib.views.run_summary import embedded_models, print_summary
 
 
 def _say(text: str) -> None:
-    """A line on the terminal, wrapped at its width (views.run_summary.WIDTH) under its head."""
-    print("\n".join(run_summary.fit(text)), flush=True)
+    """A line on the terminal, wrapped at its width (config.formatting.WIDTH) under its head."""
+    print("\n".join(formatting.fit(text)), flush=True)
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -196,7 +197,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed:\n" + "\n".join(f"  {cut(line, run_summary.WIDTH - 2)}" for line in failed), file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {cut(line, formatting.WIDTH - 2)}" for line in failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
