@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from benchlib.analysis import compare
 from benchlib.analysis.plan import PLAN_REGIMES, Workload
+from benchlib.config import formatting
 from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import NOTEBOOK_ORDER, BenchParams, ParamsError, TelemetryParams, load_params
 from benchlib.config.paths import NOTEBOOKS_DIR, PAPER_DIR, PAPER_OUT_DIR, PROJECT_ROOT, ladder_file, outputs_root
@@ -43,25 +44,13 @@ from benchlib.views.run_summary import embedded_models, print_summary
 
 
 def _say(text: str) -> None:
-    """A line on the terminal, wrapped at its width (views.run_summary.WIDTH) under its head."""
-    print("\n".join(run_summary.fit(text)), flush=True)
+    """A line on the terminal, wrapped at its width (config.formatting.WIDTH) under its head."""
+    print("\n".join(formatting.fit(text)), flush=True)
 
 
 def _fail(message: str, code: int = 2) -> int:
     print(f"error: {message}", file=sys.stderr)
     return code
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def report_line() -> str:
@@ -208,7 +197,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         _say(report_line())
     print(f"wall time {time.monotonic() - started:.0f} s")
     if failed:
-        print("failed:\n" + "\n".join(f"  {cut(line, run_summary.WIDTH - 2)}" for line in failed), file=sys.stderr)
+        print("failed:\n" + "\n".join(f"  {cut(line, formatting.WIDTH - 2)}" for line in failed), file=sys.stderr)
     return 0 if any_ok and not failed else 1
 
 
@@ -407,7 +396,8 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     """Another tool's results as a run folder of the params file's deployment (benchlib.interchange.import_run); exit 2
     with one line naming the file and the record when they cannot be read, nothing written."""
     try:
-        done = import_run.import_results(args.tool, args.path, args.params, fresh=args.fresh)
+        done = import_run.import_results(args.tool, args.path, args.params, fresh=args.fresh,
+                                         model_mismatch_ok=args.model_mismatch_ok)
     except (readers.ForeignError, ParamsError, RunConflict, OSError) as exc:
         return _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     run = done.run
@@ -418,6 +408,9 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     rows = f"{done.rows} request rows" if done.rows else "the tool's aggregates only (no request rows)"
     found = "" if args.tool else f" (read as {run.tool}'s files: --from to say otherwise)"
     print(f"imported {rows} measured by {what}{found} → {shown_path(str(done.out_dir))}/")
+    if done.model_mismatch:
+        print(f"  filed under the params' model although {run.tool} measured {run.model!r} (--model-mismatch-ok; "
+              f"the manifest keeps it: measured_by.model_mismatch)")
     for line in run.cannot_give:
         print(f"  not in {run.tool}'s files: {line}")
     return 0
@@ -572,6 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
     imr.add_argument("path", help="AIPerf artifact folder, GuideLLM benchmarks.json or vllm bench serve result JSON")
     imr.add_argument("--params", required=True, help="params/<deployment>.yaml: the deployment that was measured")
     imr.add_argument("--fresh", action="store_true", help="archive an earlier import of other files and replace it")
+    imr.add_argument("--model-mismatch-ok", action="store_true",
+                     help="file the results under the params' model although the tool's files name another one "
+                          "(recorded in the manifest as measured_by.model_mismatch)")
     imr.set_defaults(func=cmd_import_results)
     exp = sub.add_parser("export", help="write a run folder in another tool's format (validated)")
     exp.add_argument("--format", required=True, choices=llmd_export.FORMATS)

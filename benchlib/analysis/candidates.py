@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from benchlib.analysis.plan import Candidate, kv_bytes_per_token
 from benchlib.analysis.roofline import bytes_per_param
 from benchlib.analysis.weights import read_gguf
-from benchlib.measure.models.gguf_header import read_header
+from benchlib.measure.models.gguf_header import quantization_name, read_header
 
 GB = 1e9
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}  # torch names
@@ -64,7 +64,7 @@ def from_gguf(path: str | Path, name: str = "") -> Candidate:
         header = read_header(path)
     except (OSError, ValueError) as exc:
         raise CandidateError(str(exc)) from None
-    quant = weights.file_type.removeprefix("MOSTLY_").lower()
+    quant = quantization_name(weights.file_type) or weights.file_type
     notes = []
     fields = header.fields
     if isinstance(fields.get("gemma3.attention.sliding_window"), int):

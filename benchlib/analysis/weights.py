@@ -18,9 +18,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import gguf
-
-from benchlib.measure.models.gguf_header import read_header
+from benchlib.measure.models.gguf_header import file_type_name, read_header
 from benchlib.records.rows import write_atomic
 
 EMBEDDING = "token_embd.weight"
@@ -51,13 +49,6 @@ class GGUFWeights:
         return 8.0 * self.tensor_bytes / self.n_params if self.n_params else float("nan")
 
 
-def _file_type_name(code: int) -> str:
-    try:
-        return gguf.LlamaFileType(code).name
-    except ValueError:
-        return f"file_type {code}"
-
-
 def read_gguf(path: str | Path) -> GGUFWeights:
     """Read a GGUF file's tensor table; raise ValueError with the path if it is not a GGUF file."""
     path = Path(path)
@@ -76,9 +67,8 @@ def read_gguf(path: str | Path) -> GGUFWeights:
     kinds: dict[str, int] = {}
     for tensor in tensors.values():
         kinds[tensor.type_name] = kinds.get(tensor.type_name, 0) + 1
-    file_type = header.fields.get("general.file_type")
-    code = int(file_type) if isinstance(file_type, int) else -1
-    return GGUFWeights(path=str(path), size_bytes=path.stat().st_size, file_type=_file_type_name(code),
+    return GGUFWeights(path=str(path), size_bytes=path.stat().st_size,
+                       file_type=file_type_name(header.fields.get("general.file_type", -1)),
                        tensor_bytes=total, n_params=params, embedding_bytes=emb_bytes,
                        embedding_type=embedding.type_name if embedding is not None else "",
                        tied_embeddings=tied, read_per_token_bytes=per_token, tensor_types=dict(sorted(kinds.items())))

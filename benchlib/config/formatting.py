@@ -1,10 +1,12 @@
 """How a number is written for a person: a format spec or three significant figures, a unit after it, an
 interval after a value, and one mark for a missing value. The paper's tables and figures, the verdict lines of
-the frontier and the decisions, and the console table of a run all write their numbers through these."""
+the frontier and the decisions, and the console table of a run all write their numbers through these. And how a
+line is fitted to the terminal (WIDTH: `fit` wraps it under its head, `gist` shortens a message at a word)."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,27 @@ import pandas as pd
 MISSING = "–"  # a value that was not measured, not printed or not applicable: never "nan", never "None"
 READABLE = "readable"  # the spec that writes a number as `readable` does, for a table whose columns mix scales
 NO_BOUNDS = f" [{MISSING}]"  # after a figure that should carry an interval and has none (too few values)
+WIDTH = 120  # no terminal line longer: a terminal of the usual width shows each on one row
+
+
+def fit(line: str, indent: str = "    ") -> list[str]:
+    """A line as rows of at most WIDTH characters, the continuation rows indented."""
+    if len(line) <= WIDTH:
+        return [line]
+    return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def gist(message: str, limit: int = 60) -> str:
+    """A message short enough for a line about something else: whole where it fits; else its last clause (messages
+    here say what happened, then ': ' and why), where that fits; else its words up to `limit`, then '…' — never a
+    word cut in two."""
+    message = " ".join(message.split())
+    if len(message) <= limit:
+        return message
+    last = message.rsplit(": ", 1)[-1]
+    if len(last) <= limit:
+        return last
+    return textwrap.shorten(message, limit, placeholder=" …")
 
 
 def is_missing(value: Any) -> bool:

@@ -9,6 +9,9 @@ own figures, its note saying what it cannot give), manifest.json (the params, th
 and aggregates, the source files with their SHA-256) and run.json (the run id: a hash of the tool, the files and
 the params, so importing the same files again changes nothing).
 
+Files that name another model than the deployment is known by (`mismatch`) are refused in one line, unless the
+caller files them anyway (`--model-mismatch-ok`), which the manifest keeps (measured_by.model_mismatch).
+
 Nothing is half-written: the folder is built aside (.<tool>.importing-<pid>) and renamed into place; a folder that
 holds another import is refused unless `fresh`, which archives it beside (<tool>.archived-<time>) first. An aside
 folder an import killed before its end left behind (its process is gone) is removed by the next import there.
@@ -37,6 +40,7 @@ from benchlib.analysis import task_stats
 from benchlib.config.params import BenchParams, code_version, load_params
 from benchlib.interchange import readers
 from benchlib.measure.provenance import git_commit, to_json
+from benchlib.measure.servers import preflight
 from benchlib.records import plausible, store
 from benchlib.records.rows import COLUMNS, REQUEST_KINDS, RequestLog, write_atomic, write_csv_atomic
 from benchlib.records.run_folder import (
@@ -62,6 +66,10 @@ SUMMARY_SKIPS = ("extra", "response_text", "reasoning_text", "prompt", "tool_cal
 SUMMARY_COLUMNS = [name for name in COLUMNS if name not in SUMMARY_SKIPS]
 
 
+class ModelMismatch(readers.ForeignError):
+    """The tool's files name a model the params' deployment does not serve."""
+
+
 @dataclass
 class Imported:
     out_dir: Path
@@ -70,6 +78,7 @@ class Imported:
     summary: pd.DataFrame
     already: bool = False  # the same files were imported into this folder before: nothing was written
     rows: int = 0  # request rows written (0: the tool's aggregates only, or nothing written)
+    model_mismatch: bool = False  # filed under the params' model although the tool's files name another
 
 
 def marked(params: BenchParams, tool: str) -> BenchParams:
@@ -105,6 +114,42 @@ def clear_stale(out_dir: Path) -> list[Path]:
         shutil.rmtree(aside, ignore_errors=True)
         gone.append(aside)
     return gone
+
+
+def _names(text: str) -> set[str]:
+    """A model's name as a tool may record it, case-insensitive: as given, and where it is a path, its file's name
+    with and without .gguf (a tool records the id the server lists: a llama-cpp-python server's is its GGUF's
+    path)."""
+    text = text.strip().lower()
+    base = text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return {name for name in (text, base, base.removesuffix(".gguf")) if name}
+
+
+def served_names(params: BenchParams, root: Path) -> tuple[set[str], str]:
+    """Every name the params' deployment is known by (server.model, server.model_id, the served GGUF of
+    server.embedded, the id the deployment's pre-flight found the server listing) and a short text of the id
+    besides server.model, for a message ('' when there is none)."""
+    server = params.server
+    found = (preflight.read(params.suite_dir("x", root).parent) or {}).get("model_id")
+    found = found if isinstance(found, str) else ""
+    names: set[str] = set()
+    for text in (server.model, server.model_id, server.embedded.model_path, server.embedded.model_package, found):
+        names |= _names(text or "")
+    shown = f"server.model_id {server.model_id!r}" if server.model_id else \
+        f"its pre-flight found {found!r}" if found and found != server.model else ""
+    return names, shown
+
+
+def mismatch(run: readers.ForeignRun, params: BenchParams, root: Path, source: str) -> str:
+    """One line saying the tool's files name a model the params' deployment is not known by; '' where they name
+    the same one, or none."""
+    names, shown = served_names(params, root)
+    if not run.model or _names(run.model) & names:
+        return ""
+    model = params.server.model
+    return (f"{Path(source).name}: {run.tool} measured {run.model!r}, {params.source} names {model!r}"
+            f"{f' ({shown})' if shown else ''}; give the params of the deployment it measured, or "
+            f"--model-mismatch-ok to file it under {model!r} anyway")
 
 
 def _aggregate_row(run: readers.ForeignRun, suite: str) -> dict[str, Any]:
@@ -153,15 +198,17 @@ def _write_rows(run: readers.ForeignRun, params: BenchParams, run_id: str, path:
     return coerce(pd.DataFrame(kept), {name: REQUEST_KINDS[name] for name in SUMMARY_COLUMNS})
 
 
-def _manifest(run: readers.ForeignRun, params: BenchParams, run_id: str, suite: str, source: str) -> dict[str, Any]:
-    """The import's provenance; values under secret-like keys (an API key in the tool's recorded config) are ***."""
+def _manifest(run: readers.ForeignRun, params: BenchParams, run_id: str, suite: str, source: str,
+              model_mismatch: bool) -> dict[str, Any]:
+    """The import's provenance; values under secret-like keys (an API key in the tool's recorded config) are ***.
+    measured_by.model_mismatch: the tool named another model than the deployment's and it was filed anyway."""
     return redact({
         "run_id": run_id, "suite": suite, "params_file": params.source,
         "started_unix": run.started_unix, "finished_unix": run.finished_unix, "imported_unix": time.time(),
         "git_commit": git_commit(), "code_version": code_version(), "identity": params.identity_parts(),
         "params": params.sections(), "api_key_env": params.server.api_key_env,
         "measured_by": {"tool": run.tool, "version": run.version, "command": run.command, "model": run.model,
-                        "source": source,
+                        "model_mismatch": model_mismatch, "source": source,
                         "files": [{"path": str(p), "sha256": _feed(hashlib.sha256(), p).hexdigest()}
                                   for p in run.files]},
         "aggregates": run.aggregates, "cannot_give": run.cannot_give,
@@ -169,15 +216,20 @@ def _manifest(run: readers.ForeignRun, params: BenchParams, run_id: str, suite: 
 
 
 def import_results(tool: str | None, path: str | Path, params_file: str | Path, fresh: bool = False,
-                   root: Path | None = None) -> Imported:
+                   root: Path | None = None, model_mismatch_ok: bool = False) -> Imported:
     """Read `tool`'s results at `path` (None: the tool readers.detect finds) and write them as the params file's
-    deployment, measured by that tool (ForeignError, ParamsError, RunConflict: one line, nothing written)."""
+    deployment, measured by that tool (ForeignError, ParamsError, RunConflict: one line, nothing written). Files
+    that name another model than the deployment's are ModelMismatch unless `model_mismatch_ok`, which files them
+    anyway and says so in the manifest (measured_by.model_mismatch)."""
     base = load_params(params_file)
     tool = tool or readers.detect(path)
     run = readers.read(tool, path)
     params = marked(base, tool)
     suite = tool
     local = root if root is not None else store.results_root(params)[0]
+    differs = mismatch(run, base, local, str(path))
+    if differs and not model_mismatch_ok:
+        raise ModelMismatch(differs)
     out_dir = params.suite_dir(suite, local)
     run_id = _run_id(tool, run.files, base)
     with run_lock(out_dir):
@@ -187,7 +239,7 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
             existing = folder.run_id
             if existing == run_id and not fresh:
                 summary = pd.read_csv(folder.summary_path) if folder.has_summary() else pd.DataFrame()
-                return Imported(out_dir, run_id, run, summary, already=True)
+                return Imported(out_dir, run_id, run, summary, already=True, model_mismatch=bool(differs))
             if not fresh:
                 raise RunConflict(f"{out_dir} holds another import (run {existing or 'unknown'}); rerun with --fresh "
                                   f"to archive it and import these files")
@@ -204,7 +256,8 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
                 summary = pd.DataFrame([_aggregate_row(run, suite)])
             del rows
             write_csv_atomic(aside / SUMMARY_CSV, summary)
-            write_atomic(aside / MANIFEST_JSON, to_json(_manifest(run, params, run_id, suite, str(path)), params))
+            manifest = _manifest(run, params, run_id, suite, str(path), bool(differs))
+            write_atomic(aside / MANIFEST_JSON, to_json(manifest, params))
             write_atomic(aside / RUN_JSON, json.dumps({"run_id": run_id, "salt": "", "params_file": params.source,
                                                          "identity": params.identity_parts(), "imported_from": tool,
                                                          "created_unix": time.time()}, indent=2))
@@ -214,4 +267,4 @@ def import_results(tool: str | None, path: str | Path, params_file: str | Path, 
         except BaseException:
             shutil.rmtree(aside, ignore_errors=True)
             raise
-    return Imported(out_dir, run_id, run, summary, rows=count)
+    return Imported(out_dir, run_id, run, summary, rows=count, model_mismatch=bool(differs))

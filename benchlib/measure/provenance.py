@@ -49,6 +49,7 @@ from benchlib.config.paths import PROJECT_ROOT
 from benchlib.measure.capacity import bandwidth
 from benchlib.measure.http.bounded import fetch, within
 from benchlib.measure.http.failures import RequestFailed
+from benchlib.measure.models.gguf_header import file_type_name, quantization_name, read_header
 from benchlib.measure.servers import preflight
 from benchlib.measure.servers.llama_cpp import EmbeddedServerError, packaged_model_path
 from benchlib.measure.servers.whisper import model_folder
@@ -324,7 +325,32 @@ def _served_weights(params: BenchParams, model: dict[str, Any]) -> dict[str, Any
     out["path"] = path
     with contextlib.suppress(OSError):
         out["size_bytes"] = Path(path).stat().st_size
+    out.update(_header_quantization(path, model.get("quantization")))
     return out
+
+
+def _header_quantization(path: str, declared: Any) -> dict[str, Any]:
+    """The quantization the served GGUF's own header names (general.file_type), where the file is readable on this
+    machine: a file's name may say anything, so it is never read from the name. The quantization declared beside it
+    (params, the server) is kept under quantization_declared where the header says otherwise; where the header
+    cannot be read, the declared one stays and quantization_unknown says why the header was not read."""
+    file = Path(path)
+    if not file.is_file():  # a remote server's path, a checkpoint folder, a FIFO that open() would wait on
+        reason = f"{path}: no regular file on this machine"
+    else:
+        try:
+            file_type = file_type_name(read_header(file).fields.get("general.file_type"))
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            quantization = quantization_name(file_type)
+            if quantization:
+                out = {"quantization": quantization, "quantization_source": f"gguf header ({file_type})"}
+                if declared and str(declared).lower() != quantization:
+                    out["quantization_declared"] = declared
+                return out
+            reason = f"{path}: the GGUF header names no known file type ({file_type or 'no general.file_type'})"
+    return {} if declared else {"quantization_unknown": reason}
 
 
 def _embedded_model(params: BenchParams) -> dict[str, Any]:

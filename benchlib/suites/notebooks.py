@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis.failures import FailureReport, failure_report
+from benchlib.config.formatting import fit
 from benchlib.config.params import BenchParams
 from benchlib.config.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 from benchlib.measure.servers import preflight
@@ -153,7 +154,7 @@ def run_notebooks(params: BenchParams, params_path: str, notebooks: list[str], f
     try:
         params = take_preflight(params, notebooks, root)
     except preflight.PreflightError as exc:
-        print(f"✗ pre-flight: {exc}", flush=True)
+        print("\n".join(fit(f"✗ pre-flight: {exc}")), flush=True)
         return {"pre-flight": str(exc)}, suite_dirs
     for suite in notebooks:
         suite_dir = params.suite_dir(suite, root)

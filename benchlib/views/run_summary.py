@@ -15,7 +15,6 @@ out and names no verdict of its own (paired_lines: the paired verdicts in full, 
 from __future__ import annotations
 
 import math
-import textwrap
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -23,7 +22,7 @@ import pandas as pd
 
 from benchlib.analysis import decisions, host, paired
 from benchlib.analysis.deployments import decision_inputs, deployment_figures
-from benchlib.config.formatting import bracket, fmt, is_missing
+from benchlib.config.formatting import bracket, fit, fmt, is_missing
 from benchlib.config.graded_run import reduced_note
 from benchlib.config.identity import Deployment, key_lines, short_labels
 from benchlib.config.params import ParamsError, ThresholdParams, load_params
@@ -36,7 +35,6 @@ from benchlib.suites.notebooks import shown_path
 from benchlib.views import glance
 from benchlib.views.suite_report import console_table, invalid_note
 
-WIDTH = 120  # no line longer: a terminal of the usual width shows each on one row
 MAX_PAIRS = 3  # pairs of deployments given a verdict line each; the report's "On this host" table has them all
 MAX_INVALID = 3  # INVALID tasks said on the screen, each with why; the per-task file has them all
 TASK_TABLE = "summary.txt"  # the per-task table, written beside the study's record (or the deployment's folders)
@@ -65,13 +63,6 @@ def read_all_requests(suite_dirs: Sequence[Path]) -> pd.DataFrame:
     frames = [RunFolder(d).requests().assign(system=deployment_name_of(d))
               for d in suite_dirs if RunFolder(d).has_requests()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def fit(line: str, indent: str = "    ") -> list[str]:
-    """A line as rows of at most WIDTH characters, the continuation rows indented."""
-    if len(line) <= WIDTH:
-        return [line]
-    return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
 # ---- the deployments' table and the verdict -------------------------------------------------------------------

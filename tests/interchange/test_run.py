@@ -67,6 +67,7 @@ def test_each_tools_run_appears_in_the_paper_frontier_and_compare_marked_with_th
     assert deployments == names  # compare names each deployment as the paper does
     manifest = json.loads(next(outputs.glob("bench-box/*aiperf/aiperf/manifest.json")).read_text())
     assert manifest["measured_by"]["tool"] == "aiperf" and manifest["measured_by"]["version"] == "0.13.0"
+    assert manifest["measured_by"]["model"] == "fake-model" and manifest["measured_by"]["model_mismatch"] is False
     assert manifest["measured_by"]["command"].startswith("aiperf profile")
     assert "energy and power (no telemetry windows)" in manifest["cannot_give"]
 
@@ -87,6 +88,56 @@ def test_importing_the_same_files_again_changes_nothing_and_other_files_need_fre
     assert import_results("guidellm", other, params_file, "--fresh") == 0
     assert len(pd.read_csv(folder / "requests.csv")) == 5
     assert len(list(folder.parent.glob("guidellm.archived-*"))) == 1
+
+
+def other_params(tmp_path: Path, model_lines: str) -> Path:
+    path = tmp_path / "other-deployment.yaml"
+    path.write_text(PARAMS.replace("  model: fake-model\n", model_lines))
+    return path
+
+
+@pytest.mark.parametrize("tool", sorted(SOURCES))
+def test_another_models_results_are_refused_in_one_line_naming_both_and_nothing_is_written(outputs, tmp_path,
+                                                                                            capsys, tool):
+    params = other_params(tmp_path, "  model: smollm2\n  model_id: /models/SmolLM2-135M-Instruct-Q4_1.gguf\n")
+    assert import_results(tool, SOURCES[tool], params) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {SOURCES[tool].name}: {tool} measured 'fake-model', {params} names 'smollm2' "
+                   f"(server.model_id '/models/SmolLM2-135M-Instruct-Q4_1.gguf'); give the params of the deployment "
+                   f"it measured, or --model-mismatch-ok to file it under 'smollm2' anyway\n")
+    assert not outputs.exists() or not [p for p in outputs.rglob("*") if p.is_file()]
+
+
+def test_model_mismatch_ok_files_it_under_the_params_model_and_the_manifest_says_the_names_differed(outputs, tmp_path,
+                                                                                                    capsys):
+    params = other_params(tmp_path, "  model: smollm2\n")
+    assert import_results("guidellm", SOURCES["guidellm"], params, "--model-mismatch-ok") == 0
+    assert "--model-mismatch-ok" in capsys.readouterr().out
+    manifest = json.loads((outputs / "bench-box/smollm2_measured-by-guidellm/guidellm/manifest.json").read_text())
+    assert manifest["measured_by"]["model"] == "fake-model" and manifest["measured_by"]["model_mismatch"] is True
+
+
+@pytest.mark.parametrize("served, recorded", [
+    ("  model: smollm2\n  model_id: FAKE-Model\n", "fake-model"),  # the id the server lists, any case
+    ("  model: smollm2\n  model_id: /srv/gguf/fake-model.gguf\n", "fake-model"),  # the served file's name
+    ("  model: smollm2\n  model_id: /srv/gguf/fake-model.gguf\n", "/srv/gguf/fake-model.gguf"),  # its path
+    ("  model: smollm2\n", "/srv/gguf/SmolLM2.gguf"),  # a tool that recorded the served path, the params' name
+    ("  model: smollm2\n", "pre-flight"),  # the id the deployment's pre-flight found the server listing
+])
+def test_the_same_model_under_another_name_the_deployment_is_known_by_imports(outputs, tmp_path, served, recorded):
+    params = other_params(tmp_path, served)
+    source = tmp_path / "benchmarks.json"
+    data = json.loads(SOURCES["guidellm"].read_text())
+    if recorded == "pre-flight":
+        deployment = outputs / "bench-box" / "smollm2"
+        deployment.mkdir(parents=True)
+        (deployment / "preflight.json").write_text(json.dumps({"model": "smollm2", "model_id": "fake-model"}))
+    else:
+        data["config"]["spec"]["backend"]["model"] = recorded
+    source.write_text(json.dumps(data))
+    assert import_results("guidellm", source, params) == 0
+    manifest = json.loads((outputs / "bench-box/smollm2_measured-by-guidellm/guidellm/manifest.json").read_text())
+    assert manifest["measured_by"]["model_mismatch"] is False
 
 
 def test_a_malformed_file_is_one_line_and_nothing_is_written(outputs, params_file, tmp_path, capsys):

@@ -12,6 +12,8 @@ import sys
 import time
 from types import SimpleNamespace
 
+import gguf
+import numpy as np
 import pytest
 
 from benchlib.measure import provenance
@@ -51,9 +53,63 @@ def test_llamacpp_server_version_from_props(fake_server):
     assert server["version"] == "b6000-fake0000"
     assert server["model"]["id"] == "fake-model" and server["model"]["found"]
     assert server["model"]["path"] == "/models/fake-model-Q4_K_M.gguf" and server["model"]["context_length"] == 4096
+    # the file is on the server's machine, not this one: its name says Q4_K_M, but a name is not read as a fact
+    assert server["model"]["quantization"] is None and "quantization_source" not in server["model"]
+    assert server["model"]["quantization_unknown"] == "/models/fake-model-Q4_K_M.gguf: no regular file on this machine"
     props = server["endpoints"]["/props"]
     assert "chat_template" not in props and len(props["chat_template_sha256"]) == 64
     assert server["endpoints"]["/health"] == {"status": "ok"}
+
+
+def gguf_file(path, file_type):
+    writer = gguf.GGUFWriter(str(path), "llama")
+    if file_type is not None:
+        writer.add_file_type(int(file_type))
+    writer.add_tensor("output_norm.weight", np.ones(8, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("file_type, expected", [(gguf.LlamaFileType.MOSTLY_Q4_1, "q4_1"),
+                                                 (gguf.LlamaFileType.MOSTLY_Q4_K_M, "q4_k_m"),
+                                                 (gguf.LlamaFileType.MOSTLY_F16, "f16")])
+def test_a_user_servers_quantization_is_read_from_the_served_ggufs_header(tmp_path, file_type, expected):
+    # named as another quantization: the header, not the name, says what the file holds
+    path = gguf_file(tmp_path / "model-Q8_0.gguf", file_type)
+    params = make_params("http://127.0.0.1:9/v1", server={"software": "llama-cpp-python", "model_id": str(path)})
+    model = {"id": str(path), "found": True, "quantization": None}  # a llama-cpp-python server lists the GGUF's path
+    model.update(provenance._served_weights(params, model))
+    assert model["weights_source"] == "reported by the server" and model["path"] == str(path)
+    assert model["quantization"] == expected and model["quantization_source"] == f"gguf header ({file_type.name})"
+    assert "quantization_unknown" not in model and "quantization_declared" not in model
+
+
+def test_a_declared_quantization_the_header_contradicts_is_kept_beside_it(tmp_path):
+    path = gguf_file(tmp_path / "model.gguf", gguf.LlamaFileType.MOSTLY_Q8_0)
+    params = make_params("http://127.0.0.1:9/v1", server={"quantization": "q4_k_m", "model_id": str(path)})
+    model = {"id": str(path), "found": True, "quantization": "q4_k_m"}
+    model.update(provenance._served_weights(params, model))
+    assert (model["quantization"], model["quantization_declared"]) == ("q8_0", "q4_k_m")
+
+
+@pytest.mark.parametrize("content", ["no header", "not a gguf", "no file type"])
+def test_an_unreadable_served_gguf_leaves_the_quantization_null_with_the_reason(tmp_path, content):
+    path = tmp_path / "model-Q4_1.gguf"
+    if content == "not a gguf":
+        path.write_bytes(b"PK\x03\x04 an archive, not weights")
+    elif content == "no file type":
+        gguf_file(path, None)
+    params = make_params("http://127.0.0.1:9/v1", server={"model_id": str(path)})
+    model = {"id": str(path), "found": True, "quantization": None}
+    model.update(provenance._served_weights(params, model))
+    assert model["quantization"] is None and "quantization_source" not in model
+    reason = model["quantization_unknown"]
+    assert reason.startswith(str(path)) and {"no header": "no regular file on this machine",
+                                             "not a gguf": "not a readable GGUF file (no GGUF magic)",
+                                             "no file type": "no general.file_type"}[content] in reason
 
 
 def test_vllm_version_and_unreachable_server_are_recorded_not_raised(fake_server):

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from benchlib import cli
+from benchlib.config.formatting import WIDTH, fit
 from benchlib.config.identity import key_lines, shared_part, short_labels
 from benchlib.views import run_summary
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, write_graded, write_synthetic_run
@@ -71,14 +72,14 @@ def test_each_full_name_once_then_the_short_label(study_output):
     assert "  gemma3-270m   = gemma3-270m-q4_k_m · llama-cpp-python · demo · local-cpu" in out
     assert "■ deployment 1/2: gemma3-270m · suites text, quality · run id " in out
     assert "■ deployment 2/2: smollm2-135m · suites text, quality · run id " in out
-    assert all(len(line) <= run_summary.WIDTH for line in out.splitlines()), max(out.splitlines(), key=len)
+    assert all(len(line) <= WIDTH for line in out.splitlines()), max(out.splitlines(), key=len)
 
 
 def test_the_closing_summary_fits_one_screen(study_output):
     out, root = study_output
     closing = out[out.index("per task: "):].splitlines()
     assert len(closing) <= 35, "\n".join(closing)
-    assert all(len(line) <= run_summary.WIDTH for line in closing)
+    assert all(len(line) <= WIDTH for line in closing)
     table = closing[closing.index(next(line for line in closing if line.startswith("deployment "))):]
     header, gemma, smol = table[:3]
     assert header.split("  ")[:1] == ["deployment"] and "TTFT ms [95% CI]" in header and "failed" in header
@@ -145,8 +146,8 @@ def test_short_labels_name_each_by_what_differs():
 
 def test_a_long_line_wraps_under_its_head():
     long = "verdict: " + " ".join(["word"] * 60)
-    rows = run_summary.fit(long)
-    assert len(rows) > 1 and all(len(r) <= run_summary.WIDTH for r in rows) and rows[1].startswith("    word")
+    rows = fit(long)
+    assert len(rows) > 1 and all(len(r) <= WIDTH for r in rows) and rows[1].startswith("    word")
     assert " ".join(r.strip() for r in rows) == long
 
 
@@ -175,7 +176,7 @@ def test_a_plain_run_names_its_deployment_once_and_ends_on_one_screen(tmp_path, 
     out = capsys.readouterr().out
     assert out.count(names(SMOL)) == 1 and f"  smollm2-135m  = {names(SMOL)}" in out
     closing = out[out.index("per task: "):].splitlines()
-    assert len(closing) <= 35 and all(len(line) <= run_summary.WIDTH for line in out.splitlines())
+    assert len(closing) <= 35 and all(len(line) <= WIDTH for line in out.splitlines())
     assert next(line for line in closing if line.startswith("smollm2-135m ")).split()[1] == "31.0"
     assert not any(line.startswith("verdict") for line in closing)  # one deployment: nothing to compare it with
     assert (tmp_path / "outputs" / "local-cpu" / "smollm2-135m-instruct-q4_1_demo" / run_summary.TASK_TABLE).is_file()

@@ -136,6 +136,25 @@ def read_header(path: str | Path) -> Header:
         raise ValueError(f"{path}: not a readable GGUF file ({exc})") from None
 
 
+def file_type_name(code: Any) -> str:
+    """llama.cpp's LLAMA_FTYPE name of a general.file_type value (MOSTLY_Q4_K_M); 'file_type <value>' for one the
+    `gguf` package does not know, '' where the header has none."""
+    if not isinstance(code, int) or isinstance(code, bool):
+        return "" if code is None else f"file_type {code!r}"
+    try:
+        return gguf.LlamaFileType(code).name
+    except ValueError:
+        return f"file_type {code}"
+
+
+def quantization_name(file_type: str) -> str:
+    """A file type as params and manifests write a quantization (MOSTLY_Q4_K_M -> q4_k_m, ALL_F32 -> f32); '' for a
+    file type with no LLAMA_FTYPE name."""
+    if not file_type or file_type.startswith("file_type") or file_type == "GUESSED":
+        return ""
+    return file_type.removeprefix("MOSTLY_").removeprefix("ALL_").lower()
+
+
 def _from_reader(path: Path) -> Header:
     reader = gguf.GGUFReader(str(path))
     header = Header(version=int(reader.fields["GGUF.version"].parts[-1][0]), fields={})

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from benchlib.config.formatting import fit, gist
 from benchlib.config.params import BenchParams
 from benchlib.measure.client.backends import ChatRequest, make_backend
 from benchlib.measure.http.bounded import fetch, within
@@ -60,7 +61,8 @@ class Overlap:
     answered: int
     served_at_once: int  # most answers being generated at one instant
     errors: dict[str, int] = field(default_factory=dict)
-    first_error: str = ""
+    first_error: str = ""  # the first failed request's kind and message (cut at 160 characters), as recorded
+    first_reason: str = ""  # its kind and the gist of its message: what a line about the overlap says
 
 
 @dataclass
@@ -81,7 +83,7 @@ class Preflight:
     warnings: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        """A few lines for the terminal."""
+        """A few lines for the terminal, each within its width (formatting.fit: a long one wraps under its value)."""
         out = [f"pre-flight · {self.base_url}", f"  model    {self.model_line}",
                f"  answers  one short chat request answered in {self.answer_s:.1f} s"
                if self.answer_s is not None else "  answers  —"]
@@ -92,7 +94,7 @@ class Preflight:
             out.append(f"  overlap  {tried}")
         out.append(f"  graded   {self.in_flight} in flight: {self.why}")
         out += [f"  warning: {w}" for w in self.warnings]
-        return out
+        return [row for line in out for row in fit(line, " " * len("  graded   "))]
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,11 +187,13 @@ def served_at_once(records: list[RequestRecord]) -> int:
 def judge(records: list[RequestRecord]) -> Overlap:
     """What a server did with requests sent at once (see the module docstring)."""
     errors: dict[str, int] = {}
-    first = ""
+    first = reason = ""
     for r in records:
         if r.status != STATUS_OK:
             errors[r.error_kind] = errors.get(r.error_kind, 0) + 1
-            first = first or f"{r.error_kind}: {cut(r.error_message, 160)}"
+            if not first:
+                first = f"{r.error_kind}: {cut(r.error_message, 160)}"
+                reason = f"{r.error_kind}: {gist(r.error_message)}"
         elif not r.finish_reason:
             errors["no_finish_reason"] = errors.get("no_finish_reason", 0) + 1
     answered = sum(1 for r in records if r.status == STATUS_OK and r.finish_reason)
@@ -201,7 +205,7 @@ def judge(records: list[RequestRecord]) -> Overlap:
     else:
         outcome = TOGETHER if together > 1 else QUEUED
     return Overlap(sent=len(records), outcome=outcome, answered=answered, served_at_once=together, errors=errors,
-                   first_error=first)
+                   first_error=first, first_reason=reason)
 
 
 def planned_in_flight(params: BenchParams, notebooks: list[str]) -> int:
@@ -232,10 +236,10 @@ def _decide(pf: Preflight, params: BenchParams) -> None:
     else:
         pf.in_flight = max(1, min(pf.planned_in_flight, pf.takes or 1))
         if pf.overlap == CUTS:
-            pf.why = (f"this server cuts a running answer when another arrives ({cut(bad.first_error, 40)}): "
+            pf.why = (f"this server cuts a running answer when another arrives ({bad.first_reason}): "
                       f"{'one at a time' if pf.in_flight == 1 else f'{pf.in_flight} at a time'}")
         elif pf.overlap == REFUSES:
-            pf.why = (f"this server turns requests away when {bad.sent} arrive at once ({cut(bad.first_error, 40)}): "
+            pf.why = (f"this server turns requests away when {bad.sent} arrive at once ({bad.first_reason}): "
                       f"{pf.in_flight} at a time")
         elif pf.overlap == QUEUED:
             pf.why = "this server answers one request at a time (the second waited for the first): one at a time"

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from benchlib.config.formatting import gist
 from benchlib.measure.servers import preflight
 from benchlib.measure.servers.llama_cpp import free_port, packaged_model_path
 from benchlib.records.rows import RequestRecord
@@ -109,3 +110,36 @@ def test_judge_tells_together_queued_cut_and_refused_apart():
     assert (queued.outcome, queued.served_at_once) == (preflight.QUEUED, 1)
     assert cut.outcome == preflight.CUTS and cut.errors == {"stream_cut": 1}
     assert refused.outcome == preflight.REFUSES and refused.answered == 1
+
+
+def test_every_preflight_line_fits_the_terminal_and_a_long_error_is_its_kind_and_reason():
+    message = "[DONE] after 1 chunks but no finish_reason: the server ended the answer without saying why"
+    cut = _record(0, 0.1, 0.2, "failed", "stream_cut")
+    cut.error_message = message
+    params = make_params("http://127.0.0.1:8011/v1", None, "openai", run={"graded_concurrency": 4})
+    gguf = "/home/someone/.cache/models/" + "deep/" * 12 + "SmolLM2-135M-Instruct.Q4_1.gguf"
+    pf = preflight.Preflight(base_url="http://a-rather-long-host-name.example.internal:8011/" + "v1/" * 30,
+                             model="smollm2", listed=[gguf], model_id=gguf, model_line=f"{gguf} (the one listed)",
+                             answer_s=0.4, probes=[preflight.judge([_record(0, 0.1, 1.0), cut])], planned_in_flight=4,
+                             warnings=["run.graded_in_flight 4 is more than this server served whole " * 3])
+    preflight._decide(pf, params)
+    assert pf.probes[0].first_error == f"stream_cut: {message}"  # the record keeps the message whole
+    assert pf.why == ("this server cuts a running answer when another arrives (stream_cut: the server ended the "
+                      "answer without saying why): one at a time")
+    lines = pf.lines()
+    assert all(len(line) <= 120 for line in lines), max(lines, key=len)
+    graded = next(i for i, line in enumerate(lines) if line.startswith("  graded   1 in flight: this server cuts"))
+    assert lines[graded + 1].startswith(" " * 11) and lines[graded + 1][11] != " "  # under the value, not the head
+    assert "[cut]" not in "\n".join(lines) and "…" not in pf.why
+    shown = " ".join(" ".join(lines).split())
+    assert " ".join(f"graded 1 in flight: {pf.why}".split()) in shown  # wrapped, nothing lost
+    for text in (pf.base_url, gguf):
+        assert text in "".join(line.strip() for line in lines)  # a word longer than a line is split, not dropped
+
+
+def test_the_gist_of_a_message_keeps_whole_words():
+    assert gist("stream ended after 3 chunks without [DONE]") == "stream ended after 3 chunks without [DONE]"
+    assert gist("x" * 50 + ": the server ended the answer without saying why") == \
+        "the server ended the answer without saying why"
+    long = " ".join(["alpha"] * 30)
+    assert gist(long, 40) == "alpha alpha alpha alpha alpha alpha …" and len(gist(long, 40)) <= 40
