@@ -66,7 +66,8 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         "better": frame["better"], "what decides": [_decides(r) for _, r in frame.iterrows()]})
     return Table("on_this_host", "On this host: our deployments against each other", frame, display,
                  "Decode speed, time to first token and (beside the verdict) end-to-end latency from the text suite's "
-                 "measured requests: each deployment's mean with its 95 % bootstrap interval, for reading; the "
+                 "measured requests: each deployment's mean of its tasks' means with its 95 % t interval — the "
+                 "figure the deployments table and the thresholds give it — for reading; the "
                  "verdict compares them prompt by prompt (the ratio on the prompts both answered, paired sign-flip "
                  "test, tasks weighted equally; analysis/speed_verdicts.py): faster / slower when the ratio's 95 % "
                  "interval excludes 1, equivalent within ±m when its 90 % interval lies inside the margin (two "
@@ -173,19 +174,14 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
         return None
     theme()
     frame = table.data
-    # speed and TTFT as the deployments table under the figure gives them (analysis.deployments.deployment_figures:
-    # the figure and interval the thresholds are judged on), so the first screen shows one number for each
-    own = tables["deployments"].data.set_index("deployment") if "deployments" in tables else pd.DataFrame()
     points = []
     for row in frame.itertuples():
         if row.axis in host.BESIDE or row.better == host.NOT_MEASURED:
             continue
         label = host.AXES_BY_KEY[row.axis].words + (f" ({row.unit})" if row.unit else "")
         for side, name in (("a", row.a), ("b", row.b)):
+            # speed and TTFT: analysis.deployments.speed_reading, as the deployments table under the figure
             value, low, high = (getattr(row, f"{side}_value"), getattr(row, f"{side}_lo"), getattr(row, f"{side}_hi"))
-            if row.axis in own.columns and name in own.index:
-                value, low, high = (float(own.at[name, column]) for column in
-                                    (row.axis, f"{row.axis}_lo", f"{row.axis}_hi"))
             if row.axis == "graded":
                 value, (low, high) = value, _wilson_of(value, row.n)
             points.append({"axis": label, "system": name, "value": value, "low": low, "high": high})

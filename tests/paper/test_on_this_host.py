@@ -79,6 +79,19 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
                     f"answered, 30 scored (fixed size).")
 
 
+def test_one_speed_figure_per_deployment_on_the_first_screen_and_on_this_host(built):
+    """A deployment's decode rate and TTFT carry one interval: the deployments table's (what the thresholds judge)."""
+    _, assembled = built
+    own = assembled.tables["deployments"].data.set_index("deployment")
+    host = assembled.tables["on_this_host"].data.set_index("axis")
+    for axis in ("decode_tps", "ttft_ms"):
+        row = host.loc[axis]
+        for side in ("a", "b"):
+            shown = tuple(row[[f"{side}_value", f"{side}_lo", f"{side}_hi"]])
+            assert shown == pytest.approx(tuple(own.loc[row[side], [axis, f"{axis}_lo", f"{axis}_hi"]]), nan_ok=True)
+    assert own.loc[FAST, "decode_tps_lo"] < own.loc[FAST, "decode_tps"] < own.loc[FAST, "decode_tps_hi"]
+
+
 def test_the_report_shows_on_this_host_before_the_published_comparison(built):
     _, assembled = built
     out = assembled.settings.out_dir
