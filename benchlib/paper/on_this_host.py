@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from benchlib.analysis import host, paired, sequential, stats
 from benchlib.analysis.failures import GRADED_FAILED, graded_outcome
-from benchlib.config.formatting import fmt
+from benchlib.config.formatting import fmt, point_difference
 from benchlib.config.tasks import graded_set_names
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
@@ -37,8 +37,8 @@ def _decides(row: pd.Series) -> str:
     if row["axis"] in ("graded", "smoke"):
         if not row["n"]:
             return str(row["note"])
-        return (f"difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
-                f"{fmt(row['difference_hi'], '+.0%')}] on {int(row['n'])} items, McNemar p = "
+        return (f"difference {point_difference(row['difference'], row['difference_lo'], row['difference_hi'])} on "
+                f"{int(row['n'])} items, McNemar p = "
                 f"{fmt(row['p_value'], '.2g')} ({row['note']})" + (f"; {row['rule']}" if row.get("rule") else ""))
     if row["axis"] == "tokens_per_joule":
         return str(row["note"])

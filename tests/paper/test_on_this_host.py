@@ -12,7 +12,7 @@ import pytest
 
 from benchlib import paper
 from benchlib.analysis import frontier, paired, sequential
-from benchlib.config.formatting import fmt
+from benchlib.config.formatting import fmt, point_difference
 from benchlib.views import run_summary
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
@@ -65,10 +65,17 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     # decided prompt by prompt: the slow one decodes at half the rate on each of the same 6 prompts
     assert (f"tok/s ({FAST_LABEL} faster: decode rate 2.00× [2.00×–2.00×] the other's on the same 6 prompts (paired sign-flip "
             "test, tasks weighted equally))") in pair
-    assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
+    assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60 [" in pair
             and f"p = {fmt(p, '.2g')} ({FAST_LABEL} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
                 "items, 18 (" in pair)
     assert "energy not compared (no energy reading on this host)" in pair
+    # an accuracy difference is in percentage points, signed, as the terminal writes it, in the sentence and the table
+    graded = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
+    points = point_difference(graded["difference"], graded["difference_lo"], graded["difference_hi"])
+    assert points.startswith("+60 [+") and points.endswith("] pp") and f"difference {points}, p = " in pair
+    decides = assembled.tables["on_this_host"].display.set_index("axis").loc["answers on the graded sets",
+                                                                              "what decides"]
+    assert decides.startswith(f"difference {points} on {ITEMS} items, McNemar p = ")
     assert "time to first token 50.0 [50.0–50.0] vs 50.0 [50.0–50.0] ms (equivalent within ±10%: " in pair
     assert pair.endswith(f"— **{FAST_LABEL}** dominates **{SLOW_LABEL}** (faster decode, better answers; equivalent on time to "
                          "first token).")
