@@ -22,6 +22,7 @@ from benchlib.paper.settings import THIS_RUN
 from benchlib.paper.style import empty_figure, theme, wrap
 from benchlib.records.schema import flag
 
+TITLE_WIDTH = 20  # characters on a line of a panel's title in the On this host figure
 PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "sent", "answered", "scored", "looks", "reason", "baseline",
                 "alpha_at_stop", "detail"]
 
@@ -197,11 +198,17 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
     grid = sns.FacetGrid(data, col="axis", sharex=False, sharey=True, col_wrap=None,
                          height=max(1.5, 0.42 * len(order) + 1.0), aspect=max(1.3, 4.2 / panels))
     grid.map_dataframe(_draw, order=order, colors=colors)
+    # each panel's title on at most two short lines, the panels set apart: on one line, neighbouring titles as
+    # long as "time to first token (ms)" and "answers on the graded sets" run into each other at the page's width
     for ax, title in zip(grid.axes.flat, grid.col_names):
-        ax.set_title(wrap(title, 40), fontsize=10)
+        ax.set_title(wrap(title, TITLE_WIDTH), fontsize=10)
     grid.set_axis_labels("", "")
-    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.04, fontsize=11)
-    return grid.figure
+    figure = grid.figure
+    # the suptitle just above the panels' titles, however many lines they took (the saved figure is cropped to fit)
+    top = max(ax.title.get_window_extent(figure.canvas.get_renderer()).y1 for ax in grid.axes.flat)
+    figure.suptitle("On this host: our deployments, 95 % intervals", y=top / figure.bbox.height + 0.03,
+                    va="bottom", fontsize=11)
+    return figure
 
 
 def _wilson_of(share: float, n: float) -> tuple[float, float]:

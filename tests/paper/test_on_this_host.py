@@ -8,11 +8,13 @@ import re
 from dataclasses import asdict
 from itertools import takewhile
 
+import matplotlib.pyplot as plt
 import pytest
 
 from benchlib import paper
 from benchlib.analysis import frontier, paired, sequential
 from benchlib.config.formatting import fmt, point_difference
+from benchlib.paper.on_this_host import fig_on_this_host
 from benchlib.views import run_summary
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
@@ -97,6 +99,20 @@ def test_one_speed_figure_per_deployment_on_the_first_screen_and_on_this_host(bu
             shown = tuple(row[[f"{side}_value", f"{side}_lo", f"{side}_hi"]])
             assert shown == pytest.approx(tuple(own.loc[row[side], [axis, f"{axis}_lo", f"{axis}_hi"]]), nan_ok=True)
     assert own.loc[FAST, "decode_tps_lo"] < own.loc[FAST, "decode_tps"] < own.loc[FAST, "decode_tps_hi"]
+
+
+def test_the_figures_panel_titles_stand_apart_under_the_suptitle(built):
+    """Neighbouring panels' titles ("time to first token (ms)", "answers on the graded sets") keep a readable gap
+    at the width the first screen shows the figure, and the figure's title sits above them all."""
+    _, assembled = built
+    figure = fig_on_this_host(assembled.tables, assembled.runs)
+    renderer = figure.canvas.get_renderer()
+    boxes = sorted((ax.title.get_window_extent(renderer) for ax in figure.axes), key=lambda box: box.x0)
+    assert [ax.get_title().split("\n")[0] for ax in sorted(figure.axes, key=lambda ax: ax.get_position().x0)] == [
+        "decode speed (tok/s)", "time to first token", "answers on the"]
+    assert min(right.x0 - left.x1 for left, right in zip(boxes, boxes[1:])) > 0.04 * figure.bbox.width
+    assert figure.get_suptitle() and figure._suptitle.get_window_extent(renderer).y0 > max(box.y1 for box in boxes)
+    plt.close(figure)
 
 
 def test_the_report_shows_on_this_host_before_the_published_comparison(built):
