@@ -233,13 +233,15 @@ def _speed_intervals(requests: pd.DataFrame | None, ident: Mapping[str, Any], su
 FIGURE_COLUMNS = ["deployment", "decode_tps", "decode_tps_lo", "decode_tps_hi", "ttft_ms", "ttft_ms_lo", "ttft_ms_hi",
                   "graded_passed", "graded_scored", "graded_accuracy", "graded_lo", "graded_hi", "smoke_passed",
                   "smoke_scored", "sent", "failed", "tokens_per_joule"]
-SPEED_SUITE = "text"  # the suite whose requests say how fast a deployment is (analysis.host reads the same)
+SPEED_SUITE = "text"  # the suite whose requests say how fast a deployment is (analysis.host reads it too)
 
 
-def _reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, float, float]:
-    """A deployment's speed figure: the mean of its speed-suite tasks' means over the measured requests, with the 95 %
-    t interval of a mean of task means (stats.stratified_mean_interval) — the figure and interval its thresholds are
-    judged on (decision_inputs, analysis.decisions' THRESHOLD RULE). Tasks of one request give the mean alone."""
+def speed_reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, float, float]:
+    """A deployment's speed figure (decode rate, TTFT, end-to-end latency: `column` × `scale`): the mean of its
+    speed-suite tasks' means over its measured requests (warm-ups already left out), with the 95 % t interval of a
+    mean of task means (stats.stratified_mean_interval), floored at 0 — the figure and interval its thresholds are
+    judged on (decision_inputs, analysis.decisions' THRESHOLD RULE), the first screen and analysis.host show. Tasks
+    of one request give the mean alone."""
     rows = rows[rows["suite"] == SPEED_SUITE] if "suite" in rows else rows
     rows = rows[rows["status"] == "ok"] if "status" in rows else rows
     if column not in rows or "task" not in rows:
@@ -256,7 +258,7 @@ def _reading(rows: pd.DataFrame, column: str, scale: float) -> tuple[float, floa
 def deployment_figures(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """One row per deployment (FIGURE_COLUMNS; `deployment` is the summaries' `model` and the requests' `system`
     column, in the summaries' order): decode rate and TTFT as the mean of the speed suite's task means with its 95 %
-    interval (_reading: what the thresholds are judged on); accuracy on the graded sets (passed ÷ scored, 95 % Wilson) and, apart, the seeds' smoke
+    interval (speed_reading: what the thresholds are judged on); accuracy on the graded sets (passed ÷ scored, 95 % Wilson) and, apart, the seeds' smoke
     tasks' counts (paired.basis_of: never pooled); measured requests sent and failed (warm-ups left out; a request
     the deployment does not take, unsupported, is no failure); tokens per
     joule over the tasks whose windows measured energy (NaN where none did)."""
@@ -276,7 +278,7 @@ def deployment_figures(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.Data
         energy = pd.to_numeric(group.get("energy_j", pd.Series(dtype=float)), errors="coerce")
         tokens = pd.to_numeric(group.get("completion_tokens_sum", pd.Series(dtype=float)), errors="coerce")
         both = energy.notna() & tokens.notna() & (energy > 0)
-        decode, ttft = _reading(sent, "decode_tps", 1.0), _reading(sent, "ttft_s", 1000.0)
+        decode, ttft = speed_reading(sent, "decode_tps", 1.0), speed_reading(sent, "ttft_s", 1000.0)
         rows.append({"deployment": name, "decode_tps": decode[0], "decode_tps_lo": decode[1],
                      "decode_tps_hi": decode[2], "ttft_ms": ttft[0], "ttft_ms_lo": ttft[1], "ttft_ms_hi": ttft[2],
                      "graded_passed": passed, "graded_scored": scored,

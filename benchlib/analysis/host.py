@@ -15,10 +15,13 @@ Per pair of deployments and per axis, who is better and what decides it:
     energy                tokens per joule where both were measured within one energy boundary (one window
                           each, no interval: a difference beyond ENERGY_MARGIN decides it, a smaller one nothing)
 
-a_value, b_value: each deployment's mean with its 95 % bootstrap interval, for reading; the verdict is the paired
-one. m is the stricter of the two deployments' run.equivalence_margin. A deployment dominates another when it is
-better on one axis and worse on none measured for both (a mixed axis is worse for both). The seeds' smoke tasks and
-the end-to-end latency (which also counts each answer's length) are compared beside the verdict, off the dominance.
+a_value, b_value (with a_lo … b_hi) on decode speed, time to first token and end-to-end latency: each deployment's
+figure with its 95 % interval, for reading — analysis.deployments.speed_reading, the mean of its text-suite tasks'
+means with the stratified t interval floored at 0, the one figure and interval the first screen and the thresholds
+give it; the verdict is the paired one. m is the stricter of the two deployments' run.equivalence_margin. A
+deployment dominates another when it is better on one axis and worse on none measured for both (a mixed axis is
+worse for both). The seeds' smoke tasks and the end-to-end latency (which also counts each answer's length) are
+compared beside the verdict, off the dominance.
 """
 
 from __future__ import annotations
@@ -30,14 +33,14 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis import paired, speed_verdicts, stats
+from benchlib.analysis import deployments, paired, speed_verdicts
 from benchlib.config.latency_plan import EQUIVALENCE_MARGIN
 from benchlib.records.schema import flag
 
 NOT_MEASURED = "not measured"
 UNDECIDED, EQUIVALENT, MIXED = speed_verdicts.UNDECIDED, speed_verdicts.EQUIVALENT, speed_verdicts.MIXED
 ENERGY_MARGIN = 0.10  # tokens per joule: one window each, no interval; a smaller relative difference decides nothing
-SPEED_SUITE = "text"
+SPEED_SUITE = deployments.SPEED_SUITE
 
 
 @dataclass(frozen=True)
@@ -75,14 +78,6 @@ def _measured(requests: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _mean(values: pd.Series) -> tuple[float, float, float]:
-    data = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
-    if not len(data):
-        return math.nan, math.nan, math.nan
-    low, high = stats.bootstrap_interval(data)
-    return float(data.mean()), low, high
-
-
 def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None,
                  plans: pd.DataFrame | None = None, margins: dict[str, float] | None = None) -> pd.DataFrame:
     """Every pair of systems in `requests` (rows with a `system` column), one row per axis (COLUMNS), then the
@@ -96,9 +91,8 @@ def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None,
     figures = {}
     for name in systems:
         mine = speed[speed["system"] == name] if len(speed) else speed
-        figures[name] = {axis: _mean(pd.to_numeric(mine[column], errors="coerce") * (1 if axis == "decode_tps"
-                                                                                      else 1000))
-                         if column in mine else (math.nan,) * 3 for axis, column in SPEED_COLUMNS.items()}
+        figures[name] = {axis: deployments.speed_reading(mine, column, 1.0 if axis == "decode_tps" else 1000.0)
+                         for axis, column in SPEED_COLUMNS.items()}
     table = paired.verdicts(paired.item_results(requests), plans) if len(requests) else pd.DataFrame()
     energy_of = {}
     if energy is not None and len(energy) and "tokens_per_joule" in energy:
@@ -120,8 +114,8 @@ def head_to_head(requests: pd.DataFrame, energy: pd.DataFrame | None = None,
 
 
 def _speed_row(speed: pd.DataFrame, axis: Axis, a: str, b: str, va: tuple, vb: tuple, margin: float) -> dict:
-    """One speed axis of a pair: each side's mean for reading, the speed verdict deciding (better = the faster
-    one's name, or the word)."""
+    """One speed axis of a pair: each side's figure for reading (speed_reading), the speed verdict deciding (better =
+    the faster one's name, or the word)."""
     row = _row(a, b, axis, a_value=va[0], a_lo=va[1], a_hi=va[2], b_value=vb[0], b_lo=vb[1], b_hi=vb[2])
     if any(math.isnan(v) for v in (va[0], vb[0])):
         return row

@@ -9,7 +9,7 @@ WORDS
                           [1 / (1 + m), 1 + m]; m is params `run.equivalence_margin` (EQUIVALENCE_MARGIN, 10 %). A
                           ratio decided both ways (its 95 % interval excludes 1, its 90 % one inside the margin)
                           reads "faster" or "slower", with "within ±m" beside it
-    mixed                 decided in opposite directions on different tasks, each task tested at 5 % ÷ k (k tasks
+    mixed                 decided in opposite directions on different tasks, each task tested at 5 %/k (k tasks
                           with prompts both answered: Bonferroni, so a false per-task claim among them stays under
                           5 %); the tasks are named
     undecided             none of these; with how many prompts in all a decision would take at the observed
@@ -150,7 +150,7 @@ class SpeedVerdict:
                f"unpaired, {self.n} requests on the smaller side (Welch on log values, by task)")
         text = f"{ratio} {how}"
         if self.tasks and (self.word == MIXED if per_task is None else per_task):
-            text += f"; per task at 5 % ÷ {len(self.tasks)}: " + ", ".join(
+            text += f"; per task ({_per_task_level(len(self.tasks))}): " + ", ".join(
                 f"{t.task} {_x(t.ratio)} {t.word} ({t.n})" for t in self.tasks)
         if self.word == UNDECIDED and self.needed:
             more = self.needed - self.n
@@ -167,6 +167,13 @@ class SpeedVerdict:
 def _finite_exp(log_bound: float) -> float:
     """A bound of the ratio; NaN where the test leaves that side open (too few prompts to reject any shift)."""
     return math.exp(log_bound) if math.isfinite(log_bound) else math.nan
+
+
+def _per_task_level(k: int) -> str:
+    """The level each task's test is held to, in words: 'each tested at 5 %/5 = 1 %, Bonferroni over 5 tasks'."""
+    if k == 1:
+        return f"tested at {ALPHA * 100:g} %"
+    return f"each tested at {ALPHA * 100:g} %/{k} = {ALPHA * 100 / k:.2g} %, Bonferroni over {k} tasks"
 
 
 def _x(ratio: float) -> str:

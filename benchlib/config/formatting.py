@@ -114,6 +114,22 @@ def bounded_column(frame: pd.DataFrame, column: str, spec: str = READABLE) -> li
             for value, low, high in zip(numbers(column), numbers(f"{column}_lo"), numbers(f"{column}_hi"))]
 
 
+def points(share: Any) -> str:
+    """A difference of two shares in percentage points, signed ('+58', '-3', '0'); missing -> MISSING."""
+    text = fmt(float(share) * 100, "+.0f") if not is_missing(share) else MISSING
+    return "0" if text in ("+0", "-0") else text
+
+
+def point_difference(difference: Any, low: Any, high: Any) -> str:
+    """A difference of two accuracies with its 95 % interval, in percentage points: '+59 [+37, +74] pp' (the ends
+    always apart by a comma: a signed range); '+59 pp' without an interval, MISSING without a value. Every place that
+    prints an accuracy difference writes it so — a share's '%' would read as a relative change."""
+    if is_missing(difference):
+        return MISSING
+    ends = "" if is_missing(low) or is_missing(high) else f" [{points(low)}, {points(high)}]"
+    return f"{points(difference)}{ends} pp"
+
+
 def quantity(value: Any, spec: str, unit: str, missing: str = MISSING) -> str:
     """'16 GB': a number with its unit after a space; missing -> missing, without the unit."""
     return missing if is_missing(value) else f"{fmt(value, spec)} {unit}"

@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from benchlib.analysis import host, paired, sequential, stats
 from benchlib.analysis.failures import GRADED_FAILED, graded_outcome
-from benchlib.config.formatting import fmt
+from benchlib.config.formatting import fmt, point_difference
 from benchlib.config.tasks import graded_set_names
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
@@ -22,6 +22,7 @@ from benchlib.paper.settings import THIS_RUN
 from benchlib.paper.style import empty_figure, theme, wrap
 from benchlib.records.schema import flag
 
+TITLE_WIDTH = 20  # characters on a line of a panel's title in the On this host figure
 PLAN_COLUMNS = ["system", "plan", "planned_n", "used_n", "sent", "answered", "scored", "looks", "reason", "baseline",
                 "alpha_at_stop", "detail"]
 
@@ -37,8 +38,8 @@ def _decides(row: pd.Series) -> str:
     if row["axis"] in ("graded", "smoke"):
         if not row["n"]:
             return str(row["note"])
-        return (f"difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
-                f"{fmt(row['difference_hi'], '+.0%')}] on {int(row['n'])} items, McNemar p = "
+        return (f"difference {point_difference(row['difference'], row['difference_lo'], row['difference_hi'])} on "
+                f"{int(row['n'])} items, McNemar p = "
                 f"{fmt(row['p_value'], '.2g')} ({row['note']})" + (f"; {row['rule']}" if row.get("rule") else ""))
     if row["axis"] == "tokens_per_joule":
         return str(row["note"])
@@ -66,7 +67,8 @@ def host_table(runs: Runs, systems: pd.DataFrame) -> Table | None:
         "better": frame["better"], "what decides": [_decides(r) for _, r in frame.iterrows()]})
     return Table("on_this_host", "On this host: our deployments against each other", frame, display,
                  "Decode speed, time to first token and (beside the verdict) end-to-end latency from the text suite's "
-                 "measured requests: each deployment's mean with its 95 % bootstrap interval, for reading; the "
+                 "measured requests: each deployment's mean of its tasks' means with its 95 % t interval — the "
+                 "figure the deployments table and the thresholds give it — for reading; the "
                  "verdict compares them prompt by prompt (the ratio on the prompts both answered, paired sign-flip "
                  "test, tasks weighted equally; analysis/speed_verdicts.py): faster / slower when the ratio's 95 % "
                  "interval excludes 1, equivalent within ±m when its 90 % interval lies inside the margin (two "
@@ -173,19 +175,14 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
         return None
     theme()
     frame = table.data
-    # speed and TTFT as the deployments table under the figure gives them (analysis.deployments.deployment_figures:
-    # the figure and interval the thresholds are judged on), so the first screen shows one number for each
-    own = tables["deployments"].data.set_index("deployment") if "deployments" in tables else pd.DataFrame()
     points = []
     for row in frame.itertuples():
         if row.axis in host.BESIDE or row.better == host.NOT_MEASURED:
             continue
         label = host.AXES_BY_KEY[row.axis].words + (f" ({row.unit})" if row.unit else "")
         for side, name in (("a", row.a), ("b", row.b)):
+            # speed and TTFT: analysis.deployments.speed_reading, as the deployments table under the figure
             value, low, high = (getattr(row, f"{side}_value"), getattr(row, f"{side}_lo"), getattr(row, f"{side}_hi"))
-            if row.axis in own.columns and name in own.index:
-                value, low, high = (float(own.at[name, column]) for column in
-                                    (row.axis, f"{row.axis}_lo", f"{row.axis}_hi"))
             if row.axis == "graded":
                 value, (low, high) = value, _wilson_of(value, row.n)
             points.append({"axis": label, "system": name, "value": value, "low": low, "high": high})
@@ -201,11 +198,17 @@ def fig_on_this_host(tables: Mapping[str, Table], runs: Runs) -> plt.Figure | No
     grid = sns.FacetGrid(data, col="axis", sharex=False, sharey=True, col_wrap=None,
                          height=max(1.5, 0.42 * len(order) + 1.0), aspect=max(1.3, 4.2 / panels))
     grid.map_dataframe(_draw, order=order, colors=colors)
+    # each panel's title on at most two short lines, the panels set apart: on one line, neighbouring titles as
+    # long as "time to first token (ms)" and "answers on the graded sets" run into each other at the page's width
     for ax, title in zip(grid.axes.flat, grid.col_names):
-        ax.set_title(wrap(title, 40), fontsize=10)
+        ax.set_title(wrap(title, TITLE_WIDTH), fontsize=10)
     grid.set_axis_labels("", "")
-    grid.figure.suptitle("On this host: our deployments, 95 % intervals", y=1.04, fontsize=11)
-    return grid.figure
+    figure = grid.figure
+    # the suptitle just above the panels' titles, however many lines they took (the saved figure is cropped to fit)
+    top = max(ax.title.get_window_extent(figure.canvas.get_renderer()).y1 for ax in grid.axes.flat)
+    figure.suptitle("On this host: our deployments, 95 % intervals", y=top / figure.bbox.height + 0.03,
+                    va="bottom", fontsize=11)
+    return figure
 
 
 def _wilson_of(share: float, n: float) -> tuple[float, float]:

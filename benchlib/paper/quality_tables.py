@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from benchlib.analysis import frontier, paired
-from benchlib.config.formatting import bracket, fmt, interval
+from benchlib.config.formatting import fmt, interval, point_difference
 from benchlib.config.tasks import load_pass
 from benchlib.paper.format import Table
 from benchlib.paper.runs import Runs
@@ -109,7 +109,7 @@ def paired_table(runs: Runs) -> Table | None:
         "only A / only B right": [f"{int(a)} / {int(b)}" for a, b in zip(frame["a_only"], frame["b_only"])],
         "accuracy A vs B": [f"{fmt(a, '.0%')} vs {fmt(b, '.0%')}" for a, b in zip(frame["accuracy_a"],
                                                                                  frame["accuracy_b"])],
-        "A − B [95% CI]": [fmt(d, "+.0%") + bracket(lo, hi, "+.0%") for d, lo, hi in
+        "A − B [95% CI]": [point_difference(d, lo, hi) for d, lo, hi in
                            zip(frame["difference"], frame["difference_lo"], frame["difference_hi"])],
         "McNemar p": [fmt(p, ".3g") for p in frame["p_value"]],
         "verdict": [f"{v} ({r})" if isinstance(r, str) and r else v for v, r in zip(frame["verdict"], frame["rule"])]})

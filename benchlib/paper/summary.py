@@ -24,7 +24,7 @@ from benchlib.analysis import frontier, host, paired
 from benchlib.analysis.failures import GRADED_FAILED
 from benchlib.analysis.roofline import above_ceiling
 from benchlib.config import metrics
-from benchlib.config.formatting import fmt, is_missing
+from benchlib.config.formatting import fmt, is_missing, point_difference
 from benchlib.paper.format import Table
 from benchlib.paper.runs import source_label
 from benchlib.paper.settings import THIS_RUN
@@ -226,8 +226,8 @@ def _host_axis(row: pd.Series) -> str:
         outcome = row["rule"] if row["better"] == host.UNDECIDED else f"{outcome}, {row['rule']}"
     if row["axis"] == "graded":
         return (f"{words} {fmt(row['a_value'], '.0%')} vs {fmt(row['b_value'], '.0%')} on the same {int(row['n'])} "
-                f"items, difference {fmt(row['difference'], '+.0%')} [{fmt(row['difference_lo'], '+.0%')}, "
-                f"{fmt(row['difference_hi'], '+.0%')}], p = {fmt(row['p_value'], '.2g')} ({outcome})")
+                f"items, difference {point_difference(row['difference'], row['difference_lo'], row['difference_hi'])}, "
+                f"p = {fmt(row['p_value'], '.2g')} ({outcome})")
     spec = ".3g" if row["axis"] == "tokens_per_joule" else ".1f"
     return (f"{words} {host.interval_text(row['a_value'], row['a_lo'], row['a_hi'], spec)} vs "
             f"{host.interval_text(row['b_value'], row['b_lo'], row['b_hi'], spec)} {row['unit']} ({outcome})")
@@ -391,8 +391,8 @@ def _paired_quality(regime: frontier.Regime, winners: Sequence[str], eligible: S
             verdict = result.verdict if result.winner else "undecided (the difference's interval includes 0)"
             verdict = (f"{result.verdict}, {result.rule}" if result.winner else result.rule) if result.rule else verdict
             out.append(f"{winner} {fmt(result.accuracy_a, '.0%')} vs {other} {fmt(result.accuracy_b, '.0%')} on "
-                       f"{result.n} items, difference {result.difference:+.0%} [{result.difference_lo:+.0%}, "
-                       f"{result.difference_hi:+.0%}]: {verdict}")
+                       f"{result.n} items, difference "
+                       f"{point_difference(result.difference, result.difference_lo, result.difference_hi)}: {verdict}")
     return out
 
 

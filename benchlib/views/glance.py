@@ -10,7 +10,7 @@ from typing import Mapping
 import pandas as pd
 
 from benchlib.analysis import decisions, host
-from benchlib.config.formatting import MISSING, bracket, fmt, is_missing
+from benchlib.config.formatting import MISSING, bracket, fmt, is_missing, point_difference
 
 # what each of analysis.decisions' verdicts means, said wherever one is shown
 VERDICT_MEANING = {decisions.SWAP: "all thresholds pass",
@@ -47,12 +47,6 @@ def relabel(text: str, labels: Mapping[str, str]) -> str:
     return text
 
 
-def points(share: float) -> str:
-    """A difference of two shares in percentage points, signed ('+58', '-3', '0')."""
-    text = fmt(share * 100, "+.0f") if not is_missing(share) else MISSING
-    return "0" if text in ("+0", "-0") else text
-
-
 def answers(row: pd.Series, labels: Mapping[str, str]) -> str:
     """One pair's graded axis (analysis.host's row) in a clause, the better one first: 'smollm2-135m 55% vs
     gemma3-270m 0% on the same 29 items: +55 [+34, +72] pp, McNemar p = 3.1e-05'."""
@@ -62,7 +56,7 @@ def answers(row: pd.Series, labels: Mapping[str, str]) -> str:
         a, b, value_a, value_b, difference, low, high = b, a, value_b, value_a, -difference, -high, -low
     rule = relabel(str(row["rule"]), labels) if isinstance(row.get("rule"), str) and row["rule"] else ""
     return (f"{labels.get(a, a)} {fmt(value_a, '.0%')} vs {labels.get(b, b)} {fmt(value_b, '.0%')} on the same "
-            f"{int(row['n'])} items: {points(difference)} [{points(low)}, {points(high)}] pp, McNemar p = "
+            f"{int(row['n'])} items: {point_difference(difference, low, high)}, McNemar p = "
             f"{fmt(row['p_value'], '.2g')}" + (f" ({rule})" if rule else ""))
 
 

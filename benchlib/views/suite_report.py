@@ -14,7 +14,7 @@ import pandas as pd
 import seaborn as sns
 
 from benchlib.analysis import paired
-from benchlib.config.formatting import MISSING, bracket, fmt, interval, is_missing
+from benchlib.config.formatting import MISSING, fmt, interval, is_missing, point_difference
 from benchlib.config.tasks import under_load_name
 from benchlib.measure.selfcheck.calibration import error_note
 from benchlib.records.rows import STATUS_OK
@@ -104,7 +104,7 @@ def accuracy_under_load(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Dat
         loaded = under_load_name(row["task"], row["concurrency"])
         rows.append([row["task"], row["concurrency"], row["n"], fmt(row["accuracy_a"], ".0%"),
                      fmt(row["accuracy_b"], ".0%"),
-                     fmt(row["difference"], "+.0%") + bracket(row["difference_lo"], row["difference_hi"], "+.0%"),
+                     point_difference(row["difference"], row["difference_lo"], row["difference_hi"]),
                      fmt(row["p_value"], ".3g"), row["verdict"],
                      figure(row["task"], "joules_per_correct", ".1f"), figure(loaded, "joules_per_correct", ".1f"),
                      figure(row["task"], "tokens_per_joule", ".2f"), figure(loaded, "tokens_per_joule", ".2f")])

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis import host, paired
+from benchlib.analysis import host, paired, stats
 from benchlib.analysis.deployments import deployment_figures
 
 
@@ -54,6 +54,23 @@ def test_the_pair_is_oriented_whichever_order_the_systems_come_in():
     assert (graded["a"], graded["better"]) == ("slow", "fast")
     assert graded["difference"] < 0 and graded["difference_hi"] < 0
     assert (graded["a_value"], graded["b_value"]) == (0.0, pytest.approx(2 / 3))
+
+
+def test_each_side_reads_as_its_deployment_figure_everywhere():
+    """Decode, TTFT and end-to-end latency beside the verdict are each deployment's figure as the first screen and the
+    thresholds read it: the mean of its tasks' means with the stratified t interval (two tasks of different speeds
+    here, where a bootstrap over the pooled requests would give another interval)."""
+    other = FAST[FAST["task"] == "basic_qa"].assign(task="coding", decode_tps=lambda f: f["decode_tps"] / 4)
+    fast = pd.concat([FAST, other], ignore_index=True).assign(e2e_s=lambda f: 1.0 + f["ttft_s"])
+    table = host.head_to_head(pd.concat([fast, SLOW.assign(e2e_s=2.0)], ignore_index=True)).set_index("axis")
+    figures = deployment_figures(pd.DataFrame({"model": ["fast"], "task": ["basic_qa"]}), fast).iloc[0]
+    for axis in ("decode_tps", "ttft_ms"):
+        shown = tuple(table.loc[axis, ["a_value", "a_lo", "a_hi"]])
+        assert shown == pytest.approx(tuple(figures[[axis, f"{axis}_lo", f"{axis}_hi"]]))
+    assert table.loc["decode_tps", "a_value"] == pytest.approx((40.0 + 10.0) / 2)
+    e2e = [fast.loc[(fast["task"] == t) & fast["e2e_s"].notna(), "e2e_s"].to_numpy() * 1000 for t in ("basic_qa", "coding")]
+    assert tuple(table.loc["e2e_ms", ["a_value", "a_lo", "a_hi"]]) == pytest.approx(
+        stats.stratified_mean_interval(e2e, floor=0.0))
 
 
 def test_dominance_in_words():

@@ -31,6 +31,8 @@ def test_the_issues_pair_is_no_tie_but_undecided_with_its_per_task_evidence():
     line = verdict.line()
     assert line.startswith("SmolLM2 vs Gemma undecided: decode rate ratio SmolLM2 ÷ Gemma 1.48× [")
     assert "reasoning 0.45× undecided (2)" in line and "more prompts" in line and "tie" not in line
+    # each task's level in words: 5 tasks, Bonferroni
+    assert "; per task (each tested at 5 %/5 = 1 %, Bonferroni over 5 tasks): basic_qa " in line
 
 
 def test_pairing_decides_where_pooled_intervals_overlap():

@@ -17,6 +17,8 @@ from benchlib.config.formatting import (
     fmt,
     interval,
     is_missing,
+    point_difference,
+    points,
     quantity,
     readable,
     short_number,
@@ -68,3 +70,11 @@ def test_a_percentile_column_reads_value_and_bounds_and_says_where_it_has_none()
 def test_a_quantity_carries_its_unit_only_when_it_has_a_value():
     assert quantity(16.0, "g", "GB") == "16 GB" and quantity(4096, ",.0f", "tokens") == "4,096 tokens"
     assert quantity(math.nan, "g", "GB", missing="") == "" and quantity(None, ".2f", "req/s") == MISSING
+
+
+def test_an_accuracy_difference_is_in_signed_percentage_points_with_its_interval():
+    assert point_difference(-0.5862, -0.7401, -0.3712) == "-59 [-74, -37] pp"
+    assert point_difference(0.30, 0.012, 0.53) == "+30 [+1, +53] pp"
+    assert point_difference(0.0, -0.004, 0.2) == "0 [0, +20] pp"  # no signed zero
+    assert point_difference(0.25, math.nan, 0.5) == "+25 pp" and point_difference(None, 0.1, 0.2) == MISSING
+    assert points(np.float64(0.583)) == "+58" and points(math.nan) == MISSING

@@ -8,11 +8,13 @@ import re
 from dataclasses import asdict
 from itertools import takewhile
 
+import matplotlib.pyplot as plt
 import pytest
 
 from benchlib import paper
 from benchlib.analysis import frontier, paired, sequential
-from benchlib.config.formatting import fmt
+from benchlib.config.formatting import fmt, point_difference
+from benchlib.paper.on_this_host import fig_on_this_host
 from benchlib.views import run_summary
 from tests.fakes.synthetic_run import SYN_HOST, SYN_MODEL, SYN_SERVER, SYN_SYSTEM, write_graded, write_synthetic_run
 
@@ -65,10 +67,17 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     # decided prompt by prompt: the slow one decodes at half the rate on each of the same 6 prompts
     assert (f"tok/s ({FAST_LABEL} faster: decode rate 2.00× [2.00×–2.00×] the other's on the same 6 prompts (paired sign-flip "
             "test, tasks weighted equally))") in pair
-    assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60% [" in pair
+    assert (f"answers on the graded sets 60% vs 0% on the same {ITEMS} items, difference +60 [" in pair
             and f"p = {fmt(p, '.2g')} ({FAST_LABEL} better, decided by its compare plan at alpha 0.01: look 2, 30 of 60 "
                 "items, 18 (" in pair)
     assert "energy not compared (no energy reading on this host)" in pair
+    # an accuracy difference is in percentage points, signed, as the terminal writes it, in the sentence and the table
+    graded = assembled.tables["on_this_host"].data.set_index("axis").loc["graded"]
+    points = point_difference(graded["difference"], graded["difference_lo"], graded["difference_hi"])
+    assert points.startswith("+60 [+") and points.endswith("] pp") and f"difference {points}, p = " in pair
+    decides = assembled.tables["on_this_host"].display.set_index("axis").loc["answers on the graded sets",
+                                                                              "what decides"]
+    assert decides.startswith(f"difference {points} on {ITEMS} items, McNemar p = ")
     assert "time to first token 50.0 [50.0–50.0] vs 50.0 [50.0–50.0] ms (equivalent within ±10%: " in pair
     assert pair.endswith(f"— **{FAST_LABEL}** dominates **{SLOW_LABEL}** (faster decode, better answers; equivalent on time to "
                          "first token).")
@@ -77,6 +86,33 @@ def test_on_this_host_opens_the_summary_in_at_most_ten_lines(built):
     assert plan == (f"Graded items: **{FAST_LABEL}** 30 sent of 60 planned, 30 answered, 30 scored (decided against "
                     f"tiny-model+slow at look 2, 18 vs 0 discordant, p = {fmt(p, '.2g')}); **{SLOW_LABEL}** 30 sent, 30 "
                     f"answered, 30 scored (fixed size).")
+
+
+def test_one_speed_figure_per_deployment_on_the_first_screen_and_on_this_host(built):
+    """A deployment's decode rate and TTFT carry one interval: the deployments table's (what the thresholds judge)."""
+    _, assembled = built
+    own = assembled.tables["deployments"].data.set_index("deployment")
+    host = assembled.tables["on_this_host"].data.set_index("axis")
+    for axis in ("decode_tps", "ttft_ms"):
+        row = host.loc[axis]
+        for side in ("a", "b"):
+            shown = tuple(row[[f"{side}_value", f"{side}_lo", f"{side}_hi"]])
+            assert shown == pytest.approx(tuple(own.loc[row[side], [axis, f"{axis}_lo", f"{axis}_hi"]]), nan_ok=True)
+    assert own.loc[FAST, "decode_tps_lo"] < own.loc[FAST, "decode_tps"] < own.loc[FAST, "decode_tps_hi"]
+
+
+def test_the_figures_panel_titles_stand_apart_under_the_suptitle(built):
+    """Neighbouring panels' titles ("time to first token (ms)", "answers on the graded sets") keep a readable gap
+    at the width the first screen shows the figure, and the figure's title sits above them all."""
+    _, assembled = built
+    figure = fig_on_this_host(assembled.tables, assembled.runs)
+    renderer = figure.canvas.get_renderer()
+    boxes = sorted((ax.title.get_window_extent(renderer) for ax in figure.axes), key=lambda box: box.x0)
+    assert [ax.get_title().split("\n")[0] for ax in sorted(figure.axes, key=lambda ax: ax.get_position().x0)] == [
+        "decode speed (tok/s)", "time to first token", "answers on the"]
+    assert min(right.x0 - left.x1 for left, right in zip(boxes, boxes[1:])) > 0.04 * figure.bbox.width
+    assert figure.get_suptitle() and figure._suptitle.get_window_extent(renderer).y0 > max(box.y1 for box in boxes)
+    plt.close(figure)
 
 
 def test_the_report_shows_on_this_host_before_the_published_comparison(built):

@@ -60,6 +60,8 @@ def test_paired_verdicts_per_set_pooled_and_under_load():
     assert pooled["verdict"] == f"{NAMES['strong']} beats {NAMES['weak']}"
     assert pooled["p_value"] == pytest.approx(2 * 0.5 ** 9)
     assert data.loc[("leg_counting", NAMES["strong"]), "verdict"] == "undecided"  # 1 discordant item of 2
+    shown = table.display.set_index(["set", "A"]).loc[(paired.ALL_SETS, NAMES["strong"]), "A − B [95% CI]"]
+    assert shown.startswith("+90 [+") and shown.endswith("] pp")  # an accuracy difference: percentage points
     load = table.data[table.data["a"] == f"{NAMES['strong']} (c1)"].iloc[0]
     # the same answers at 4 in flight
     assert (load["set"], load["n"], load["verdict"]) == ("arithmetic", 8, "undecided")

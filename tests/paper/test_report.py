@@ -96,7 +96,7 @@ def test_the_summary_says_which_local_deployment_wins_how_sure_and_why_not(two):
     assert "overall dominated by Gemma 4 E2B @ RTX 3090 host" in work
     assert f"Of ours, beaten: **{SLOW_LABEL}** by {FAST_LABEL} (better on avg_decode_tps; neither better on" in work
     assert "accuracy_workstation (undecided, paired on the same items)" in work
-    assert f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items, difference +25% [" in work
+    assert f"{FAST_LABEL} 100% vs {SLOW_LABEL} 75% on 8 items, difference +25 [" in work
     assert "undecided (the difference's interval includes 0)" in work
     assert "Would flip if tokens/s per watt were judged too (higher is better): Phi-4 Multimodal @ RTX 3090 host" \
         in work  # the change in words, not 'add tps_per_w ↑'
