@@ -215,10 +215,8 @@ def load_runs(roots: str | Path | Sequence[str | Path] | None = None) -> Runs:
             latency.append(sized.assign(**ident, suite=path.name))
         if summary.empty and reqs.empty:
             continue
-        for frame in (summary, reqs):
-            if len(frame):
-                frame["host"], frame["model"], frame["system"] = host, model, ident["system"]
-                frame["suite"] = frame["suite"] if "suite" in frame else path.name
+        summary, reqs = (frame.copy().assign(**ident, suite=frame["suite"] if "suite" in frame else path.name)
+                         if len(frame) else frame for frame in (summary, reqs))  # copy: consolidated, fast to add to
         summaries.append(summary)
         requests.append(reqs)
         if len(wins):
