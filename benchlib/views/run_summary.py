@@ -204,8 +204,8 @@ def closing_lines(suite_dirs: Sequence[Path], table_file: Path, shown: Callable[
         return []
     requests = read_all_requests(suite_dirs)
     labels = short_labels(list(dict.fromkeys(summary["model"])))
-    notes = [f"{labels[name]}: {note} ({setting_of(note)})" for name, note in (graded_notes or {}).items()
-             if note and name in labels]
+    notes = [f"{labels[name]} on {note.removeprefix('reduced: ')} ({setting_of(note)})"
+             for name, note in (graded_notes or {}).items() if note and name in labels]
     write_task_table(summary, labels, table_file, ["graded sets, part of their pools:", *notes] if notes else [])
     figures = deployment_figures(summary, requests)
     lines = ["", *fit(f"per task: {shown(str(table_file))} ({summary['task'].nunique()} tasks, failures and notes)"),
