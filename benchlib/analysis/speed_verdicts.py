@@ -177,7 +177,15 @@ def _per_task_level(k: int) -> str:
 
 
 def _x(ratio: float) -> str:
-    return "–" if ratio is None or math.isnan(ratio) else f"{ratio:.2f}×"
+    """A ratio to two decimals; a bound just off 1 gets the decimals that show it is off ("0.998×", not "1.00×",
+    beside a verdict its interval decided)."""
+    if ratio is None or math.isnan(ratio):
+        return "–"
+    for places in (2, 3, 4):
+        text = f"{ratio:.{places}f}×"
+        if ratio == 1 or float(text[:-1]) != 1:
+            return text
+    return text
 
 
 # ---- the sign-flip randomization test ------------------------------------------------------------------------

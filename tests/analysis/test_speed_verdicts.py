@@ -99,3 +99,9 @@ def test_required_pairs_reaches_the_power_of_the_two_one_sided_t_tests():
     assert n == 11 and speed_verdicts.equivalence_power(n, 0.1) >= 0.8 > speed_verdicts.equivalence_power(n - 1, 0.1)
     # the normal approximation, blind to the sample sd's own spread, would promise 80 % at 10
     assert math.ceil(((1.6449 + 1.2816) * 0.1 / math.log(1.1)) ** 2) == 10
+
+
+def test_a_bound_just_off_1_shows_that_it_is():
+    """A decided interval ending at 0.998 is not printed "1.00×", which would read as including 1."""
+    assert [speed_verdicts._x(v) for v in (0.998, 1.0, 1.004, 0.81, 1.00004)] == \
+        ["0.998×", "1.00×", "1.004×", "0.81×", "1.0000×"]
