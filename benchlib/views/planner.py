@@ -59,6 +59,7 @@ from benchlib.analysis.plan import (
     rank,
     relative_error,
 )
+from benchlib.config.formatting import WIDTH
 from benchlib.config.params import BenchParams, ParamsError, load_params
 from benchlib.config.paths import PROJECT_ROOT, cache_dir, ladder_file, outputs_root, slug
 from benchlib.measure.capacity import bandwidth, compute
@@ -353,9 +354,6 @@ def _plain(value: Any) -> Any:
 
 
 # ---- the table -------------------------------------------------------------------------------------------------------
-
-WIDTH = 120  # one screen: the table and its notes stay within 120 columns and 30 lines
-
 
 def compact(value: float) -> str:
     """Three significant digits (whole numbers from 100, two below 1), ten thousands as k and millions as M: a
